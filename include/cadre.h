@@ -1,0 +1,107 @@
+/*
+ * cadre.h - the public interface of libcadre.
+ *
+ * One header, one contract (see cadre(7) and the per-function man pages).
+ * Every function returns an int status (CADRE_SUCCESS = 0) unless noted;
+ * output parameters are written only on success.
+ */
+#ifndef CADRE_H
+#define CADRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CADRE_VERSION_MAJOR 0
+#define CADRE_VERSION_MINOR 1
+#define CADRE_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------
+ * Status codes: one table builds the enum and the strings (libuv's UV_ERRNO_MAP).
+ * ------------------------------------------------------------------------- */
+#define CADRE_STATUS_MAP(X)                                                              \
+    X(SUCCESS, 0, "success")                                                             \
+    X(ERR_ARG, 1, "invalid argument")                                                    \
+    X(ERR_STATE, 2, "invalid state: not initialized, finalized, or freed/NULL handle")   \
+    X(ERR_NOMEM, 3, "out of memory")                                                     \
+    X(ERR_TRUNCATE, 4, "message truncated: larger than the receive buffer")              \
+    X(ERR_TIMEOUT, 5, "operation timed out")                                             \
+    X(ERR_PEER, 6, "a peer process exited or became unreachable")                        \
+    X(ERR_MISMATCH, 7, "ranks called mismatching collectives or arguments")              \
+    X(ERR_DEVICE, 8, "a CUDA call failed")                                               \
+    X(ERR_BOOTSTRAP, 9, "bootstrap (PMIx or launcher) failure")                          \
+    X(ERR_UNSUPPORTED, 10, "operation not supported by this build or buffer kind")       \
+    X(ERR_INTERNAL, 11, "internal error")
+
+enum {
+#define CADRE__STATUS_ENUM(name, code, text) CADRE_##name = (code),
+    CADRE_STATUS_MAP(CADRE__STATUS_ENUM)
+#undef CADRE__STATUS_ENUM
+};
+
+/* Static text for a status code; never NULL ("unknown status" for unknown codes). */
+const char *cadre_error_string(int status);
+/* The calling thread's last detailed error message ("" if none). */
+const char *cadre_last_error(void);
+
+/* ---------------------------------------------------------------------------
+ * Handles and constants
+ * ------------------------------------------------------------------------- */
+typedef struct cadre_comm *cadre_comm_t;
+
+#define CADRE_COMM_NULL ((cadre_comm_t)0)
+/* The world communicator is a reserved handle value valid before cadre_init. */
+#define CADRE_COMM_WORLD ((cadre_comm_t)(uintptr_t)1)
+#define CADRE_UNDEFINED (-32766)
+
+typedef enum {
+    CADRE_INT8,
+    CADRE_UINT8,
+    CADRE_INT32,
+    CADRE_UINT32,
+    CADRE_INT64,
+    CADRE_UINT64,
+    CADRE_FLOAT16,
+    CADRE_BFLOAT16,
+    CADRE_FLOAT32,
+    CADRE_FLOAT64
+} cadre_datatype_t;
+
+typedef enum { CADRE_SUM, CADRE_PROD, CADRE_MAX, CADRE_MIN, CADRE_AVG } cadre_op_t;
+
+/* Size in bytes of one element of dt; 0 for an unknown datatype. */
+size_t cadre_datatype_size(cadre_datatype_t dt);
+
+/* ---------------------------------------------------------------------------
+ * Lifecycle and process information
+ * ------------------------------------------------------------------------- */
+/* Bootstraps through PMIx when started by cadrerun, mpirun or srun --mpi=pmix;
+ * runs as a world of size 1 when started alone. argc/argv may be NULL. */
+int cadre_init(int *argc, char ***argv);
+int cadre_finalize(void);
+/* *flag = 1 between a successful cadre_init and cadre_finalize, else 0.
+ * May be called at any time. */
+int cadre_initialized(int *flag);
+/* Ends every process of the job; the launcher exits with errorcode. Does not
+ * return on success. */
+int cadre_abort(cadre_comm_t comm, int errorcode);
+int cadre_local_rank(int *rank);
+int cadre_local_size(int *size);
+/* CUDA device bound by cadre_init, -1 when none. */
+int cadre_device(int *device);
+int cadre_version(int *major, int *minor, int *patch);
+
+/* ---------------------------------------------------------------------------
+ * Communicators
+ * ------------------------------------------------------------------------- */
+int cadre_comm_rank(cadre_comm_t comm, int *rank);
+int cadre_comm_size(cadre_comm_t comm, int *size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CADRE_H */

@@ -1,0 +1,11 @@
+/*
+ * The one table of every CADRE_* tunable: (id, type, default, help).
+ * The runtime, cadre-info and the ENVIRONMENT section of cadre(7) are all
+ * written from this list. Types: STR, INT, DBL, BOOL (0/1, yes/no, on/off).
+ * Included with X defined by the includer; no include guard on purpose.
+ */
+X(DEBUG, STR, "WARN", "log level: WARN, INFO or TRACE")
+X(DEBUG_SUBSYS, STR, "", "comma list of subsystems to log (BOOTSTRAP,RUNTIME,P2P,COLL,DEVICE,LAUNCHER); empty = all")
+X(TIMEOUT, DBL, "600", "seconds an operation may make no progress before it fails with CADRE_ERR_TIMEOUT")
+X(TRANSPORT, STR, "", "comma list restricting the transports used (shm, tcp); empty = all available")
+X(GPU, INT, "-1", "CUDA device to bind in cadre_init; -1 = local_rank modulo the visible GPUs (set by cadrerun)")

@@ -1,0 +1,48 @@
+/* CUDA device binding. Without CUDA built in, there is no device. */
+#include "config.h"
+
+#include "runtime.h"
+
+#if HAVE_CUDA
+#include <cuda_runtime.h>
+
+int cadre__device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* no driver or no GPU: clear the sticky error */
+        return 0;
+    }
+    return n;
+}
+
+int cadre__device_bind(void)
+{
+    cadre__proc.device = -1;
+    int n = cadre__device_count();
+    if (n <= 0) {
+        CADRE_INFO(DEVICE, "no CUDA device visible; host buffers only");
+        return CADRE_SUCCESS;
+    }
+    long want = cadre__config_int(CADRE_CFG_GPU);
+    int dev = want >= 0 ? (int)(want % n) : cadre__proc.local_rank % n;
+    cudaError_t err = cudaSetDevice(dev);
+    if (err != cudaSuccess)
+        return cadre__error(CADRE_ERR_DEVICE, "cadre_init: cudaSetDevice(%d) failed: %s", dev,
+                            cudaGetErrorString(err));
+    cadre__proc.device = dev;
+    CADRE_INFO(DEVICE, "bound CUDA device %d of %d", dev, n);
+    return CADRE_SUCCESS;
+}
+#else
+int cadre__device_count(void)
+{
+    return 0;
+}
+
+int cadre__device_bind(void)
+{
+    cadre__proc.device = -1;
+    return CADRE_SUCCESS;
+}
+#endif

@@ -1,0 +1,135 @@
+/* Lifecycle and process information. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bootstrap/bootstrap.h"
+#include "runtime.h"
+
+struct cadre_proc_info cadre__proc = {.device = -1};
+
+enum { ST_NEW, ST_INIT, ST_FINALIZED };
+static _Atomic int state = ST_NEW;
+
+int cadre__check_initialized(const char *fn)
+{
+    int s = atomic_load_explicit(&state, memory_order_acquire);
+    if (s == ST_INIT)
+        return CADRE_SUCCESS;
+    return cadre__error(CADRE_ERR_STATE, "%s: called %s", fn,
+                        s == ST_NEW ? "before cadre_init" : "after cadre_finalize");
+}
+
+int cadre_init(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    int s = atomic_load(&state);
+    if (s == ST_INIT)
+        return cadre__error(CADRE_ERR_STATE, "cadre_init: already initialized");
+    if (s == ST_FINALIZED)
+        return cadre__error(CADRE_ERR_STATE, "cadre_init: cannot initialize again after cadre_finalize");
+
+    struct cadre_bootstrap_info bi;
+    CADRE_CHECK(cadre__bootstrap_init(&bi));
+    cadre__proc.rank = bi.rank;
+    cadre__proc.size = bi.size;
+    cadre__proc.local_rank = bi.local_rank;
+    cadre__proc.local_size = bi.local_size;
+    cadre__proc.node_id = bi.node_id;
+    cadre__proc.singleton = bi.singleton;
+
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "rank %d", bi.rank);
+    cadre__log_set_prefix(prefix);
+
+    int rc = cadre__device_bind();
+    if (rc != CADRE_SUCCESS) {
+        cadre__bootstrap_finalize();
+        return rc;
+    }
+
+    cadre__comm_world.magic = CADRE_COMM_MAGIC;
+    cadre__comm_world.context_id = 0;
+    cadre__comm_world.rank = bi.rank;
+    cadre__comm_world.size = bi.size;
+    cadre__comm_world.world_ranks = NULL;
+
+    atomic_store_explicit(&state, ST_INIT, memory_order_release);
+    CADRE_INFO(RUNTIME, "initialized: rank %d of %d, local %d of %d, device %d", bi.rank, bi.size,
+               bi.local_rank, bi.local_size, cadre__proc.device);
+    return CADRE_SUCCESS;
+}
+
+int cadre_finalize(void)
+{
+    CADRE_CHECK(cadre__check_initialized("cadre_finalize"));
+    atomic_store(&state, ST_FINALIZED);
+    cadre__comm_world.magic = 0;
+    return cadre__bootstrap_finalize();
+}
+
+int cadre_initialized(int *flag)
+{
+    if (!flag)
+        return cadre__error(CADRE_ERR_ARG, "cadre_initialized: flag is NULL");
+    *flag = atomic_load(&state) == ST_INIT;
+    return CADRE_SUCCESS;
+}
+
+int cadre_abort(cadre_comm_t comm, int errorcode)
+{
+    /* Abort must work in every state: it is what a program calls when things
+     * are already going wrong. Only a garbage handle is refused. */
+    if (comm != CADRE_COMM_WORLD && atomic_load(&state) == ST_INIT) {
+        int st;
+        if (!cadre__comm_get(comm, "cadre_abort", &st))
+            return st;
+    }
+    char msg[64];
+    snprintf(msg, sizeof msg, "cadre_abort(%d) called by rank %d", errorcode, cadre__proc.rank);
+    CADRE_INFO(RUNTIME, "%s", msg);
+    cadre__bootstrap_abort(errorcode, msg);
+    return CADRE_ERR_INTERNAL; /* not reached */
+}
+
+#define PROC_GETTER(fn, field)                                  \
+    int fn(int *out)                                            \
+    {                                                           \
+        if (!out)                                               \
+            return cadre__error(CADRE_ERR_ARG, #fn ": argument is NULL"); \
+        CADRE_CHECK(cadre__check_initialized(#fn));             \
+        *out = cadre__proc.field;                               \
+        return CADRE_SUCCESS;                                   \
+    }
+PROC_GETTER(cadre_local_rank, local_rank)
+PROC_GETTER(cadre_local_size, local_size)
+PROC_GETTER(cadre_device, device)
+
+int cadre_version(int *major, int *minor, int *patch)
+{
+    if (!major || !minor || !patch)
+        return cadre__error(CADRE_ERR_ARG, "cadre_version: %s is NULL",
+                            !major ? "major" : !minor ? "minor" : "patch");
+    *major = CADRE_VERSION_MAJOR;
+    *minor = CADRE_VERSION_MINOR;
+    *patch = CADRE_VERSION_PATCH;
+    return CADRE_SUCCESS;
+}
+
+size_t cadre_datatype_size(cadre_datatype_t dt)
+{
+    switch (dt) {
+    case CADRE_INT8:
+    case CADRE_UINT8: return 1;
+    case CADRE_FLOAT16:
+    case CADRE_BFLOAT16: return 2;
+    case CADRE_INT32:
+    case CADRE_UINT32:
+    case CADRE_FLOAT32: return 4;
+    case CADRE_INT64:
+    case CADRE_UINT64:
+    case CADRE_FLOAT64: return 8;
+    }
+    return 0;
+}
