@@ -1,0 +1,3 @@
+/* Every suite of the CUnit runner: X(register_function). One line per file. */
+X(suite_runtime)
+X(suite_ranks)

@@ -1,0 +1,54 @@
+/* Runs every multi-rank program of tests/ranks/ranks.list through cadrerun.
+ * A line is: name nranks [VAR=VALUE ...]; each program checks its own results
+ * and exits non-zero (saying why) on any mismatch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static double limit_for(int n)
+{
+    return 60 + 15.0 * n;
+}
+
+static void test_ranks_list(void)
+{
+    FILE *f = fopen(src_path("tests/ranks/ranks.list"), "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[1024];
+    int ran = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *p = line + strspn(line, " \t");
+        if (*p == '#' || *p == '\0')
+            continue;
+        char name[256], env[700] = "";
+        int n, off = 0;
+        if (sscanf(p, "%255s %d %n", name, &n, &off) < 2) {
+            CHECK_MSG(0, "bad line in ranks.list: %s", line);
+            continue;
+        }
+        snprintf(env, sizeof env, "%s", p + off);
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "env %s %s -n %d %s", env, CADRERUN, n,
+                 build_path(name[0] == '/' ? name + 1 : name));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, limit_for(n), &r) == 0);
+        fprintf(stderr, "\n    %-40s n=%d %s%s: exit %d, %.2f s", name, n, env[0] ? "env " : "", env,
+                r.exit_code, r.seconds);
+        CHECK_MSG(r.exit_code == 0 && !r.timed_out,
+                  "%s with %d ranks (%s): exit %d%s\n--- stdout\n%s--- stderr\n%s", name, n, env,
+                  r.exit_code, r.timed_out ? " (timed out)" : "", r.out, r.err);
+        run_free(&r);
+        ran++;
+    }
+    fclose(f);
+    CU_ASSERT(ran > 0);
+}
+
+void suite_ranks(void)
+{
+    CU_pSuite s = CU_add_suite("ranks", NULL, NULL);
+    CU_add_test(s, "programs of ranks.list under cadrerun", test_ranks_list);
+}

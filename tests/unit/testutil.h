@@ -1,0 +1,48 @@
+/* Helpers for the CUnit runner: running commands (cadrerun jobs among them)
+ * with a time limit and capturing what they print. */
+#ifndef CADRE_TESTUTIL_H
+#define CADRE_TESTUTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <CUnit/CUnit.h>
+
+struct run_result {
+    int status;      /* raw wait status; -1 when the command could not start */
+    int exit_code;   /* WEXITSTATUS, or 128+signal when killed */
+    int timed_out;   /* the limit ran out and the command was killed */
+    double seconds;  /* wall time */
+    char *out, *err; /* NUL-terminated captured stdout and stderr (malloc'ed) */
+    size_t out_len, err_len;
+};
+
+/* Runs "sh -c cmd" in its own process group with stdin from `input` (may be
+ * NULL), killing the group after `limit` seconds. */
+int run_cmd(const char *cmd, const char *input, double limit, struct run_result *r);
+void run_free(struct run_result *r);
+
+/* Absolute paths inside the build and source trees (from CADRE_BUILDDIR /
+ * CADRE_SRCDIR, set by make check). Returned strings are static rotating
+ * buffers: use them before calling again eight times. */
+const char *build_path(const char *rel);
+const char *src_path(const char *rel);
+/* The cadrerun binary of the build tree. */
+#define CADRERUN build_path("launcher/cadrerun")
+
+/* Counts lines of text that equal `line` exactly. */
+int count_lines(const char *text, const char *line);
+/* Entries in /dev/shm whose names start with "cadre". */
+int count_shm_leftovers(void);
+
+/* Report and print on failure; keeps CUnit's messages readable. */
+#define CHECK_MSG(cond, ...)                          \
+    do {                                              \
+        if (!(cond)) {                                \
+            fprintf(stderr, "\n  FAILED: " __VA_ARGS__); \
+            fprintf(stderr, "\n");                    \
+        }                                             \
+        CU_ASSERT(cond);                              \
+    } while (0)
+
+#endif
