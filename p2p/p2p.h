@@ -1,0 +1,107 @@
+/*
+ * p2p.h - internal interface of the point-to-point layer: the wire header,
+ * the transport ops struct, the engine entry points transports call, and the
+ * request object shared with the collective layer.
+ *
+ * Threading: every transport function is called with the engine lock held,
+ * so a transport sees one thread at a time. Engine entry points called by a
+ * transport (cadre__p2p_incoming, ...) also run under that lock.
+ */
+#ifndef CADRE_P2P_H
+#define CADRE_P2P_H
+
+#include <poll.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/runtime.h"
+
+/* ---- wire header -------------------------------------------------------- */
+enum cadre_p2p_type {
+    CADRE_P2P_EAGER = 1, /* matched message, payload inline (len bytes)            */
+    CADRE_P2P_RTS = 2,   /* matched; announces len bytes held by sender request sreq */
+    CADRE_P2P_CTS = 3,   /* receiver rreq will take `len` bytes of sender sreq      */
+    CADRE_P2P_DATA = 4,  /* len payload bytes for receiver rreq at byte offset `off` */
+    CADRE_P2P_NACK = 5,  /* sender sreq abandoned the message (timed out): rreq fails */
+    CADRE_P2P_BYE = 6,   /* the peer finalized; its connections closing is not a failure */
+    CADRE_P2P_TYPE_MAX = 6
+};
+
+struct cadre_p2p_hdr {
+    uint8_t type;
+    uint8_t flags;
+    uint16_t reserved;
+    uint32_t ctx;  /* communicator context id (EAGER/RTS)                   */
+    int32_t src;   /* sender's rank in that communicator (EAGER/RTS)        */
+    int32_t tag;   /* (EAGER/RTS)                                           */
+    uint64_t len;  /* EAGER/DATA: payload bytes; RTS: message bytes; CTS: bytes accepted */
+    uint64_t sreq; /* sender request id (RTS, CTS, NACK)                    */
+    uint64_t rreq; /* receiver request id (CTS, DATA, NACK)                 */
+    uint64_t off;  /* DATA: byte offset in the message                      */
+    uint64_t seq;  /* per (sender, receiver) sequence number, checked by receivers */
+};
+
+/* ---- transports ---------------------------------------------------------- */
+/* Return values of send(). */
+#define CADRE_P2P_SENT 0   /* taken whole: the payload may be reused now */
+#define CADRE_P2P_BUSY (-1) /* nothing taken; retry after progress        */
+
+struct cadre_p2p_transport {
+    const char *name;
+    /* Before the bootstrap fence: create local resources, publish endpoint data
+     * with cadre__bootstrap_put. A non-success return disables the transport
+     * (with a warning), it does not fail cadre_init. */
+    int (*init)(void);
+    /* After the fence: read peers' endpoint data, map or prepare connections. */
+    int (*wireup)(void);
+    /* Whether this transport can carry messages to world rank `peer`. */
+    int (*reachable)(int peer);
+    /* Largest payload one EAGER or DATA message may carry on this transport. */
+    size_t (*max_payload)(int peer);
+    /* Sends one message (header plus h->len payload bytes for EAGER/DATA).
+     * All or nothing: returns CADRE_P2P_SENT once the whole message is taken
+     * (copied, written, or staged by the transport), CADRE_P2P_BUSY when
+     * nothing was taken, or CADRE_ERR_PEER after calling
+     * cadre__p2p_peer_failed when the peer is gone. */
+    int (*send)(int peer, const struct cadre_p2p_hdr *h, const void *payload);
+    /* Delivers what has arrived through cadre__p2p_incoming; returns the
+     * number of events handled (0 = nothing happened). */
+    int (*progress)(void);
+    /* File descriptors to poll while sleeping (sockets); may be NULL. Returns
+     * how many were written (at most max). */
+    int (*pollfds)(struct pollfd *fds, int max);
+    /* Releases everything; peers have been sent BYE already. */
+    void (*finalize)(void);
+};
+
+extern const struct cadre_p2p_transport cadre__p2p_shm;
+extern const struct cadre_p2p_transport cadre__p2p_tcp;
+
+/* ---- engine entry points for transports ------------------------------------ */
+/* One complete incoming message from world rank `peer`; payload holds h->len
+ * bytes for EAGER and DATA and is valid only during the call. A transport
+ * that read DATA straight into cadre__p2p_data_dest() passes that pointer. */
+void cadre__p2p_incoming(int peer, const struct cadre_p2p_hdr *h, const void *payload);
+/* Where the payload of DATA header h should land (the user's buffer at the
+ * offset), or NULL when the transport must buffer it and pass it to incoming. */
+void *cadre__p2p_data_dest(int peer, const struct cadre_p2p_hdr *h);
+/* The transport found `peer` gone (connection reset, EOF without BYE...). */
+void cadre__p2p_peer_failed(int peer, const char *why);
+/* The peer said BYE: later EOF from it is orderly. */
+void cadre__p2p_peer_finalized(int peer);
+
+/* ---- engine internals shared by the p2p files ------------------------------- */
+struct cadre_p2p_engine_info {
+    int shm_enabled, tcp_enabled;
+    uint64_t job_cookie; /* the job's secret, for transports that accept connections */
+};
+extern struct cadre_p2p_engine_info cadre__p2p_info;
+
+int cadre__p2p_init(void);
+void cadre__p2p_finalize(void);
+/* Runs every transport once; returns events handled. Takes the engine lock
+ * (trylock: returns 0 when another thread is progressing). */
+int cadre__p2p_progress(void);
+
+#endif /* CADRE_P2P_H */
