@@ -76,6 +76,22 @@ typedef enum { CADRE_SUM, CADRE_PROD, CADRE_MAX, CADRE_MIN, CADRE_AVG } cadre_op
 size_t cadre_datatype_size(cadre_datatype_t dt);
 
 /* ---------------------------------------------------------------------------
+ * Point-to-point and requests
+ * ------------------------------------------------------------------------- */
+typedef struct cadre_request *cadre_request_t;
+#define CADRE_REQUEST_NULL ((cadre_request_t)0)
+
+typedef struct {
+    int source;   /* sender's rank in the communicator */
+    int tag;
+    size_t count; /* elements received */
+    int error;    /* status of this operation */
+} cadre_status_t;
+#define CADRE_STATUS_IGNORE ((cadre_status_t *)0)
+#define CADRE_ANY_SOURCE (-1)
+#define CADRE_ANY_TAG (-1)
+
+/* ---------------------------------------------------------------------------
  * Lifecycle and process information
  * ------------------------------------------------------------------------- */
 /* Bootstraps through PMIx when started by cadrerun, mpirun or srun --mpi=pmix;
@@ -99,6 +115,32 @@ int cadre_version(int *major, int *minor, int *patch);
  * ------------------------------------------------------------------------- */
 int cadre_comm_rank(cadre_comm_t comm, int *rank);
 int cadre_comm_size(cadre_comm_t comm, int *size);
+
+/* ---------------------------------------------------------------------------
+ * Point-to-point. Messages between a pair of ranks on one communicator with
+ * one tag are received in the order sent. Tags are >= 0.
+ * ------------------------------------------------------------------------- */
+int cadre_send(const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag,
+               cadre_comm_t comm);
+int cadre_recv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, cadre_comm_t comm,
+               cadre_status_t *status);
+int cadre_isend(const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag,
+                cadre_comm_t comm, cadre_request_t *req);
+int cadre_irecv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, cadre_comm_t comm,
+                cadre_request_t *req);
+int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, void *recvbuf,
+                   size_t recvcount, int src, int recvtag, cadre_datatype_t dt, cadre_comm_t comm,
+                   cadre_status_t *status);
+
+/* Requests: wait sets *req = CADRE_REQUEST_NULL; a NULL *req completes at once. */
+int cadre_wait(cadre_request_t *req, cadre_status_t *status);
+int cadre_test(cadre_request_t *req, int *done, cadre_status_t *status);
+/* Like cadre_wait, but gives up after `seconds` with CADRE_ERR_TIMEOUT and
+ * leaves the request valid, to be waited on or tested again. */
+int cadre_wait_timeout(cadre_request_t *req, double seconds, cadre_status_t *status);
+/* Waits for all; returns the first failure's status; statuses may be
+ * CADRE_STATUS_IGNORE, else statuses[i].error tells each one's status. */
+int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[]);
 
 #ifdef __cplusplus
 }

@@ -57,8 +57,10 @@ struct cadre_p2p_transport {
     int (*wireup)(void);
     /* Whether this transport can carry messages to world rank `peer`. */
     int (*reachable)(int peer);
-    /* Largest payload one EAGER or DATA message may carry on this transport. */
+    /* Largest payload one DATA message may carry on this transport. */
     size_t (*max_payload)(int peer);
+    /* Largest message sent EAGER (inline); NULL = max_payload. */
+    size_t (*eager_limit)(int peer);
     /* Sends one message (header plus h->len payload bytes for EAGER/DATA).
      * All or nothing: returns CADRE_P2P_SENT once the whole message is taken
      * (copied, written, or staged by the transport), CADRE_P2P_BUSY when

@@ -9,3 +9,5 @@ X(DEBUG_SUBSYS, STR, "", "comma list of subsystems to log (BOOTSTRAP,RUNTIME,P2P
 X(TIMEOUT, DBL, "600", "seconds an operation may make no progress before it fails with CADRE_ERR_TIMEOUT")
 X(TRANSPORT, STR, "", "comma list restricting the transports used (shm, tcp); empty = all available")
 X(GPU, INT, "-1", "CUDA device to bind in cadre_init; -1 = local_rank modulo the visible GPUs (set by cadrerun)")
+X(SHM_FRAG, INT, "131072", "bytes per fragment of a large message in shared memory (the pipeline's unit)")
+X(SHM_NFRAGS, INT, "8", "fragments in flight per pair of ranks in shared memory")

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "bootstrap/bootstrap.h"
+#include "p2p/p2p.h"
 #include "runtime.h"
 
 struct cadre_proc_info cadre__proc = {.device = -1};
@@ -55,6 +56,12 @@ int cadre_init(int *argc, char ***argv)
     cadre__comm_world.size = bi.size;
     cadre__comm_world.world_ranks = NULL;
 
+    rc = cadre__p2p_init();
+    if (rc != CADRE_SUCCESS) {
+        cadre__bootstrap_finalize();
+        return rc;
+    }
+
     atomic_store_explicit(&state, ST_INIT, memory_order_release);
     CADRE_INFO(RUNTIME, "initialized: rank %d of %d, local %d of %d, device %d", bi.rank, bi.size,
                bi.local_rank, bi.local_size, cadre__proc.device);
@@ -65,6 +72,7 @@ int cadre_finalize(void)
 {
     CADRE_CHECK(cadre__check_initialized("cadre_finalize"));
     atomic_store(&state, ST_FINALIZED);
+    cadre__p2p_finalize();
     cadre__comm_world.magic = 0;
     return cadre__bootstrap_finalize();
 }

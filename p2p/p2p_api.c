@@ -1,0 +1,396 @@
+/* Public point-to-point and request functions: argument checks, then the
+ * engine. Every failure names the function and the argument. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2p_engine.h"
+
+struct p2p_args {
+    struct cadre_comm *comm;
+    size_t bytes, elsize;
+    int world; /* the peer's world rank; -1 for ANY_SOURCE */
+};
+
+static int check_args(const char *fn, const void *buf, size_t count, cadre_datatype_t dt, int peer,
+                      int tag, cadre_comm_t comm, int is_recv, struct p2p_args *a)
+{
+    CADRE_CHECK(cadre__check_initialized(fn));
+    int st;
+    a->comm = cadre__comm_get(comm, fn, &st);
+    if (!a->comm)
+        return st;
+    a->elsize = cadre_datatype_size(dt);
+    if (!a->elsize)
+        return cadre__error(CADRE_ERR_ARG, "%s: unknown datatype %d", fn, (int)dt);
+    if (count > SIZE_MAX / a->elsize)
+        return cadre__error(CADRE_ERR_ARG, "%s: count %zu overflows the address space", fn, count);
+    a->bytes = count * a->elsize;
+    if (!buf && count > 0)
+        return cadre__error(CADRE_ERR_ARG, "%s: buffer is NULL with count %zu", fn, count);
+    const char *what = is_recv ? "src" : "dst";
+    if (!(is_recv && peer == CADRE_ANY_SOURCE) && (peer < 0 || peer >= a->comm->size))
+        return cadre__error(CADRE_ERR_ARG, "%s: %s %d out of range [0,%d)", fn, what, peer,
+                            a->comm->size);
+    if (tag < 0 && !(is_recv && tag == CADRE_ANY_TAG))
+        return cadre__error(CADRE_ERR_ARG, "%s: tag %d is negative", fn, tag);
+    a->world = peer == CADRE_ANY_SOURCE ? -1
+               : a->comm->world_ranks ? a->comm->world_ranks[peer]
+                                      : peer;
+    return CADRE_SUCCESS;
+}
+
+static struct cadre_request *make_req(int kind, const char *fn, const void *buf,
+                                      const struct p2p_args *a, int peer, int tag)
+{
+    struct cadre_request *r = cadre__req_new(kind, fn);
+    if (!r)
+        return NULL;
+    r->comm = a->comm;
+    r->ctx = a->comm->context_id;
+    r->peer = peer;
+    r->peer_world = a->world;
+    r->tag = tag;
+    r->elsize = a->elsize;
+    r->buf = (char *)buf;
+    r->bytes = a->bytes;
+    return r;
+}
+
+/* Starts a request under the engine lock; on failure frees it. */
+static int start(struct cadre_request *r, int user)
+{
+    eng_lock();
+    r->user = (uint8_t)user;
+    if (user)
+        atomic_fetch_add(&cadre__eng.outstanding, 1);
+    int rc = r->kind == REQ_SEND ? cadre__p2p_start_send(r) : cadre__p2p_start_recv(r);
+    if (rc != CADRE_SUCCESS && !atomic_load(&r->done)) {
+        if (user)
+            atomic_fetch_sub(&cadre__eng.outstanding, 1);
+        r->user = 0;
+        eng_unlock();
+        cadre__req_free(r);
+        return rc;
+    }
+    eng_unlock();
+    if (user && !atomic_load(&r->done))
+        cadre__p2p_kick();
+    return CADRE_SUCCESS;
+}
+
+/* The end of a wait: the request's outcome becomes the caller's. */
+static int finish(struct cadre_request *r, cadre_status_t *status)
+{
+    int rc = r->error;
+    if (status) {
+        *status = r->status;
+        status->error = rc;
+    }
+    if (rc != CADRE_SUCCESS)
+        cadre__error(rc, "%s", r->errmsg[0] ? r->errmsg : cadre_error_string(rc));
+    cadre__req_free(r);
+    return rc;
+}
+
+static int timed_out(struct cadre_request *r, const char *fn)
+{
+    char what[200];
+    if (r->kind == REQ_SEND)
+        snprintf(what, sizeof what, "%s to rank %d (tag %d, %zu bytes)", r->op, r->peer, r->tag,
+                 r->bytes);
+    else if (r->kind == REQ_RECV && r->peer == CADRE_ANY_SOURCE)
+        snprintf(what, sizeof what, "%s from any rank (tag %d)", r->op, r->tag);
+    else if (r->kind == REQ_RECV)
+        snprintf(what, sizeof what, "%s from rank %d (tag %d)", r->op, r->peer, r->tag);
+    else
+        snprintf(what, sizeof what, "%s", r->op);
+    const char *stage = r->state == RS_POSTED     ? "no matching message arrived"
+                        : r->state == RS_WAIT_CTS  ? "the receiver never posted a matching receive"
+                        : r->state == RS_STREAM || r->state == RS_WAIT_DATA
+                            ? "the transfer stalled"
+                            : "it could not be sent";
+    int rc = cadre__error(CADRE_ERR_TIMEOUT, "%s: %s made no progress for %g s (CADRE_TIMEOUT): %s",
+                          fn, what, cadre__eng.timeout, stage);
+    CADRE_WARN(P2P, "%s", cadre_last_error());
+    eng_lock();
+    cadre__p2p_abandon(r);
+    eng_unlock();
+    return rc;
+}
+
+static int wait_and_finish(struct cadre_request *r, const char *fn, cadre_status_t *status)
+{
+    if (cadre__req_wait(r, 0, 1) != CADRE_SUCCESS)
+        return timed_out(r, fn);
+    return finish(r, status);
+}
+
+int cadre_send(const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag,
+               cadre_comm_t comm)
+{
+    struct p2p_args a;
+    CADRE_CHECK(check_args("cadre_send", buf, count, dt, dst, tag, comm, 0, &a));
+    struct cadre_engine *e = &cadre__eng;
+    /* Fast path: a small message that the transport takes at once needs no
+     * request at all. */
+    if (a.world != cadre__proc.rank) {
+        eng_lock();
+        struct cadre_peer *p = &e->peers[a.world];
+        if (p->state == PEER_OK && !p->outq && a.bytes <= p->eager) {
+            struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER,
+                                      .ctx = a.comm->context_id,
+                                      .src = a.comm->rank,
+                                      .tag = tag,
+                                      .len = a.bytes,
+                                      .seq = p->send_seq + 1};
+            int rc = p->tp->send(a.world, &h, buf);
+            if (rc == CADRE_P2P_SENT) {
+                p->send_seq++;
+                eng_unlock();
+                return CADRE_SUCCESS;
+            }
+            if (rc != CADRE_P2P_BUSY) {
+                eng_unlock();
+                return cadre__error(rc, "cadre_send: peer rank %d %s", a.world, p->why);
+            }
+        }
+        eng_unlock();
+    }
+    struct cadre_request *r = make_req(REQ_SEND, "cadre_send", buf, &a, dst, tag);
+    if (!r)
+        return cadre__error(CADRE_ERR_NOMEM, "cadre_send: no memory for a request");
+    CADRE_CHECK(start(r, 0));
+    return wait_and_finish(r, "cadre_send", NULL);
+}
+
+int cadre_recv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, cadre_comm_t comm,
+               cadre_status_t *status)
+{
+    struct p2p_args a;
+    CADRE_CHECK(check_args("cadre_recv", buf, count, dt, src, tag, comm, 1, &a));
+    struct cadre_request *r = make_req(REQ_RECV, "cadre_recv", buf, &a, src, tag);
+    if (!r)
+        return cadre__error(CADRE_ERR_NOMEM, "cadre_recv: no memory for a request");
+    CADRE_CHECK(start(r, 0));
+    return wait_and_finish(r, "cadre_recv", status);
+}
+
+static int post_nb(int kind, const char *fn, const void *buf, size_t count, cadre_datatype_t dt,
+                   int peer, int tag, cadre_comm_t comm, cadre_request_t *req)
+{
+    if (!req)
+        return cadre__error(CADRE_ERR_ARG, "%s: req is NULL", fn);
+    struct p2p_args a;
+    CADRE_CHECK(check_args(fn, buf, count, dt, peer, tag, comm, kind == REQ_RECV, &a));
+    struct cadre_request *r = make_req(kind, fn, buf, &a, peer, tag);
+    if (!r)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", fn);
+    CADRE_CHECK(start(r, 1));
+    *req = r;
+    return CADRE_SUCCESS;
+}
+
+int cadre_isend(const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag,
+                cadre_comm_t comm, cadre_request_t *req)
+{
+    return post_nb(REQ_SEND, "cadre_isend", buf, count, dt, dst, tag, comm, req);
+}
+
+int cadre_irecv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, cadre_comm_t comm,
+                cadre_request_t *req)
+{
+    return post_nb(REQ_RECV, "cadre_irecv", buf, count, dt, src, tag, comm, req);
+}
+
+int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, void *recvbuf,
+                   size_t recvcount, int src, int recvtag, cadre_datatype_t dt, cadre_comm_t comm,
+                   cadre_status_t *status)
+{
+    const char *fn = "cadre_sendrecv";
+    struct p2p_args sa, ra;
+    CADRE_CHECK(check_args(fn, sendbuf, sendcount, dt, dst, sendtag, comm, 0, &sa));
+    CADRE_CHECK(check_args(fn, recvbuf, recvcount, dt, src, recvtag, comm, 1, &ra));
+    struct cadre_request *rr = make_req(REQ_RECV, fn, recvbuf, &ra, src, recvtag);
+    struct cadre_request *sr = make_req(REQ_SEND, fn, sendbuf, &sa, dst, sendtag);
+    if (!rr || !sr) {
+        cadre__req_free(rr);
+        cadre__req_free(sr);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for requests", fn);
+    }
+    int rc = start(rr, 0);
+    if (rc != CADRE_SUCCESS) {
+        cadre__req_free(sr);
+        return rc;
+    }
+    rc = start(sr, 0);
+    if (rc != CADRE_SUCCESS) {
+        /* The receive is posted: it must not outlive the call. */
+        if (cadre__req_wait(rr, cadre__now() + 0.0, 0) != CADRE_SUCCESS) {
+            eng_lock();
+            cadre__p2p_abandon(rr);
+            eng_unlock();
+        } else {
+            cadre__req_free(rr);
+        }
+        return cadre__error(rc, "%s", cadre_last_error());
+    }
+    int rs = cadre__req_wait(sr, 0, 1) != CADRE_SUCCESS ? timed_out(sr, fn) : finish(sr, NULL);
+    if (rs != CADRE_SUCCESS) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", cadre_last_error());
+        if (cadre__req_wait(rr, cadre__now() + 1.0, 0) == CADRE_SUCCESS)
+            cadre__req_free(rr);
+        else {
+            eng_lock();
+            cadre__p2p_abandon(rr);
+            eng_unlock();
+        }
+        return cadre__error(rs, "%s", msg);
+    }
+    return wait_and_finish(rr, fn, status);
+}
+
+/* ---- requests ------------------------------------------------------------------ */
+
+static int check_req(const char *fn, cadre_request_t *req)
+{
+    if (!req)
+        return cadre__error(CADRE_ERR_ARG, "%s: req is NULL", fn);
+    CADRE_CHECK(cadre__check_initialized(fn));
+    if (*req && (*req)->magic != CADRE_REQ_MAGIC)
+        return cadre__error(CADRE_ERR_STATE, "%s: request %p is freed or not a request", fn,
+                            (void *)*req);
+    return CADRE_SUCCESS;
+}
+
+static void empty_status(cadre_status_t *status)
+{
+    if (status)
+        *status = (cadre_status_t){.source = CADRE_ANY_SOURCE, .tag = CADRE_ANY_TAG};
+}
+
+int cadre_wait(cadre_request_t *req, cadre_status_t *status)
+{
+    CADRE_CHECK(check_req("cadre_wait", req));
+    struct cadre_request *r = *req;
+    if (!r) {
+        empty_status(status);
+        return CADRE_SUCCESS;
+    }
+    *req = CADRE_REQUEST_NULL;
+    return wait_and_finish(r, "cadre_wait", status);
+}
+
+int cadre_wait_timeout(cadre_request_t *req, double seconds, cadre_status_t *status)
+{
+    CADRE_CHECK(check_req("cadre_wait_timeout", req));
+    if (!(seconds >= 0))
+        return cadre__error(CADRE_ERR_ARG, "cadre_wait_timeout: seconds %g is negative or NaN",
+                            seconds);
+    struct cadre_request *r = *req;
+    if (!r) {
+        empty_status(status);
+        return CADRE_SUCCESS;
+    }
+    if (cadre__req_wait(r, cadre__now() + seconds, 0) != CADRE_SUCCESS)
+        return cadre__error(CADRE_ERR_TIMEOUT, "cadre_wait_timeout: %s not complete after %g s",
+                            r->op, seconds);
+    *req = CADRE_REQUEST_NULL;
+    return finish(r, status);
+}
+
+int cadre_test(cadre_request_t *req, int *done, cadre_status_t *status)
+{
+    if (!done)
+        return cadre__error(CADRE_ERR_ARG, "cadre_test: done is NULL");
+    CADRE_CHECK(check_req("cadre_test", req));
+    struct cadre_request *r = *req;
+    if (!r) {
+        empty_status(status);
+        *done = 1;
+        return CADRE_SUCCESS;
+    }
+    if (!atomic_load_explicit(&r->done, memory_order_acquire))
+        cadre__p2p_progress();
+    if (!atomic_load_explicit(&r->done, memory_order_acquire)) {
+        *done = 0;
+        return CADRE_SUCCESS;
+    }
+    *done = 1;
+    *req = CADRE_REQUEST_NULL;
+    return finish(r, status);
+}
+
+int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
+{
+    if (n < 0)
+        return cadre__error(CADRE_ERR_ARG, "cadre_waitall: n %d is negative", n);
+    if (n > 0 && !reqs)
+        return cadre__error(CADRE_ERR_ARG, "cadre_waitall: reqs is NULL with n %d", n);
+    CADRE_CHECK(cadre__check_initialized("cadre_waitall"));
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && reqs[i]->magic != CADRE_REQ_MAGIC)
+            return cadre__error(CADRE_ERR_STATE, "cadre_waitall: reqs[%d] is freed or not a request",
+                                i);
+    int first = CADRE_SUCCESS;
+    char msg[512] = "";
+    for (int i = 0; i < n; i++) {
+        int rc = cadre_wait(&reqs[i], statuses ? &statuses[i] : NULL);
+        if (rc != CADRE_SUCCESS && first == CADRE_SUCCESS) {
+            first = rc;
+            snprintf(msg, sizeof msg, "cadre_waitall: reqs[%d]: %s", i, cadre_last_error());
+        }
+    }
+    if (first != CADRE_SUCCESS)
+        return cadre__error(first, "%s", msg);
+    return CADRE_SUCCESS;
+}
+
+/* ---- abandoning a request whose wait timed out ---------------------------------- */
+
+static void drop_outq_entries(struct cadre_request *r)
+{
+    if (r->peer_world < 0 || r->peer_world == cadre__proc.rank)
+        return;
+    struct cadre_peer *p = &cadre__eng.peers[r->peer_world];
+    struct outq_entry **pp = &p->outq, *last = NULL;
+    while (*pp) {
+        struct outq_entry *q = *pp;
+        if (q->req == r) {
+            *pp = q->next;
+            atomic_fetch_sub(&cadre__eng.outstanding, 1);
+            free(q);
+        } else {
+            last = q;
+            pp = &q->next;
+        }
+    }
+    p->outq_tail = last;
+}
+
+void cadre__p2p_abandon(struct cadre_request *r)
+{
+    if (atomic_load(&r->done)) {
+        cadre__req_free(r);
+        return;
+    }
+    if (r->user)
+        atomic_fetch_sub(&cadre__eng.outstanding, 1);
+    r->user = 0;
+    switch (r->state) {
+    case RS_WAIT_CTS:
+        /* The RTS is out: answer a late CTS with NACK, then free. */
+        r->abandoned = 1;
+        return;
+    case RS_STREAM: {
+        drop_outq_entries(r);
+        struct cadre_p2p_hdr n = {.type = CADRE_P2P_NACK, .sreq = r->id, .rreq = r->remote};
+        cadre__p2p_post(r->peer_world, &n, NULL, NULL);
+        break;
+    }
+    case RS_POSTED: cadre__p2p_unpost(r); break;
+    default: drop_outq_entries(r); break;
+    }
+    cadre__req_free(r);
+}

@@ -1,0 +1,192 @@
+/*
+ * p2p_engine.h - state shared by the files of the p2p engine (not by
+ * transports): requests, peers, matching queues, the engine lock, sleeping
+ * and waking.
+ */
+#ifndef CADRE_P2P_ENGINE_H
+#define CADRE_P2P_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include "p2p.h"
+
+/* ---- requests ------------------------------------------------------------ */
+enum { REQ_SEND = 1, REQ_RECV = 2, REQ_GENERIC = 3 };
+/* Protocol states of a request that is not done. */
+enum {
+    RS_NEW,       /* not started (queued behind other output)              */
+    RS_POSTED,    /* recv: in the posted queue, unmatched                  */
+    RS_WAIT_CTS,  /* send: RTS out, waiting for the receiver               */
+    RS_STREAM,    /* send: pushing DATA fragments                          */
+    RS_WAIT_DATA, /* recv: CTS out, DATA arriving                          */
+    RS_DONE
+};
+
+#define CADRE_REQ_MAGIC 0x72657175u
+
+struct cadre_request {
+    uint32_t magic;
+    uint8_t kind;
+    uint8_t state;
+    uint8_t user;      /* handed to the user (nonblocking call): counts as outstanding */
+    uint8_t abandoned; /* the user gave up on it (timeout): the engine frees it when done */
+    _Atomic int done;
+    int error;         /* status once done */
+    char errmsg[256];  /* detail for cadre_last_error, set in the waiting thread */
+    cadre_status_t status;
+    uint64_t id; /* wire name for RTS/CTS/DATA; 0 when not registered */
+    double last_activity;
+    const char *op; /* "cadre_recv", ... for messages */
+
+    /* matching */
+    struct cadre_comm *comm;
+    uint32_t ctx;
+    int peer;       /* send: dst comm rank; recv: src comm rank or CADRE_ANY_SOURCE */
+    int peer_world; /* world rank of the peer, -1 for ANY_SOURCE until matched */
+    int tag;
+    size_t elsize;
+
+    /* data */
+    char *buf;
+    size_t bytes;      /* send: message length; recv: capacity                 */
+    uint64_t remote;   /* send: receiver's rreq after CTS; recv: sender's sreq */
+    size_t xfer;       /* bytes that will move (receiver's min(len, capacity))  */
+    size_t moved;      /* bytes moved so far                                    */
+    size_t msg_len;    /* recv: the sender's full length (truncation)          */
+
+    /* generic requests (collectives): progressed by the engine */
+    int (*poll)(struct cadre_request *req); /* returns events; completes via cadre__req_complete */
+    void (*release)(struct cadre_request *req);
+    void *priv;
+
+    struct cadre_request *next, *prev; /* posted queue or generic list */
+};
+
+/* Creates a request (zeroed, magic set). NULL on ENOMEM. */
+struct cadre_request *cadre__req_new(int kind, const char *op);
+void cadre__req_free(struct cadre_request *req);
+/* Gives the request a wire id so RTS/CTS/DATA can name it. */
+int cadre__req_register(struct cadre_request *req);
+/* Looks up a request by wire id; NULL when unknown (stale or forged). */
+struct cadre_request *cadre__req_lookup(uint64_t id);
+/* Marks done with status `error` (and message, may be NULL); engine lock held. */
+void cadre__req_complete(struct cadre_request *req, int error, const char *fmt, ...)
+    CADRE_PRINTF(3, 4);
+/* Waits until done or until `deadline` (monotonic seconds; 0 = none, then
+ * CADRE_TIMEOUT of no progress applies). Returns CADRE_SUCCESS when done
+ * (the request's own status is req->error), CADRE_ERR_TIMEOUT otherwise. */
+int cadre__req_wait(struct cadre_request *req, double deadline, int no_progress_timeout);
+
+/* ---- peers --------------------------------------------------------------- */
+enum { PEER_OK = 0, PEER_FINALIZED = 1, PEER_DEAD = 2 };
+
+struct outq_entry {
+    struct cadre_p2p_hdr hdr;
+    struct cadre_request *req; /* EAGER: completed when sent; DATA stream: the send */
+    const void *payload;       /* EAGER payload (user's buffer, kept until sent) */
+    struct outq_entry *next;
+};
+
+struct cadre_peer {
+    const struct cadre_p2p_transport *tp;
+    int state;
+    int same_node;
+    pid_t pid;
+    int pidfd;
+    size_t frag;  /* largest DATA payload */
+    size_t eager; /* largest EAGER payload */
+    uint64_t send_seq, recv_seq;
+    struct outq_entry *outq, *outq_tail;
+    char why[160];
+};
+
+/* ---- the engine ---------------------------------------------------------- */
+struct cadre_p2p_doorbell {
+    _Atomic uint32_t seq;      /* futex word: bumped by whoever wakes us */
+    _Atomic uint32_t sleepers; /* threads of this process sleeping on seq */
+};
+
+struct cadre_engine {
+    pthread_mutex_t lock;
+    int nranks;
+    struct cadre_peer *peers;
+    const struct cadre_p2p_transport *tps[2];
+    int ntps;
+    int poll_mode;  /* some peer is reached by a socket transport: sleep in poll() */
+    int shm_active; /* some peer is reached through shared memory */
+    int oversubscribed;
+    int eventfd;
+    struct cadre_p2p_doorbell *bell; /* in our shm segment, or bell_local */
+    struct cadre_p2p_doorbell bell_local;
+
+    _Atomic int outstanding; /* user requests not done + queued output */
+    _Atomic int app_waiting; /* application threads inside a wait */
+    _Atomic int stop;
+    _Atomic uint32_t pt_word; /* the idle progress thread sleeps here */
+    _Atomic int pt_idle;
+    pthread_t pt;
+    int pt_running;
+    double timeout; /* CADRE_TIMEOUT */
+    double next_peer_check;
+
+    struct cadre_request *generic; /* collective requests polled by progress */
+};
+extern struct cadre_engine cadre__eng;
+
+static inline void eng_lock(void)
+{
+    pthread_mutex_lock(&cadre__eng.lock);
+}
+static inline void eng_unlock(void)
+{
+    pthread_mutex_unlock(&cadre__eng.lock);
+}
+
+double cadre__now(void);
+/* Progress with the lock already held. */
+int cadre__p2p_progress_locked(void);
+/* Sleeps until a peer or local thread rings our doorbell, a socket is
+ * readable, or timeout_s passes. Lock NOT held. */
+void cadre__p2p_sleep(double timeout_s);
+/* Wakes the idle progress thread after posting work it should drive. */
+void cadre__p2p_kick(void);
+/* Checks whether same-node peers are alive (every 100 ms at most). Lock held. */
+void cadre__p2p_check_peers(void);
+/* Queues or sends a message to world rank `peer`; lock held. payload is
+ * kept by reference until sent (req, if any, completes then for EAGER). */
+int cadre__p2p_post(int peer, const struct cadre_p2p_hdr *h, const void *payload,
+                    struct cadre_request *req);
+/* Fails every request that involves world rank `peer`; lock held. */
+void cadre__p2p_fail_peer_requests(int peer);
+/* Removes an unmatched posted receive (timeout); lock held. */
+void cadre__p2p_unpost(struct cadre_request *req);
+
+/* Matching (p2p_match.c); lock held. */
+int cadre__p2p_start_send(struct cadre_request *req);
+int cadre__p2p_start_recv(struct cadre_request *req);
+void cadre__p2p_match_fail_peer(int peer, const char *why);
+/* Gives up on a request whose wait timed out; lock held. Frees it or leaves
+ * it to the engine, which frees it once the protocol is over. */
+void cadre__p2p_abandon(struct cadre_request *req);
+void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg);
+void cadre__p2p_match_cleanup(void);
+
+/* Eager-lane tunables shared with the shm transport. */
+#define CADRE_SHM_SLOT 4096
+
+/* futex helpers */
+void cadre__futex_wait(_Atomic uint32_t *word, uint32_t val, double timeout_s);
+void cadre__futex_wake(_Atomic uint32_t *word);
+/* Rings a doorbell: wakes its sleepers, if any. */
+static inline void cadre__bell_ring(struct cadre_p2p_doorbell *b)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&b->sleepers, memory_order_relaxed)) {
+        atomic_fetch_add(&b->seq, 1);
+        cadre__futex_wake(&b->seq);
+    }
+}
+
+#endif

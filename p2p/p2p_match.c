@@ -1,0 +1,398 @@
+/* Matching on (context, source, tag) and the message protocols:
+ * EAGER for small messages; RTS, CTS, DATA for large ones, so a message whose
+ * receive is not posted costs the receiver a header, never the payload. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2p_engine.h"
+
+struct unexp {
+    struct cadre_p2p_hdr h; /* EAGER or RTS */
+    int peer;               /* world rank of the sender */
+    void *data;             /* EAGER payload copy */
+    struct unexp *next;
+};
+
+struct match_ctx {
+    uint32_t ctx;
+    int used;
+    struct cadre_request *posted, *posted_tail;
+    struct unexp *unexp, *unexp_tail;
+};
+
+/* Open addressing on the context id; communicators are few. */
+static struct match_ctx *ctxs;
+static uint32_t nctx_cap, nctx_used;
+
+static struct match_ctx *ctx_find(uint32_t ctx, int create)
+{
+    if (nctx_cap) {
+        for (uint32_t i = 0, h = (ctx * 2654435761u) & (nctx_cap - 1); i < nctx_cap;
+             i++, h = (h + 1) & (nctx_cap - 1)) {
+            if (!ctxs[h].used)
+                break;
+            if (ctxs[h].ctx == ctx)
+                return &ctxs[h];
+        }
+    }
+    if (!create)
+        return NULL;
+    if ((nctx_used + 1) * 2 > nctx_cap) {
+        uint32_t ncap = nctx_cap ? nctx_cap * 2 : 16;
+        struct match_ctx *n = calloc(ncap, sizeof *n);
+        if (!n)
+            return NULL;
+        for (uint32_t i = 0; i < nctx_cap; i++) {
+            if (!ctxs[i].used)
+                continue;
+            uint32_t h = (ctxs[i].ctx * 2654435761u) & (ncap - 1);
+            while (n[h].used)
+                h = (h + 1) & (ncap - 1);
+            n[h] = ctxs[i];
+        }
+        free(ctxs);
+        ctxs = n;
+        nctx_cap = ncap;
+    }
+    uint32_t h = (ctx * 2654435761u) & (nctx_cap - 1);
+    while (ctxs[h].used)
+        h = (h + 1) & (nctx_cap - 1);
+    ctxs[h].used = 1;
+    ctxs[h].ctx = ctx;
+    nctx_used++;
+    return &ctxs[h];
+}
+
+static int matches(const struct cadre_request *r, const struct cadre_p2p_hdr *h)
+{
+    return (r->peer == CADRE_ANY_SOURCE || r->peer == h->src) &&
+           (r->tag == CADRE_ANY_TAG || r->tag == h->tag);
+}
+
+static void set_status(struct cadre_request *r, const struct cadre_p2p_hdr *h, size_t got)
+{
+    r->status.source = h->src;
+    r->status.tag = h->tag;
+    r->status.count = r->elsize ? got / r->elsize : got;
+}
+
+static void complete_recv(struct cadre_request *r)
+{
+    if (r->msg_len > r->bytes)
+        cadre__req_complete(r, CADRE_ERR_TRUNCATE,
+                            "%s: message of %zu bytes from rank %d (tag %d) exceeds the receive "
+                            "buffer of %zu bytes",
+                            r->op, r->msg_len, r->status.source, r->status.tag, r->bytes);
+    else
+        cadre__req_complete(r, CADRE_SUCCESS, NULL);
+}
+
+static void deliver_eager(struct cadre_request *r, const struct cadre_p2p_hdr *h, int peer,
+                          const void *data)
+{
+    size_t n = h->len < r->bytes ? h->len : r->bytes;
+    if (n)
+        memcpy(r->buf, data, n);
+    r->peer_world = peer;
+    r->msg_len = h->len;
+    set_status(r, h, n);
+    complete_recv(r);
+}
+
+/* A matched RTS: take the data. From ourselves it is one memcpy from the
+ * sending request; from a peer it is a CTS, then DATA. */
+static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, int peer)
+{
+    struct cadre_engine *e = &cadre__eng;
+    r->peer_world = peer;
+    r->msg_len = h->len;
+    r->xfer = h->len < r->bytes ? h->len : r->bytes;
+    r->remote = h->sreq;
+    set_status(r, h, r->xfer);
+    if (peer == cadre__proc.rank) {
+        struct cadre_request *s = cadre__req_lookup(h->sreq);
+        if (s && r->xfer)
+            memcpy(r->buf, s->buf, r->xfer);
+        if (s)
+            cadre__req_complete(s, CADRE_SUCCESS, NULL);
+        complete_recv(r);
+        return;
+    }
+    if (e->peers[peer].state == PEER_DEAD) {
+        cadre__req_complete(r, CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, peer,
+                            e->peers[peer].why);
+        return;
+    }
+    if (cadre__req_register(r) != CADRE_SUCCESS) {
+        cadre__req_complete(r, CADRE_ERR_NOMEM, "%s: no memory for a request id", r->op);
+        return;
+    }
+    r->state = RS_WAIT_DATA;
+    r->last_activity = cadre__now();
+    struct cadre_p2p_hdr c = {.type = CADRE_P2P_CTS, .len = r->xfer, .sreq = h->sreq, .rreq = r->id};
+    int rc = cadre__p2p_post(peer, &c, NULL, NULL);
+    if (rc != CADRE_SUCCESS) {
+        cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
+                            cadre_last_error());
+        return;
+    }
+    if (r->xfer == 0)
+        complete_recv(r);
+}
+
+int cadre__p2p_start_recv(struct cadre_request *r)
+{
+    struct match_ctx *m = ctx_find(r->ctx, 1);
+    if (!m)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", r->op);
+    for (struct unexp *u = m->unexp, *prev = NULL; u; prev = u, u = u->next) {
+        if (!matches(r, &u->h))
+            continue;
+        if (prev)
+            prev->next = u->next;
+        else
+            m->unexp = u->next;
+        if (m->unexp_tail == u)
+            m->unexp_tail = prev;
+        if (u->h.type == CADRE_P2P_EAGER)
+            deliver_eager(r, &u->h, u->peer, u->data);
+        else
+            deliver_rts(r, &u->h, u->peer);
+        free(u->data);
+        free(u);
+        return CADRE_SUCCESS;
+    }
+    r->state = RS_POSTED;
+    r->next = NULL;
+    r->prev = m->posted_tail;
+    if (m->posted_tail)
+        m->posted_tail->next = r;
+    else
+        m->posted = r;
+    m->posted_tail = r;
+    return CADRE_SUCCESS;
+}
+
+void cadre__p2p_unpost(struct cadre_request *r)
+{
+    struct match_ctx *m = ctx_find(r->ctx, 0);
+    if (!m || r->state != RS_POSTED)
+        return;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        m->posted = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    else
+        m->posted_tail = r->prev;
+    r->next = r->prev = NULL;
+    r->state = RS_NEW;
+}
+
+int cadre__p2p_start_send(struct cadre_request *r)
+{
+    struct cadre_engine *e = &cadre__eng;
+    int w = r->peer_world;
+    struct cadre_p2p_hdr h = {.ctx = r->ctx, .src = r->comm->rank, .tag = r->tag, .len = r->bytes};
+    if (w == cadre__proc.rank) {
+        /* To ourselves: an eager copy for small messages; large ones wait,
+         * by reference, for the receive and are then copied once. */
+        if (r->bytes <= CADRE_SHM_SLOT) {
+            h.type = CADRE_P2P_EAGER;
+            cadre__p2p_incoming(w, &h, r->buf);
+            cadre__req_complete(r, CADRE_SUCCESS, NULL);
+            return CADRE_SUCCESS;
+        }
+        CADRE_CHECK(cadre__req_register(r));
+        r->state = RS_WAIT_CTS;
+        h.type = CADRE_P2P_RTS;
+        h.sreq = r->id;
+        cadre__p2p_incoming(w, &h, NULL);
+        return CADRE_SUCCESS;
+    }
+    struct cadre_peer *p = &e->peers[w];
+    if (p->state != PEER_OK)
+        return cadre__error(CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, w, p->why);
+    if (r->bytes <= p->eager) {
+        h.type = CADRE_P2P_EAGER;
+        return cadre__p2p_post(w, &h, r->buf, r);
+    }
+    CADRE_CHECK(cadre__req_register(r));
+    r->state = RS_WAIT_CTS;
+    h.type = CADRE_P2P_RTS;
+    h.sreq = r->id;
+    return cadre__p2p_post(w, &h, NULL, NULL);
+}
+
+static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void *payload)
+{
+    struct match_ctx *m = ctx_find(h->ctx, 1);
+    if (!m) {
+        CADRE_WARN(P2P, "no memory to queue a message from rank %d; dropped", peer);
+        return;
+    }
+    for (struct cadre_request *r = m->posted; r; r = r->next) {
+        if (!matches(r, h))
+            continue;
+        cadre__p2p_unpost(r);
+        if (h->type == CADRE_P2P_EAGER)
+            deliver_eager(r, h, peer, payload);
+        else
+            deliver_rts(r, h, peer);
+        return;
+    }
+    struct unexp *u = calloc(1, sizeof *u);
+    if (u && h->type == CADRE_P2P_EAGER && h->len) {
+        u->data = malloc(h->len);
+        if (!u->data) {
+            free(u);
+            u = NULL;
+        } else {
+            memcpy(u->data, payload, h->len);
+        }
+    }
+    if (!u) {
+        CADRE_WARN(P2P, "no memory to queue a message from rank %d; dropped", peer);
+        return;
+    }
+    u->h = *h;
+    u->peer = peer;
+    if (m->unexp_tail)
+        m->unexp_tail->next = u;
+    else
+        m->unexp = u;
+    m->unexp_tail = u;
+}
+
+/* Streams the send's DATA fragments after the receiver's CTS. */
+static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
+{
+    struct cadre_request *s = cadre__req_lookup(h->sreq);
+    if (!s || s->kind != REQ_SEND || s->state != RS_WAIT_CTS || s->peer_world != peer ||
+        h->len > s->bytes) {
+        CADRE_WARN(P2P, "ignoring a CTS from rank %d for unknown send %llx", peer,
+                   (unsigned long long)h->sreq);
+        return;
+    }
+    if (s->abandoned) {
+        struct cadre_p2p_hdr n = {.type = CADRE_P2P_NACK, .sreq = h->sreq, .rreq = h->rreq};
+        cadre__p2p_post(peer, &n, NULL, NULL);
+        cadre__req_complete(s, CADRE_ERR_TIMEOUT, NULL);
+        return;
+    }
+    s->remote = h->rreq;
+    s->xfer = h->len;
+    s->moved = 0;
+    s->last_activity = cadre__now();
+    if (s->xfer == 0) {
+        cadre__req_complete(s, CADRE_SUCCESS, NULL);
+        return;
+    }
+    s->state = RS_STREAM;
+    struct cadre_p2p_hdr d = {.type = CADRE_P2P_DATA, .rreq = h->rreq};
+    int rc = cadre__p2p_post(peer, &d, NULL, s);
+    if (rc != CADRE_SUCCESS)
+        cadre__req_complete(s, rc, "%s: %s", s->op, cadre_last_error());
+}
+
+static struct cadre_request *data_target(int peer, const struct cadre_p2p_hdr *h)
+{
+    struct cadre_request *r = cadre__req_lookup(h->rreq);
+    if (!r || r->kind != REQ_RECV || r->state != RS_WAIT_DATA || r->peer_world != peer ||
+        h->off > r->xfer || h->len > r->xfer - h->off)
+        return NULL;
+    return r;
+}
+
+void *cadre__p2p_data_dest(int peer, const struct cadre_p2p_hdr *h)
+{
+    struct cadre_request *r = data_target(peer, h);
+    return r ? r->buf + h->off : NULL;
+}
+
+static void incoming_data(int peer, const struct cadre_p2p_hdr *h, const void *payload)
+{
+    struct cadre_request *r = data_target(peer, h);
+    if (!r) {
+        CADRE_WARN(P2P, "ignoring %llu DATA bytes from rank %d for unknown receive %llx",
+                   (unsigned long long)h->len, peer, (unsigned long long)h->rreq);
+        return;
+    }
+    if (payload != r->buf + h->off && h->len)
+        memcpy(r->buf + h->off, payload, h->len);
+    r->moved += h->len;
+    r->last_activity = cadre__now();
+    if (r->moved == r->xfer)
+        complete_recv(r);
+}
+
+void cadre__p2p_incoming(int peer, const struct cadre_p2p_hdr *h, const void *payload)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (peer < 0 || peer >= e->nranks)
+        return;
+    if (h->type != CADRE_P2P_DATA && peer != cadre__proc.rank) {
+        struct cadre_peer *p = &e->peers[peer];
+        if (h->seq != p->recv_seq + 1) {
+            cadre__p2p_peer_failed(peer, "sent a message out of sequence (corrupt stream)");
+            return;
+        }
+        p->recv_seq = h->seq;
+    }
+    switch (h->type) {
+    case CADRE_P2P_EAGER:
+    case CADRE_P2P_RTS:
+        if (h->src < 0 || h->src >= e->nranks || h->tag < 0) {
+            CADRE_WARN(P2P, "dropping a message from rank %d with source %d tag %d", peer,
+                       (int)h->src, (int)h->tag);
+            return;
+        }
+        incoming_matched(peer, h, payload);
+        break;
+    case CADRE_P2P_CTS: incoming_cts(peer, h); break;
+    case CADRE_P2P_DATA: incoming_data(peer, h, payload); break;
+    case CADRE_P2P_NACK: {
+        struct cadre_request *r = cadre__req_lookup(h->rreq);
+        if (r && r->kind == REQ_RECV && r->peer_world == peer)
+            cadre__req_complete(r, CADRE_ERR_TIMEOUT,
+                                "%s: rank %d gave up sending this message (its operation timed out)",
+                                r->op, peer);
+        break;
+    }
+    case CADRE_P2P_BYE: cadre__p2p_peer_finalized(peer); break;
+    default:
+        cadre__p2p_peer_failed(peer, "sent a message of unknown type (corrupt stream)");
+    }
+}
+
+/* Posted receives waiting on a failed peer; requests with ids are failed by
+ * the engine. */
+void cadre__p2p_match_fail_peer(int peer, const char *why)
+{
+    for (uint32_t i = 0; i < nctx_cap; i++) {
+        if (!ctxs[i].used)
+            continue;
+        for (struct cadre_request *r = ctxs[i].posted, *n; r; r = n) {
+            n = r->next;
+            if (r->peer == CADRE_ANY_SOURCE || r->peer_world != peer)
+                continue;
+            cadre__p2p_unpost(r);
+            cadre__req_complete(r, CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, peer, why);
+        }
+    }
+}
+
+void cadre__p2p_match_cleanup(void)
+{
+    for (uint32_t i = 0; i < nctx_cap; i++) {
+        for (struct unexp *u = ctxs[i].unexp, *n; u; u = n) {
+            n = u->next;
+            free(u->data);
+            free(u);
+        }
+    }
+    free(ctxs);
+    ctxs = NULL;
+    nctx_cap = nctx_used = 0;
+}

@@ -1,0 +1,176 @@
+/* Request objects, their wire ids, completion and waiting. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "p2p_engine.h"
+
+/* Wire ids name a slot of this table plus a generation, so a stale or forged
+ * id from the wire never reaches a freed request. */
+static struct cadre_request **id_table;
+static uint32_t *id_gen;
+static uint32_t id_cap, *id_free, id_nfree;
+
+struct cadre_request *cadre__req_new(int kind, const char *op)
+{
+    struct cadre_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->magic = CADRE_REQ_MAGIC;
+    r->kind = (uint8_t)kind;
+    r->op = op;
+    r->peer_world = -1;
+    r->last_activity = cadre__now();
+    return r;
+}
+
+static void req_unregister(struct cadre_request *r)
+{
+    if (!r->id)
+        return;
+    uint32_t idx = (uint32_t)r->id;
+    if (idx < id_cap && id_table[idx] == r) {
+        id_table[idx] = NULL;
+        id_free[id_nfree++] = idx;
+    }
+    r->id = 0;
+}
+
+void cadre__req_free(struct cadre_request *r)
+{
+    if (!r)
+        return;
+    req_unregister(r);
+    if (r->release)
+        r->release(r);
+    r->magic = 0;
+    free(r);
+}
+
+int cadre__req_register(struct cadre_request *r)
+{
+    if (!id_nfree) {
+        uint32_t ncap = id_cap ? id_cap * 2 : 256;
+        struct cadre_request **t = realloc(id_table, ncap * sizeof *t);
+        if (!t)
+            return CADRE_ERR_NOMEM;
+        id_table = t;
+        uint32_t *g = realloc(id_gen, ncap * sizeof *g);
+        if (!g)
+            return CADRE_ERR_NOMEM;
+        id_gen = g;
+        uint32_t *f = realloc(id_free, ncap * sizeof *f);
+        if (!f)
+            return CADRE_ERR_NOMEM;
+        id_free = f;
+        for (uint32_t i = ncap; i > id_cap; i--) {
+            id_table[i - 1] = NULL;
+            id_gen[i - 1] = 0;
+            id_free[id_nfree++] = i - 1;
+        }
+        id_cap = ncap;
+    }
+    uint32_t idx = id_free[--id_nfree];
+    id_table[idx] = r;
+    /* Generation 0 is never used, so id 0 means "none". */
+    if (++id_gen[idx] == 0)
+        id_gen[idx] = 1;
+    r->id = ((uint64_t)id_gen[idx] << 32) | idx;
+    return CADRE_SUCCESS;
+}
+
+struct cadre_request *cadre__req_lookup(uint64_t id)
+{
+    uint32_t idx = (uint32_t)id;
+    if (idx >= id_cap || !id_table[idx] || id_table[idx]->id != id)
+        return NULL;
+    return id_table[idx];
+}
+
+void cadre__req_complete(struct cadre_request *r, int error, const char *fmt, ...)
+{
+    if (atomic_load_explicit(&r->done, memory_order_relaxed))
+        return;
+    r->error = error;
+    r->status.error = error;
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->errmsg, sizeof r->errmsg, fmt, ap);
+        va_end(ap);
+    }
+    r->state = RS_DONE;
+    req_unregister(r);
+    if (r->user && !r->abandoned)
+        atomic_fetch_sub(&cadre__eng.outstanding, 1);
+    if (r->abandoned) {
+        cadre__req_free(r);
+        return;
+    }
+    atomic_store_explicit(&r->done, 1, memory_order_release);
+}
+
+/* Spinning is bounded: after this many idle polls the waiter sleeps on its
+ * doorbell, where peers' sends wake it. Oversubscribed ranks yield the core
+ * on every idle poll and sleep much sooner. */
+#define SPIN_POLLS 20000
+#define SPIN_POLLS_OVERSUB 64
+
+int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_timeout)
+{
+    struct cadre_engine *e = &cadre__eng;
+    int idle = 0;
+    int spin = e->oversubscribed ? SPIN_POLLS_OVERSUB : SPIN_POLLS;
+    double nap = 50e-6;
+    if (atomic_load_explicit(&r->done, memory_order_acquire))
+        return CADRE_SUCCESS;
+    atomic_fetch_add(&e->app_waiting, 1);
+    int rc = CADRE_SUCCESS;
+    for (;;) {
+        if (cadre__p2p_progress() > 0) {
+            idle = 0;
+            nap = 50e-6;
+        }
+        if (atomic_load_explicit(&r->done, memory_order_acquire))
+            break;
+        if (++idle < spin) {
+            if (e->oversubscribed)
+                sched_yield();
+            continue;
+        }
+        /* Idle for a while: time to check the clocks and nap. */
+        double now = cadre__now();
+        if (deadline > 0 && now >= deadline) {
+            rc = CADRE_ERR_TIMEOUT;
+            break;
+        }
+        if (no_progress_timeout && now - r->last_activity > e->timeout) {
+            rc = CADRE_ERR_TIMEOUT;
+            break;
+        }
+        eng_lock();
+        cadre__p2p_check_peers();
+        eng_unlock();
+        if (atomic_load_explicit(&r->done, memory_order_acquire))
+            break;
+        double t = nap;
+        if (deadline > 0 && deadline - now < t)
+            t = deadline - now;
+        cadre__p2p_sleep(t);
+        if (nap < 10e-3)
+            nap *= 2;
+        idle = spin - 8; /* a few polls between naps */
+    }
+    atomic_fetch_sub(&e->app_waiting, 1);
+    if (atomic_load(&e->outstanding) > 0)
+        cadre__p2p_kick();
+    return rc;
+}
+
+void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg)
+{
+    for (uint32_t i = 0; i < id_cap; i++)
+        if (id_table[i])
+            fn(id_table[i], arg);
+}
