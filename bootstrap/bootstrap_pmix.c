@@ -171,6 +171,19 @@ int cadre__bootstrap_fence(void)
     return CADRE_SUCCESS;
 }
 
+int cadre__bootstrap_barrier(void)
+{
+    if (!using_pmix)
+        return CADRE_SUCCESS;
+    pmix_proc_t all;
+    PMIX_LOAD_PROCID(&all, myproc.nspace, PMIX_RANK_WILDCARD);
+    pmix_status_t rc = PMIx_Fence(&all, 1, NULL, 0);
+    if (rc != PMIX_SUCCESS)
+        return cadre__error(CADRE_ERR_BOOTSTRAP, "bootstrap: PMIx_Fence (barrier) failed: %s",
+                            PMIx_Error_string(rc));
+    return CADRE_SUCCESS;
+}
+
 int cadre__bootstrap_get(int rank, const char *key, void **data, size_t *len)
 {
     if (!using_pmix) {

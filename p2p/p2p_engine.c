@@ -457,6 +457,10 @@ int cadre__p2p_init(void)
         CADRE_TRACE(P2P, "rank %d via %s (eager %zu, fragment %zu)", w, p->tp->name, p->eager,
                     p->frag);
     }
+    /* Peers attach to each other's segments above; a rank that went on and
+     * finalized at once would take its segment away from a slower peer. */
+    if (e->shm_active || nr > 1)
+        CADRE_CHECK(cadre__bootstrap_barrier());
     /* A transport no peer uses is closed, not polled on every progress call. */
     for (int i = 0; i < 2; i++) {
         if (used[i])

@@ -176,18 +176,26 @@ static int shm_init(void)
     return cadre__bootstrap_put("shm", &blob, sizeof blob);
 }
 
-static int grab_fd(pid_t pid, int fd)
+/* Returns the peer's segment descriptor, or -1 with `why` filled in. */
+static int grab_fd(pid_t pid, int fd, char *why, size_t whylen)
 {
     int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int e1 = errno, e2 = 0;
     if (pidfd >= 0) {
         int got = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        e2 = errno;
         close(pidfd);
         if (got >= 0)
             return got;
     }
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
-    return open(path, O_RDWR | O_CLOEXEC);
+    int got = open(path, O_RDWR | O_CLOEXEC);
+    if (got < 0)
+        snprintf(why, whylen, "pidfd_open: %s, pidfd_getfd: %s, open %s: %s",
+                 pidfd >= 0 ? "ok" : strerror(e1), pidfd >= 0 ? strerror(e2) : "-", path,
+                 strerror(errno));
+    return got;
 }
 
 static int shm_wireup(void)
@@ -216,11 +224,12 @@ static int shm_wireup(void)
                                 "shm: rank %d has a different shared-memory layout (are "
                                 "CADRE_SHM_* set alike on every rank?)",
                                 w);
-        int fd = grab_fd(b.pid, b.fd);
+        char why[256];
+        int fd = grab_fd(b.pid, b.fd, why, sizeof why);
         if (fd < 0)
             return cadre__error(CADRE_ERR_INTERNAL,
                                 "shm: cannot open the segment of rank %d (pid %d): %s", w, b.pid,
-                                strerror(errno));
+                                why);
         void *m = mmap(NULL, b.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd);
         if (m == MAP_FAILED)
