@@ -1,7 +1,7 @@
 /* The manual: every function of cadre.h has a page whose SYNOPSIS gives its
  * prototype as the header does, every page lints clean with mandoc, every
  * page is listed for installation, and cadre(7) lists every tunable of the
- * config table. */
+ * config table. And the README: its Quick start is what .ci/run runs. */
 #include <ctype.h>
 #include <dirent.h>
 #include <limits.h>
@@ -518,6 +518,28 @@ static void test_tunables_in_cadre7(void)
     free(table);
 }
 
+/* ---- README Quick start and .ci/run -------------------------------------- */
+
+/* .ci/run takes the two Quick start commands from README.md; this checks that
+ * it still finds them and that they still do what the README says. */
+static void test_readme_quickstart(void)
+{
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof cmd, "%s --print", src_path(".ci/run"));
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+    CHECK_MSG(r.exit_code == 0, ".ci/run --print exited %d:\n%s%s", r.exit_code, r.out, r.err);
+    static const char *const expected[] = {
+        "apt-get install", "libpmix-dev", "libcunit1-dev", "mandoc", "./autogen.sh",
+        "./configure", "./launcher/cadrerun -n 4 ./examples/hello", "\nmake check\n",
+        "make distcheck DISTCHECK_CONFIGURE_FLAGS=--without-cuda"};
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+        CHECK_MSG(strstr(r.out, expected[i]) != NULL,
+                  "the commands of .ci/run (from README.md's Quick start) lack \"%s\":\n%s",
+                  expected[i], r.out);
+    run_free(&r);
+}
+
 void suite_man(void)
 {
     CU_pSuite s = CU_add_suite("man", NULL, NULL);
@@ -526,4 +548,5 @@ void suite_man(void)
     CU_add_test(s, "mandoc -T lint -W warning is silent", test_mandoc_lint);
     CU_add_test(s, "every page is installed", test_pages_listed);
     CU_add_test(s, "cadre(7) lists every tunable", test_tunables_in_cadre7);
+    CU_add_test(s, "README Quick start is what .ci/run runs", test_readme_quickstart);
 }
