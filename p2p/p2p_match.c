@@ -162,6 +162,13 @@ int cadre__p2p_start_recv(struct cadre_request *r)
         free(u);
         return CADRE_SUCCESS;
     }
+    /* What a dead or finalized peer sent is delivered above; nothing more will come. */
+    if (r->peer_world >= 0 && r->peer_world != cadre__proc.rank) {
+        struct cadre_peer *p = &cadre__eng.peers[r->peer_world];
+        if (p->state != PEER_OK)
+            return cadre__error(CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, r->peer_world,
+                                p->why);
+    }
     r->state = RS_POSTED;
     r->next = NULL;
     r->prev = m->posted_tail;
