@@ -39,6 +39,7 @@ struct tcp_in {
     int bye;  /* BYE seen: EOF is orderly */
     int more; /* complete messages left in rbuf (the per-call budget ran out) */
     double deadline;
+    char from[32];          /* address:port, for the log */
     struct cadre_p2p_hdr h; /* header of the body being read */
     char *body;
     size_t need, got;

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -29,7 +30,7 @@ void cadre__p2p_tcp_in_close(struct tcp_in *c)
 
 static void in_refuse(struct tcp_in *c, const char *why)
 {
-    CADRE_INFO(P2P, "tcp: refused an incoming connection: %s", why);
+    CADRE_INFO(P2P, "tcp: refused a connection from %s: %s", c->from, why);
     cadre__p2p_tcp_in_close(c);
 }
 
@@ -45,8 +46,10 @@ static int in_hello(struct tcp_in *c)
         snprintf(why, sizeof why, "wrong job cookie from a process claiming rank %d", h.from);
     else if (h.to != tcp->rank)
         snprintf(why, sizeof why, "meant for rank %d", h.to);
-    else if (h.from < 0 || h.from >= tcp->size || h.from == tcp->rank)
+    else if (h.from < 0 || h.from >= tcp->size)
         snprintf(why, sizeof why, "rank %d out of range", h.from);
+    else if (h.from == tcp->rank)
+        snprintf(why, sizeof why, "claims to be this rank (%d)", h.from);
     else if (tcp->peers[h.from].seen_in || tcp->peers[h.from].failed)
         snprintf(why, sizeof why, "rank %d is already connected (or failed)", h.from);
     if (why[0]) {
@@ -221,7 +224,9 @@ int cadre__p2p_tcp_accept(void)
 {
     int events = 0;
     for (int k = 0; k < 16; k++) {
-        int fd = accept4(tcp->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        int fd = accept4(tcp->lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             static int logged; /* EMFILE would repeat on every call */
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
@@ -231,8 +236,11 @@ int cadre__p2p_tcp_accept(void)
         }
         events++;
         struct tcp_in *c = NULL;
+        char from[sizeof c->from] = "?";
+        if (sa.sin_family == AF_INET && inet_ntop(AF_INET, &sa.sin_addr, from, sizeof from))
+            snprintf(from + strlen(from), sizeof from - strlen(from), ":%u", ntohs(sa.sin_port));
         if (tcp->npending >= TCP_MAX_PENDING) {
-            CADRE_INFO(P2P, "tcp: refused an incoming connection: %d handshakes pending",
+            CADRE_INFO(P2P, "tcp: refused a connection from %s: %d handshakes pending", from,
                        tcp->npending);
         } else if (tcp->nin == tcp->capin) {
             int cap = tcp->capin ? 2 * tcp->capin : 16;
@@ -246,6 +254,7 @@ int cadre__p2p_tcp_accept(void)
             memset(c, 0, offsetof(struct tcp_in, rbuf));
             c->fd = fd;
             c->peer = -1;
+            memcpy(c->from, from, sizeof from);
             c->state = IN_HELLO;
             c->deadline = tcp_now() + TCP_HELLO_TIMEOUT;
             tcp_sockopts(fd);
