@@ -1,37 +1,610 @@
-/* Placeholder until the TCP transport lands: reports itself unavailable. */
-#include "p2p.h"
+/*
+ * p2p_tcp.c - the TCP transport: reaches a peer on any node.
+ *
+ * One socket per direction. To send to P we connect to P's listener (lazily,
+ * on the first send) and only ever write to that socket; P's messages come on
+ * the socket P connected to our listener, which we only read. No simultaneous
+ * connect races, and TCP gives FIFO order per direction.
+ *
+ * Handshake: the connecting side writes a hello {magic, version, from, to,
+ * job cookie}; the accepting side checks it (cookie, `to` is itself, `from` in
+ * range, one connection per peer), closes anything else (logged at INFO), and
+ * answers with its own hello. Messages follow only after that answer, so a
+ * connection that reached another process through an address several nodes
+ * share (docker0, virbr0, a remote 127.0.0.1) is noticed, and the next address
+ * of the peer is tried instead.
+ *
+ * Sending is all or nothing (p2p.h): one sendmsg of header and payload. When
+ * the socket fills, send waits briefly for the reader to drain it (a plain
+ * blocking socket's behaviour, which keeps large transfers free of copies),
+ * but only while none of our own inbound sockets has data: a peer may be
+ * blocked sending to us, and only our progress unblocks it. What is left is
+ * copied to a per-peer staging buffer (one message at most) and flushed by
+ * progress; the next send to that peer is BUSY while it cannot be flushed.
+ *
+ * Receiving: a state machine per inbound socket. Reads of up to TCP_RBUF bytes
+ * take a header and a small payload (often several messages) in one call; the
+ * rest of a larger payload is read straight into its destination, for DATA
+ * the one cadre__p2p_data_dest names (p2p_tcp_recv.c).
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "p2p/p2p_tcp.h"
+
+struct tcp_state cadre__p2p_tcp_state = {.lfd = -1};
+static struct tcp_state *const tcp = &cadre__p2p_tcp_state;
+
+#define TCP_KEY "tcp"
+#define TCP_MAX_ADDRS 16
+#define TCP_DIRECT_READS 4     /* with more inbound sockets, poll before reading */
+#define TCP_CONNECT_TIMEOUT 5  /* seconds per address; 30 for the last one */
+#define TCP_SEND_WAIT 1e-3     /* seconds one send may wait for the reader */
+
+/* Endpoint blob published with cadre__bootstrap_put; addresses in network order. */
+struct tcp_blob {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t port; /* network order */
+    uint32_t naddr;
+    uint32_t addr[];
+};
+
+static int tcp_reachable(int peer)
+{
+    return peer >= 0 && peer < tcp->size && peer != tcp->rank;
+}
+
+static const char *ip_str(uint32_t a, char *buf)
+{
+    struct in_addr ia = {.s_addr = a};
+    return inet_ntop(AF_INET, &ia, buf, INET_ADDRSTRLEN) ? buf : "?";
+}
+
+static int pfd_reserve(int n)
+{
+    if (n <= tcp->cappfd)
+        return 0;
+    struct pollfd *p = realloc(tcp->pfd, (size_t)n * 2 * sizeof *p);
+    if (!p)
+        return -1;
+    tcp->pfd = p;
+    tcp->cappfd = n * 2;
+    return 0;
+}
+
+/* ---- peers: failure, the busy list ---------------------------------------- */
+
+static void busy_add(int peer)
+{
+    if (!tcp->peers[peer].busy) {
+        tcp->peers[peer].busy = 1;
+        tcp->busy[tcp->nbusy++] = peer;
+    }
+}
+
+static void out_close(struct tcp_peer *p)
+{
+    if (p->fd >= 0)
+        close(p->fd);
+    p->fd = -1;
+    p->stage_off = p->stage_len = 0;
+}
+
+int cadre__p2p_tcp_peer_fail(int peer, const char *fmt, ...)
+{
+    struct tcp_peer *p = &tcp->peers[peer];
+    out_close(p);
+    p->state = OUT_FAILED;
+    if (p->in)
+        cadre__p2p_tcp_in_close(p->in);
+    if (p->failed)
+        return CADRE_ERR_PEER;
+    p->failed = 1;
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    CADRE_INFO(P2P, "tcp: rank %d failed: %s", peer, why);
+    cadre__p2p_peer_failed(peer, why);
+    return CADRE_ERR_PEER;
+}
+
+/* ---- outbound: connecting ----------------------------------------------- */
+
+static int out_fetch(int peer)
+{
+    struct tcp_peer *p = &tcp->peers[peer];
+    void *data = NULL;
+    size_t len = 0;
+    if (cadre__bootstrap_get(peer, TCP_KEY, &data, &len) != CADRE_SUCCESS)
+        return cadre__p2p_tcp_peer_fail(peer, "no TCP endpoint published by rank %d", peer);
+    const struct tcp_blob *b = data;
+    if (len < sizeof *b || b->magic != TCP_MAGIC || b->version != TCP_VERSION || b->naddr == 0 ||
+        b->naddr > TCP_MAX_ADDRS || len != sizeof *b + b->naddr * sizeof(uint32_t)) {
+        free(data);
+        return cadre__p2p_tcp_peer_fail(peer, "malformed TCP endpoint of rank %d (%zu bytes)",
+                                        peer, len);
+    }
+    p->addr = malloc(b->naddr * sizeof(uint32_t));
+    if (!p->addr) {
+        free(data);
+        return cadre__error(CADRE_ERR_NOMEM, "tcp: out of memory for rank %d's addresses", peer);
+    }
+    memcpy(p->addr, b->addr, b->naddr * sizeof(uint32_t));
+    p->naddr = (int)b->naddr;
+    p->port = b->port;
+    free(data);
+    return CADRE_SUCCESS;
+}
+
+static int out_start_hello(int peer)
+{
+    struct tcp_peer *p = &tcp->peers[peer];
+    struct tcp_hello h = {TCP_MAGIC, TCP_VERSION, tcp->rank, peer, cadre__p2p_info.job_cookie};
+    ssize_t n;
+    do
+        n = send(p->fd, &h, sizeof h, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof h) /* an empty new socket takes 24 bytes or is broken */
+        return -1;
+    p->state = OUT_HELLO;
+    p->ack_got = 0;
+    p->deadline = tcp_now() + TCP_HELLO_TIMEOUT;
+    return 0;
+}
+
+/* Tries the peer's addresses from addr_idx on until one connects or is
+ * connecting; fails the peer when none is left. */
+static int out_connect(int peer, const char *why_last)
+{
+    struct tcp_peer *p = &tcp->peers[peer];
+    char ip[INET_ADDRSTRLEN], last[160];
+    snprintf(last, sizeof last, "%s", why_last ? why_last : "");
+    for (; p->addr_idx < p->naddr; p->addr_idx++) {
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = p->port};
+        sa.sin_addr.s_addr = p->addr[p->addr_idx];
+        p->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (p->fd < 0)
+            return cadre__p2p_tcp_peer_fail(peer, "no socket for rank %d: %s", peer,
+                                            strerror(errno));
+        tcp_sockopts(p->fd);
+        int rc;
+        do
+            rc = connect(p->fd, (struct sockaddr *)&sa, sizeof sa);
+        while (rc < 0 && errno == EINTR);
+        if (rc == 0 && out_start_hello(peer) == 0)
+            break;
+        if (rc < 0 && errno == EINPROGRESS) {
+            p->state = OUT_CONNECTING;
+            p->deadline = tcp_now() + (p->addr_idx + 1 < p->naddr ? TCP_CONNECT_TIMEOUT : 30);
+            break;
+        }
+        snprintf(last, sizeof last, "%s:%u: %s", ip_str(sa.sin_addr.s_addr, ip), ntohs(p->port),
+                 rc < 0 ? strerror(errno) : "handshake failed");
+        CADRE_INFO(P2P, "tcp: connecting to rank %d: %s", peer, last);
+        close(p->fd);
+        p->fd = -1;
+    }
+    if (p->addr_idx >= p->naddr)
+        return cadre__p2p_tcp_peer_fail(peer,
+                                        "cannot connect to rank %d (%d addresses tried; last: %s)",
+                                        peer, p->naddr, last);
+    busy_add(peer);
+    return CADRE_SUCCESS;
+}
+
+/* The current address did not work out: try the next one. */
+static int out_next(int peer, const char *what)
+{
+    struct tcp_peer *p = &tcp->peers[peer];
+    char ip[INET_ADDRSTRLEN], why[160];
+    snprintf(why, sizeof why, "%s:%u: %s", ip_str(p->addr[p->addr_idx], ip), ntohs(p->port), what);
+    CADRE_INFO(P2P, "tcp: connecting to rank %d: %s", peer, why);
+    close(p->fd);
+    p->fd = -1;
+    p->addr_idx++;
+    return out_connect(peer, why);
+}
+
+/* Moves a connection through CONNECTING and HELLO without blocking. */
+static int out_advance(int peer)
+{
+    struct tcp_peer *p = &tcp->peers[peer];
+    if (p->state == OUT_CONNECTING) {
+        struct pollfd pf = {p->fd, POLLOUT, 0};
+        if (poll(&pf, 1, 0) <= 0)
+            return tcp_now() > p->deadline ? out_next(peer, "connect timed out") : 0;
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &el) || err)
+            return out_next(peer, strerror(err ? err : errno));
+        if (out_start_hello(peer))
+            return out_next(peer, "could not send the handshake");
+    }
+    if (p->state == OUT_HELLO) {
+        ssize_t n = recv(p->fd, (char *)&p->ack + p->ack_got, sizeof p->ack - p->ack_got, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return tcp_now() > p->deadline ? out_next(peer, "no handshake answer") : 0;
+        if (n <= 0)
+            return out_next(peer, n == 0 ? "closed during the handshake" : strerror(errno));
+        p->ack_got += (size_t)n;
+        if (p->ack_got < sizeof p->ack)
+            return 0;
+        if (p->ack.magic != TCP_MAGIC || p->ack.version != TCP_VERSION || p->ack.from != peer ||
+            p->ack.to != tcp->rank || p->ack.cookie != cadre__p2p_info.job_cookie)
+            return out_next(peer, "answered by another process");
+        p->state = OUT_UP;
+        CADRE_TRACE(P2P, "tcp: connected to rank %d", peer);
+    }
+    return CADRE_SUCCESS;
+}
+
+/* ---- outbound: writing ---------------------------------------------------- */
+
+/* Waits until `until` for fd to take more bytes. 0: give up now, because
+ * the time ran out or one of our inbound sockets has data. */
+static int send_wait(int fd, double until)
+{
+    double left = until - tcp_now();
+    if (left <= 0 || pfd_reserve(tcp->nin + 1))
+        return 0;
+    int n = 0;
+    tcp->pfd[n++] = (struct pollfd){fd, POLLOUT, 0};
+    for (int i = 0; i < tcp->nin; i++)
+        if (tcp->in[i]->fd >= 0)
+            tcp->pfd[n++] = (struct pollfd){tcp->in[i]->fd, POLLIN, 0};
+    struct timespec ts = {0, (long)(left * 1e9)};
+    int r = ppoll(tcp->pfd, (nfds_t)n, &ts, NULL);
+    if (r <= 0)
+        return 0;
+    for (int i = 1; i < n; i++)
+        if (tcp->pfd[i].revents)
+            return 0;
+    return tcp->pfd[0].revents != 0;
+}
+
+/* Writes the bytes of iov (total in all); *done says how many the kernel
+ * took. wait: while the socket is full, wait for the reader (send_wait), at
+ * most TCP_SEND_WAIT in all: a slower reader costs less with a copy. */
+static int out_write(int peer, struct iovec *iov, int iovcnt, size_t total, size_t *done, int wait)
+{
+    struct tcp_peer *p = &tcp->peers[peer];
+    double until = 0;
+    *done = 0;
+    while (*done < total) {
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)iovcnt};
+        ssize_t n = sendmsg(p->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                return cadre__p2p_tcp_peer_fail(peer, "sending to rank %d: %s", peer,
+                                                strerror(errno));
+            n = 0;
+        }
+        *done += (size_t)n;
+        if (*done == total)
+            break;
+        size_t k = (size_t)n;
+        while (k >= iov->iov_len) {
+            k -= iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        iov->iov_base = (char *)iov->iov_base + k;
+        iov->iov_len -= k;
+        /* The socket is full (a partial write or EAGAIN). */
+        if (!wait)
+            break;
+        if (until == 0)
+            until = tcp_now() + TCP_SEND_WAIT;
+        if (!send_wait(p->fd, until))
+            break;
+    }
+    return CADRE_SUCCESS;
+}
+
+static int out_flush(int peer)
+{
+    struct tcp_peer *p = &tcp->peers[peer];
+    struct iovec iov = {p->stage + p->stage_off, p->stage_len - p->stage_off};
+    size_t done = 0;
+    int rc = out_write(peer, &iov, 1, iov.iov_len, &done, 0);
+    if (rc != CADRE_SUCCESS)
+        return rc;
+    p->stage_off += done;
+    if (p->stage_off == p->stage_len)
+        p->stage_off = p->stage_len = 0;
+    return done > 0;
+}
+
+static int tcp_send(int peer, const struct cadre_p2p_hdr *h, const void *payload)
+{
+    if (!tcp_reachable(peer))
+        return cadre__error(CADRE_ERR_INTERNAL, "tcp: send to rank %d of %d (self %d)", peer,
+                            tcp->size, tcp->rank);
+    struct tcp_peer *p = &tcp->peers[peer];
+    if (p->state != OUT_UP) {
+        int rc = CADRE_SUCCESS;
+        if (p->state == OUT_FAILED)
+            return CADRE_ERR_PEER;
+        if (p->state == OUT_NONE) {
+            if (p->naddr < 0 && (rc = out_fetch(peer)) != CADRE_SUCCESS)
+                return rc;
+            rc = out_connect(peer, NULL);
+        } else {
+            rc = out_advance(peer);
+        }
+        if (rc != CADRE_SUCCESS)
+            return rc;
+        if (p->state != OUT_UP)
+            return CADRE_P2P_BUSY;
+    }
+    if (p->stage_len) {
+        int rc = out_flush(peer);
+        if (rc < 0)
+            return rc;
+        if (p->stage_len)
+            return CADRE_P2P_BUSY;
+    }
+    size_t plen = tcp_has_payload(h->type) ? h->len : 0;
+    if (h->type < 1 || h->type > CADRE_P2P_TYPE_MAX || plen > TCP_MAX_PAYLOAD)
+        return cadre__error(CADRE_ERR_INTERNAL,
+                            "tcp: send to rank %d: bad message (type %u, %zu bytes)", peer,
+                            h->type, plen);
+    struct iovec iov[2] = {{(void *)h, TCP_HDR}, {(void *)payload, plen}};
+    size_t total = TCP_HDR + plen, done = 0;
+    int rc = out_write(peer, iov, plen ? 2 : 1, total, &done, 1);
+    if (rc != CADRE_SUCCESS)
+        return rc;
+    if (done == total)
+        return CADRE_P2P_SENT;
+    /* Stage what the kernel did not take (all of it when the socket was full
+     * already: pollfds then asks for POLLOUT). */
+    if (!p->stage && !(p->stage = malloc(TCP_HDR + TCP_MAX_PAYLOAD))) {
+        if (done == 0)
+            return cadre__error(CADRE_ERR_NOMEM, "tcp: out of memory for a staging buffer");
+        /* Part of the message is out and the rest cannot follow. */
+        return cadre__p2p_tcp_peer_fail(peer, "out of memory for a staging buffer");
+    }
+    busy_add(peer);
+    p->stage_off = 0;
+    p->stage_len = total - done;
+    if (done < TCP_HDR) {
+        memcpy(p->stage, (const char *)h + done, TCP_HDR - done);
+        if (plen)
+            memcpy(p->stage + TCP_HDR - done, payload, plen);
+    } else {
+        memcpy(p->stage, (const char *)payload + (done - TCP_HDR), total - done);
+    }
+    return CADRE_P2P_SENT;
+}
+
+/* Connecting peers and staged data. */
+static int out_progress(void)
+{
+    int events = 0;
+    for (int i = 0; i < tcp->nbusy; i++) {
+        int peer = tcp->busy[i];
+        struct tcp_peer *p = &tcp->peers[peer];
+        if (p->state == OUT_CONNECTING || p->state == OUT_HELLO) {
+            int before = p->state;
+            out_advance(peer);
+            events += p->state != before;
+        }
+        if (p->state == OUT_UP && p->stage_len) {
+            int rc = out_flush(peer);
+            events += rc > 0;
+        }
+        if (p->state == OUT_FAILED || (p->state == OUT_UP && !p->stage_len)) {
+            p->busy = 0;
+            tcp->busy[i--] = tcp->busy[--tcp->nbusy];
+        }
+    }
+    return events;
+}
+
+static int tcp_progress(void)
+{
+    int events = 0, n = tcp->nin;
+    tcp->calls++;
+    if (tcp->nbusy)
+        events += out_progress();
+    if (n > TCP_DIRECT_READS && pfd_reserve(n) == 0) {
+        /* Many sockets: one poll finds those with data. */
+        for (int i = 0; i < n; i++)
+            tcp->pfd[i] = (struct pollfd){tcp->in[i]->more ? -1 : tcp->in[i]->fd, POLLIN, 0};
+        if (poll(tcp->pfd, (nfds_t)n, 0) < 0)
+            n = 0;
+        for (int i = 0; i < n; i++)
+            if (tcp->in[i]->fd >= 0 && (tcp->in[i]->more || tcp->pfd[i].revents))
+                events += cadre__p2p_tcp_in_progress(tcp->in[i]);
+    } else {
+        for (int i = 0; i < n; i++)
+            if (tcp->in[i]->fd >= 0)
+                events += cadre__p2p_tcp_in_progress(tcp->in[i]);
+    }
+    /* accept4 costs a syscall: try it after the engine slept in poll (the
+     * listener may be why it woke) and on every 32nd call. */
+    if (tcp->slept || (tcp->calls & 31) == 0) {
+        tcp->slept = 0;
+        events += cadre__p2p_tcp_accept();
+    }
+    int dead = 0;
+    for (int i = 0; i < tcp->nin; i++)
+        dead |= tcp->in[i]->fd < 0;
+    if (dead || (tcp->npending && events == 0))
+        cadre__p2p_tcp_sweep();
+    return events;
+}
+
+static int tcp_pollfds(struct pollfd *fds, int max)
+{
+    int n = 0;
+    tcp->slept = 1;
+    if (n < max && tcp->lfd >= 0)
+        fds[n++] = (struct pollfd){tcp->lfd, POLLIN, 0};
+    for (int i = 0; i < tcp->nin && n < max; i++) {
+        struct tcp_in *c = tcp->in[i];
+        /* Messages already buffered: an inbound socket is never full, so
+         * POLLOUT keeps poll from sleeping on them. */
+        if (c->fd >= 0)
+            fds[n++] = (struct pollfd){c->fd, (short)(POLLIN | (c->more ? POLLOUT : 0)), 0};
+    }
+    for (int i = 0; i < tcp->nbusy && n < max; i++) {
+        struct tcp_peer *p = &tcp->peers[tcp->busy[i]];
+        if (p->fd >= 0)
+            fds[n++] = (struct pollfd){p->fd, p->state == OUT_HELLO ? POLLIN : POLLOUT, 0};
+    }
+    return n;
+}
+
+/* ---- setup ---------------------------------------------------------------- */
+
+/* IPv4 addresses of the interfaces that are up, loopback last. */
+static int local_addrs(uint32_t *addr)
+{
+    struct ifaddrs *ifa = NULL;
+    int n = 0;
+    if (getifaddrs(&ifa) == 0) {
+        for (int loop = 0; loop < 2; loop++)
+            for (struct ifaddrs *i = ifa; i && n < TCP_MAX_ADDRS; i = i->ifa_next)
+                if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+                    !!(i->ifa_flags & IFF_LOOPBACK) == loop)
+                    addr[n++] = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
+        freeifaddrs(ifa);
+    }
+    if (n == 0)
+        addr[n++] = htonl(INADDR_LOOPBACK);
+    return n;
+}
+
+/* The engine's BYE may still sit in a staging buffer: let it go out (the
+ * peers are reading, waiting for it) before the sockets close. */
+static void out_drain(void)
+{
+    double until = tcp_now() + 2;
+    while (tcp->nbusy && pfd_reserve(tcp->nbusy) == 0) {
+        int n = 0;
+        for (int i = 0; i < tcp->nbusy; i++) {
+            struct tcp_peer *p = &tcp->peers[tcp->busy[i]];
+            if (p->state == OUT_UP && p->stage_len && out_flush(tcp->busy[i]) >= 0 && p->stage_len)
+                tcp->pfd[n++] = (struct pollfd){p->fd, POLLOUT, 0};
+        }
+        if (n == 0)
+            break;
+        if (tcp_now() > until) {
+            CADRE_INFO(P2P, "tcp: finalize: %d peers did not take their last bytes", n);
+            break;
+        }
+        poll(tcp->pfd, (nfds_t)n, 10);
+    }
+}
+
+static void tcp_finalize(void)
+{
+    out_drain();
+    for (int i = 0; i < tcp->nin; i++) {
+        if (tcp->in[i]->fd >= 0)
+            close(tcp->in[i]->fd);
+        free(tcp->in[i]->big);
+        free(tcp->in[i]);
+    }
+    for (int i = 0; tcp->peers && i < tcp->size; i++) {
+        if (tcp->peers[i].fd >= 0)
+            close(tcp->peers[i].fd);
+        free(tcp->peers[i].addr);
+        free(tcp->peers[i].stage);
+    }
+    if (tcp->lfd >= 0)
+        close(tcp->lfd);
+    free(tcp->in);
+    free(tcp->peers);
+    free(tcp->busy);
+    free(tcp->pfd);
+    memset(tcp, 0, sizeof *tcp);
+    tcp->lfd = -1;
+}
 
 static int tcp_init(void)
 {
-    return cadre__error(CADRE_ERR_UNSUPPORTED, "tcp transport not built yet");
+    tcp_finalize();
+    tcp->rank = cadre__proc.rank;
+    tcp->size = cadre__proc.size;
+    tcp->peers = calloc((size_t)tcp->size, sizeof *tcp->peers);
+    tcp->busy = calloc((size_t)tcp->size, sizeof *tcp->busy);
+    if (!tcp->peers || !tcp->busy) {
+        tcp_finalize();
+        return cadre__error(CADRE_ERR_NOMEM, "tcp: out of memory for %d peers", tcp->size);
+    }
+    for (int i = 0; i < tcp->size; i++) {
+        tcp->peers[i].fd = -1;
+        tcp->peers[i].naddr = -1;
+    }
+
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+    socklen_t sl = sizeof sa;
+    const char *what = "socket";
+    tcp->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (tcp->lfd >= 0 && (what = "bind", bind(tcp->lfd, (struct sockaddr *)&sa, sizeof sa) == 0) &&
+        (what = "listen", listen(tcp->lfd, SOMAXCONN) == 0))
+        what = getsockname(tcp->lfd, (struct sockaddr *)&sa, &sl) ? "getsockname" : NULL;
+    if (what) {
+        int err = errno;
+        tcp_finalize();
+        return cadre__error(CADRE_ERR_INTERNAL, "tcp: %s: %s", what, strerror(err));
+    }
+
+    uint32_t buf[(sizeof(struct tcp_blob) + TCP_MAX_ADDRS * sizeof(uint32_t)) / sizeof(uint32_t)];
+    struct tcp_blob *b = (struct tcp_blob *)buf;
+    b->magic = TCP_MAGIC;
+    b->version = TCP_VERSION;
+    b->port = sa.sin_port;
+    b->naddr = (uint32_t)local_addrs(b->addr);
+    int rc = cadre__bootstrap_put(TCP_KEY, b, sizeof *b + b->naddr * sizeof(uint32_t));
+    if (rc != CADRE_SUCCESS) {
+        tcp_finalize();
+        return rc;
+    }
+    if (cadre__log_enabled(CADRE_LOG_INFO, CADRE_SUBSYS_P2P)) {
+        char list[TCP_MAX_ADDRS * (INET_ADDRSTRLEN + 1)] = "", ip[INET_ADDRSTRLEN];
+        for (uint32_t i = 0; i < b->naddr; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "",
+                     ip_str(b->addr[i], ip));
+        CADRE_INFO(P2P, "tcp: listening on port %u, addresses %s", ntohs(sa.sin_port), list);
+    }
+    return CADRE_SUCCESS;
 }
-static int tcp_none(void)
+
+static int tcp_wireup(void)
 {
-    return CADRE_ERR_UNSUPPORTED;
+    return CADRE_SUCCESS; /* connections are made on first use */
 }
-static int tcp_reachable(int w)
+
+static size_t tcp_max_payload(int peer)
 {
-    (void)w;
-    return 0;
+    (void)peer;
+    return TCP_MAX_PAYLOAD;
 }
-static size_t tcp_size(int w)
-{
-    (void)w;
-    return 0;
-}
-static int tcp_send(int w, const struct cadre_p2p_hdr *h, const void *p)
-{
-    (void)w, (void)h, (void)p;
-    return CADRE_ERR_UNSUPPORTED;
-}
-static int tcp_progress(void)
-{
-    return 0;
-}
-static void tcp_finalize(void)
-{
-}
+
 const struct cadre_p2p_transport cadre__p2p_tcp = {
-    .name = "tcp", .init = tcp_init, .wireup = tcp_none, .reachable = tcp_reachable,
-    .max_payload = tcp_size, .send = tcp_send, .progress = tcp_progress, .finalize = tcp_finalize,
+    .name = "tcp",
+    .init = tcp_init,
+    .wireup = tcp_wireup,
+    .reachable = tcp_reachable,
+    .max_payload = tcp_max_payload,
+    .send = tcp_send,
+    .progress = tcp_progress,
+    .pollfds = tcp_pollfds,
+    .finalize = tcp_finalize,
 };

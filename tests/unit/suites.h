@@ -2,3 +2,4 @@
 X(suite_runtime)
 X(suite_ranks)
 X(suite_man)
+X(suite_tcp)

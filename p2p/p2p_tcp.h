@@ -1,0 +1,118 @@
+/*
+ * p2p_tcp.h - shared by the two files of the TCP transport: p2p_tcp.c (setup,
+ * connecting, sending, progress) and p2p_tcp_recv.c (accepting, handshakes,
+ * receiving). Nothing outside them includes it. See p2p_tcp.c for the design.
+ */
+#ifndef CADRE_P2P_TCP_H
+#define CADRE_P2P_TCP_H
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "p2p/p2p.h"
+
+#define TCP_MAGIC 0x43445443u /* "CTDC" */
+#define TCP_VERSION 1u
+#define TCP_MAX_PAYLOAD (256u << 10)
+#define TCP_RBUF 8192          /* per inbound socket: headers and small payloads */
+#define TCP_MSGS_PER_CALL 64   /* per socket and progress call: fairness */
+#define TCP_HELLO_TIMEOUT 30   /* seconds for a connected peer's hello */
+#define TCP_MAX_PENDING 64     /* accepted sockets still in their handshake */
+#define TCP_HDR sizeof(struct cadre_p2p_hdr)
+
+struct tcp_hello {
+    uint32_t magic, version;
+    int32_t from, to;
+    uint64_t cookie;
+};
+
+enum { OUT_NONE, OUT_CONNECTING, OUT_HELLO, OUT_UP, OUT_FAILED };
+enum { IN_HELLO, IN_HDR, IN_BODY };
+
+struct tcp_in {
+    int fd, peer; /* peer is -1 until the hello was accepted */
+    int state;
+    int bye;  /* BYE seen: EOF is orderly */
+    int more; /* complete messages left in rbuf (the per-call budget ran out) */
+    double deadline;
+    char from[32];          /* address:port, for the log */
+    struct cadre_p2p_hdr h; /* header of the body being read */
+    char *body;
+    size_t need, got;
+    char *big; /* max_payload bytes, for large payloads without a destination */
+    size_t rpos, rlen;
+    char rbuf[TCP_RBUF];
+};
+
+struct tcp_peer {
+    /* outbound: we connect and only write */
+    int fd, state;
+    int busy; /* in tcp->busy: connecting or staged data */
+    int naddr, addr_idx; /* naddr -1: blob not fetched yet */
+    uint16_t port;
+    uint32_t *addr;
+    double deadline;
+    struct tcp_hello ack;
+    size_t ack_got;
+    char *stage;
+    size_t stage_off, stage_len;
+    /* inbound */
+    struct tcp_in *in;
+    int seen_in, failed;
+};
+
+struct tcp_state {
+    int lfd, rank, size;
+    int slept; /* pollfds was called: the engine is about to sleep */
+    uint64_t calls;
+    struct tcp_peer *peers;
+    struct tcp_in **in;
+    int nin, capin, npending;
+    int *busy;
+    int nbusy;
+    struct pollfd *pfd; /* scratch for poll in send and progress */
+    int cappfd;
+};
+
+extern struct tcp_state cadre__p2p_tcp_state;
+
+/* Reports the peer gone (once) and closes its sockets; returns CADRE_ERR_PEER. */
+int cadre__p2p_tcp_peer_fail(int peer, const char *fmt, ...) CADRE_PRINTF(2, 3);
+void cadre__p2p_tcp_in_close(struct tcp_in *c);
+/* Reads and delivers what one inbound socket has; returns events. */
+int cadre__p2p_tcp_in_progress(struct tcp_in *c);
+/* Accepts pending connections; returns how many. */
+int cadre__p2p_tcp_accept(void);
+/* Frees closed connections, refuses handshakes that never completed. */
+void cadre__p2p_tcp_sweep(void);
+
+static inline double tcp_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline int tcp_has_payload(uint8_t type)
+{
+    return type == CADRE_P2P_EAGER || type == CADRE_P2P_DATA;
+}
+
+/* No Nagle delay; keepalive probes so that a peer whose node died without a
+ * FIN or RST is noticed (in about a minute) even while nothing is sent. */
+static inline void tcp_sockopts(int fd)
+{
+    int one = 1, idle = 30, intvl = 10, cnt = 3;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) ||
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt))
+        CADRE_INFO(P2P, "tcp: setsockopt: %s", strerror(errno));
+}
+
+#endif /* CADRE_P2P_TCP_H */

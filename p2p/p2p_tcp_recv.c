@@ -1,0 +1,283 @@
+/*
+ * p2p_tcp_recv.c - the receiving half of the TCP transport: accepting
+ * connections, checking their handshakes, and a state machine per inbound
+ * socket that reads headers and small payloads in one recv (often several
+ * messages), and larger payloads straight into their destination. A corrupt
+ * header fails that peer; EOF is orderly only after the peer's BYE.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "p2p/p2p_tcp.h"
+
+static struct tcp_state *const tcp = &cadre__p2p_tcp_state;
+
+void cadre__p2p_tcp_in_close(struct tcp_in *c)
+{
+    if (c->fd < 0)
+        return;
+    close(c->fd);
+    c->fd = -1;
+    if (c->peer >= 0)
+        tcp->peers[c->peer].in = NULL;
+    else
+        tcp->npending--;
+}
+
+static void in_refuse(struct tcp_in *c, const char *why)
+{
+    CADRE_INFO(P2P, "tcp: refused a connection from %s: %s", c->from, why);
+    cadre__p2p_tcp_in_close(c);
+}
+
+static int in_hello(struct tcp_in *c)
+{
+    struct tcp_hello h;
+    memcpy(&h, c->rbuf + c->rpos, sizeof h);
+    char why[128] = "";
+    if (h.magic != TCP_MAGIC || h.version != TCP_VERSION)
+        snprintf(why, sizeof why, "not a cadre tcp handshake (magic %#x, version %u)", h.magic,
+                 h.version);
+    else if (h.cookie != cadre__p2p_info.job_cookie)
+        snprintf(why, sizeof why, "wrong job cookie from a process claiming rank %d", h.from);
+    else if (h.to != tcp->rank)
+        snprintf(why, sizeof why, "meant for rank %d", h.to);
+    else if (h.from < 0 || h.from >= tcp->size)
+        snprintf(why, sizeof why, "rank %d out of range", h.from);
+    else if (h.from == tcp->rank)
+        snprintf(why, sizeof why, "claims to be this rank (%d)", h.from);
+    else if (tcp->peers[h.from].seen_in || tcp->peers[h.from].failed)
+        snprintf(why, sizeof why, "rank %d is already connected (or failed)", h.from);
+    if (why[0]) {
+        in_refuse(c, why);
+        return -1;
+    }
+    struct tcp_hello ack = {TCP_MAGIC, TCP_VERSION, tcp->rank, h.from, cadre__p2p_info.job_cookie};
+    if (send(c->fd, &ack, sizeof ack, MSG_NOSIGNAL) != (ssize_t)sizeof ack) {
+        in_refuse(c, "could not answer the handshake");
+        return -1;
+    }
+    tcp->npending--;
+    c->peer = h.from;
+    c->state = IN_HDR;
+    c->rpos += sizeof h;
+    tcp->peers[h.from].in = c;
+    tcp->peers[h.from].seen_in = 1;
+    CADRE_TRACE(P2P, "tcp: rank %d connected", h.from);
+    return 0;
+}
+
+static void in_deliver(struct tcp_in *c, const struct cadre_p2p_hdr *h, const void *payload)
+{
+    if (h->type == CADRE_P2P_BYE)
+        c->bye = 1;
+    cadre__p2p_incoming(c->peer, h, payload);
+}
+
+/* Delivers the complete messages in rbuf; starts a body read for a message
+ * whose payload is not all there. Returns messages delivered, -1 when the
+ * connection was closed. */
+static int in_parse(struct tcp_in *c, int budget)
+{
+    int msgs = 0;
+    while (c->fd >= 0 && msgs < budget) {
+        size_t avail = c->rlen - c->rpos;
+        if (c->state == IN_HELLO) {
+            if (avail < sizeof(struct tcp_hello) || in_hello(c))
+                break;
+            continue;
+        }
+        if (avail < TCP_HDR)
+            break;
+        struct cadre_p2p_hdr h;
+        memcpy(&h, c->rbuf + c->rpos, TCP_HDR);
+        if (h.type < 1 || h.type > CADRE_P2P_TYPE_MAX ||
+            (tcp_has_payload(h.type) && h.len > TCP_MAX_PAYLOAD)) {
+            cadre__p2p_tcp_peer_fail(c->peer,
+                                     "corrupt message header from rank %d (type %u, len %llu)",
+                                     c->peer, h.type, (unsigned long long)h.len);
+            return -1;
+        }
+        size_t plen = tcp_has_payload(h.type) ? (size_t)h.len : 0;
+        void *dest = h.type == CADRE_P2P_DATA ? cadre__p2p_data_dest(c->peer, &h) : NULL;
+        avail -= TCP_HDR;
+        char *at = c->rbuf + c->rpos + TCP_HDR;
+        if (avail >= plen) {
+            c->rpos += TCP_HDR + plen;
+            if (dest && plen)
+                memcpy(dest, at, plen);
+            in_deliver(c, &h, dest ? dest : at);
+            msgs++;
+            continue;
+        }
+        /* The rest of the payload is read straight into its place. */
+        c->h = h;
+        if (dest) {
+            c->body = dest;
+        } else if (TCP_HDR + plen <= TCP_RBUF) {
+            memmove(c->rbuf, at, avail);
+            at = c->body = c->rbuf;
+        } else {
+            if (!c->big && !(c->big = malloc(TCP_MAX_PAYLOAD))) {
+                cadre__p2p_tcp_peer_fail(c->peer, "out of memory for a %zu-byte message", plen);
+                return -1;
+            }
+            c->body = c->big;
+        }
+        if (at != c->body)
+            memcpy(c->body, at, avail);
+        c->got = avail;
+        c->need = plen;
+        c->rpos = c->rlen = 0;
+        c->state = IN_BODY;
+        break;
+    }
+    if (c->rpos == c->rlen)
+        c->rpos = c->rlen = 0;
+    return c->fd >= 0 ? msgs : -1;
+}
+
+/* recv returned n <= 0. Returns 0 when the socket is drained, -1 when closed. */
+static int in_read_end(struct tcp_in *c, ssize_t n)
+{
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    if (c->peer < 0) {
+        in_refuse(c, n == 0 ? "closed before its handshake" : strerror(errno));
+    } else if (n == 0 && c->bye && c->state == IN_HDR && c->rlen == 0) {
+        CADRE_TRACE(P2P, "tcp: rank %d closed its connection after BYE", c->peer);
+        cadre__p2p_tcp_in_close(c);
+    } else if (n == 0) {
+        int clean = c->state == IN_HDR && c->rlen == 0;
+        cadre__p2p_tcp_peer_fail(c->peer, "connection closed by rank %d%s", c->peer,
+                                 clean ? "" : " in the middle of a message");
+    } else {
+        cadre__p2p_tcp_peer_fail(c->peer, "receiving from rank %d: %s", c->peer, strerror(errno));
+    }
+    return -1;
+}
+
+/* At most TCP_MSGS_PER_CALL messages per call. */
+int cadre__p2p_tcp_in_progress(struct tcp_in *c)
+{
+    int msgs = 0, events = 0;
+    c->more = 0;
+    for (;;) {
+        if (c->state == IN_BODY) {
+            size_t want = c->need - c->got;
+            ssize_t n = want ? recv(c->fd, c->body + c->got, want, 0) : 0;
+            if (want && n <= 0)
+                return in_read_end(c, n) < 0 ? events + 1 : events;
+            c->got += (size_t)n;
+            events++;
+            if (c->got < c->need) {
+                if ((size_t)n < want)
+                    return events; /* drained for now */
+                continue;
+            }
+            c->state = IN_HDR;
+            in_deliver(c, &c->h, c->body);
+            msgs++;
+            if (c->fd < 0)
+                return events;
+        }
+        int m = in_parse(c, TCP_MSGS_PER_CALL - msgs);
+        if (m < 0)
+            return events + msgs + 1;
+        msgs += m;
+        events += m;
+        if (c->state == IN_BODY)
+            continue;
+        if (msgs >= TCP_MSGS_PER_CALL) {
+            size_t unit = c->state == IN_HELLO ? sizeof(struct tcp_hello) : TCP_HDR;
+            c->more = c->rlen - c->rpos >= unit;
+            return events;
+        }
+        if (c->rpos > 0) { /* keep a partial header at the front */
+            memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+            c->rlen -= c->rpos;
+            c->rpos = 0;
+        }
+        size_t room = TCP_RBUF - c->rlen; /* > 0: a message that fits is read in place */
+        ssize_t n = recv(c->fd, c->rbuf + c->rlen, room, 0);
+        if (n <= 0)
+            return in_read_end(c, n) < 0 ? events + 1 : events;
+        c->rlen += (size_t)n;
+        if ((size_t)n < room) { /* drained: parse, then stop without another recv */
+            m = in_parse(c, TCP_MSGS_PER_CALL - msgs);
+            if (m < 0)
+                return events + 1;
+            events += m;
+            msgs += m;
+            c->more = c->state != IN_BODY && msgs >= TCP_MSGS_PER_CALL &&
+                      c->rlen - c->rpos >= TCP_HDR;
+            return events + 1;
+        }
+    }
+}
+
+int cadre__p2p_tcp_accept(void)
+{
+    int events = 0;
+    for (int k = 0; k < 16; k++) {
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        int fd = accept4(tcp->lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            static int logged; /* EMFILE would repeat on every call */
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                errno != ECONNABORTED && !logged++)
+                CADRE_WARN(P2P, "tcp: accept: %s", strerror(errno));
+            break;
+        }
+        events++;
+        struct tcp_in *c = NULL;
+        char from[sizeof c->from] = "?";
+        if (sa.sin_family == AF_INET && inet_ntop(AF_INET, &sa.sin_addr, from, sizeof from))
+            snprintf(from + strlen(from), sizeof from - strlen(from), ":%u", ntohs(sa.sin_port));
+        if (tcp->npending >= TCP_MAX_PENDING) {
+            CADRE_INFO(P2P, "tcp: refused a connection from %s: %d handshakes pending", from,
+                       tcp->npending);
+        } else if (tcp->nin == tcp->capin) {
+            int cap = tcp->capin ? 2 * tcp->capin : 16;
+            struct tcp_in **a = realloc(tcp->in, (size_t)cap * sizeof *a);
+            if (a) {
+                tcp->in = a;
+                tcp->capin = cap;
+            }
+        }
+        if (tcp->npending < TCP_MAX_PENDING && tcp->nin < tcp->capin && (c = malloc(sizeof *c))) {
+            memset(c, 0, offsetof(struct tcp_in, rbuf));
+            c->fd = fd;
+            c->peer = -1;
+            memcpy(c->from, from, sizeof from);
+            c->state = IN_HELLO;
+            c->deadline = tcp_now() + TCP_HELLO_TIMEOUT;
+            tcp_sockopts(fd);
+            tcp->in[tcp->nin++] = c;
+            tcp->npending++;
+        } else {
+            close(fd);
+        }
+    }
+    return events;
+}
+
+void cadre__p2p_tcp_sweep(void)
+{
+    double t = tcp->npending ? tcp_now() : 0;
+    for (int i = 0; i < tcp->nin; i++) {
+        struct tcp_in *c = tcp->in[i];
+        if (c->fd >= 0 && c->peer < 0 && t > c->deadline)
+            in_refuse(c, "no handshake in time");
+        if (c->fd < 0) {
+            free(c->big);
+            free(c);
+            tcp->in[i--] = tcp->in[--tcp->nin];
+        }
+    }
+}
