@@ -56,6 +56,9 @@ int cadre__log_enabled(int level, int subsys);
 void cadre__log(int level, int subsys, const char *fmt, ...) CADRE_PRINTF(3, 4);
 /* Prefix for log lines, e.g. "rank 3" or "cadrerun"; copied. */
 void cadre__log_set_prefix(const char *prefix);
+/* Overrides CADRE_DEBUG's level for this process only (cadrerun --verbose),
+ * so the setting is not inherited by the processes it starts. */
+void cadre__log_set_level(int level);
 
 #define CADRE_LOG_(level, subsys, ...)                                           \
     do {                                                                         \

@@ -9,3 +9,6 @@ X(DEBUG_SUBSYS, STR, "", "comma list of subsystems to log (BOOTSTRAP,RUNTIME,P2P
 X(TIMEOUT, DBL, "600", "seconds an operation may make no progress before it fails with CADRE_ERR_TIMEOUT")
 X(TRANSPORT, STR, "", "comma list restricting the transports used (shm, tcp); empty = all available")
 X(GPU, INT, "-1", "CUDA device to bind in cadre_init; -1 = local_rank modulo the visible GPUs (set by cadrerun)")
+X(LAUNCHER_NGPUS, INT, "-1", "GPUs cadrerun assumes the node has, for the default -n and CADRE_GPU; -1 = count /proc/driver/nvidia/gpus, honouring CUDA_VISIBLE_DEVICES")
+X(LAUNCHER_KILL_GRACE, DBL, "2", "seconds cadrerun waits after sending SIGTERM to the ranks of a job it stops before it sends SIGKILL")
+X(LAUNCHER_DRAIN, DBL, "1", "seconds cadrerun keeps forwarding output after the last rank exited, while descendants of ranks still hold the output pipes")

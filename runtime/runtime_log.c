@@ -53,6 +53,12 @@ void cadre__log_set_prefix(const char *prefix)
     snprintf(log_prefix, sizeof log_prefix, "%s", prefix);
 }
 
+void cadre__log_set_level(int level)
+{
+    pthread_once(&log_once, log_setup);
+    log_level = level;
+}
+
 void cadre__log(int level, int subsys, const char *fmt, ...)
 {
     char line[2048];
