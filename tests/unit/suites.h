@@ -1,3 +1,4 @@
 /* Every suite of the CUnit runner: X(register_function). One line per file. */
 X(suite_runtime)
 X(suite_ranks)
+X(suite_launcher)
