@@ -31,10 +31,6 @@
 
 #include "launcher.h"
 
-/* The PMIx rendezvous socket goes in the temp dir; a socket path must fit
- * sun_path (108 bytes). */
-#define MAX_TMP_BASE 64
-
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st;
@@ -173,7 +169,7 @@ int cadre__launcher_cleanup_start(struct cadre__launcher_job *job)
     job->hostname[sizeof job->hostname - 1] = '\0';
 
     const char *base = getenv("TMPDIR");
-    if (!base || base[0] != '/' || strlen(base) > MAX_TMP_BASE)
+    if (!base || base[0] != '/')
         base = "/tmp";
     snprintf(job->tmpdir, sizeof job->tmpdir, "%s/%s", base, job->nspace);
     if (mkdir(job->tmpdir, 0700) != 0) {
