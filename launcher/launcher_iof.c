@@ -315,15 +315,24 @@ static int open_output(struct cadre__launcher_job *job, struct cadre__launcher_r
     return 0;
 }
 
-static int open_pipe(struct cadre__launcher_job *job, struct cadre__launcher_rank *r, int fd)
+/* A pipe for rank r; cadrerun's end (`ours`) non-blocking. */
+static int rank_pipe(struct cadre__launcher_job *job, struct cadre__launcher_rank *r, int p[2],
+                     int ours)
 {
-    int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
         cadre__launcher_fail(job, CADRERUN_EXIT_INTERNAL, "cannot start rank %d: pipe: %s",
                              r->rank, strerror(errno));
         return -1;
     }
-    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    fcntl(p[ours], F_SETFL, O_NONBLOCK);
+    return 0;
+}
+
+static int open_pipe(struct cadre__launcher_job *job, struct cadre__launcher_rank *r, int fd)
+{
+    int p[2];
+    if (rank_pipe(job, r, p, 0) != 0)
+        return -1;
     struct cadre__launcher_stream *s = fd == 1 ? &r->out : &r->err;
     s->job = job;
     s->rank = r;
@@ -340,12 +349,8 @@ int cadre__launcher_iof_open(struct cadre__launcher_job *job, struct cadre__laun
         r->stdio[0] = STDIN_FILENO;
     } else if (r->rank == 0 && stdin_mode == STDIN_FORWARD) {
         int p[2];
-        if (pipe2(p, O_CLOEXEC) != 0) {
-            cadre__launcher_fail(job, CADRERUN_EXIT_INTERNAL, "cannot start rank 0: pipe: %s",
-                                 strerror(errno));
+        if (rank_pipe(job, r, p, 1) != 0)
             return -1;
-        }
-        fcntl(p[1], F_SETFL, O_NONBLOCK);
         r->stdio[0] = p[0];
         job->stdin_fd = p[1];
     }
