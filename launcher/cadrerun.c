@@ -299,46 +299,38 @@ int main(int argc, char **argv)
     cadre__log_set_prefix("cadrerun");
 
     struct cadre__launcher_opts opts;
+    struct cadre__launcher_job job;
+    memset(&job, 0, sizeof job);
     int rc = parse_options(argc, argv, &opts);
     if (rc != 0) {
-        free(opts.exports);
-        return rc == OPT_EXIT_OK ? 0 : CADRERUN_EXIT_USAGE;
+        rc = rc == OPT_EXIT_OK ? 0 : CADRERUN_EXIT_USAGE;
+        goto early;
     }
     if (opts.verbose)
         cadre__log_set_level(CADRE_LOG_INFO);
-    rc = resolve_program(&opts);
-    if (rc != 0) {
-        free(opts.exports);
-        return rc;
-    }
+    if ((rc = resolve_program(&opts)) != 0)
+        goto early;
 
-    struct cadre__launcher_job job;
-    memset(&job, 0, sizeof job);
     job.opts = &opts;
     job.cleaner_fd = job.stdin_fd = -1;
     job.ngpus = cadre__launcher_gpu_count();
-    job.ranks_per_gpu = opts.ranks_per_gpu ? opts.ranks_per_gpu : 1;
     job.nranks = opts.nranks ? opts.nranks
-                 : job.ngpus  ? job.ngpus * job.ranks_per_gpu
+                 : job.ngpus  ? job.ngpus * (opts.ranks_per_gpu ? opts.ranks_per_gpu : 1)
                               : cadre__launcher_cpu_count();
     if (job.nranks > 65535) {
         cadre__launcher_say("%d ranks by default is more than 65535; give -n", job.nranks);
-        free(opts.exports);
-        return CADRERUN_EXIT_USAGE;
+        rc = CADRERUN_EXIT_USAGE;
+        goto early;
     }
-    job.ranks = calloc((size_t)job.nranks, sizeof *job.ranks);
-    if (!job.ranks) {
+    rc = CADRERUN_EXIT_INTERNAL;
+    if (!(job.ranks = calloc((size_t)job.nranks, sizeof *job.ranks))) {
         cadre__launcher_say("out of memory for %d ranks", job.nranks);
-        free(opts.exports);
-        return CADRERUN_EXIT_INTERNAL;
+        goto early;
     }
     CADRE_INFO(LAUNCHER, "%d rank(s) of %s, %d GPU(s) visible", job.nranks, opts.program,
                job.ngpus);
-    if (cadre__launcher_plan(&job) != 0) {
-        free(job.ranks);
-        free(opts.exports);
-        return CADRERUN_EXIT_INTERNAL;
-    }
+    if (cadre__launcher_plan(&job) != 0)
+        goto early;
 
     /* Two fds per rank: lift the soft limit as far as allowed (the ranks get
      * the original back). */
@@ -349,12 +341,9 @@ int main(int argc, char **argv)
     }
 
     /* From here on, the job has a temp dir and a cleaner that removes it
-     * whatever happens to us; every exit goes through the end of main. */
-    if (cadre__launcher_cleanup_start(&job) != 0) {
-        free(job.ranks);
-        free(opts.exports);
-        return CADRERUN_EXIT_INTERNAL;
-    }
+     * whatever happens to us; every exit goes through `out`. */
+    if (cadre__launcher_cleanup_start(&job) != 0)
+        goto early;
     job.exit_code = CADRERUN_EXIT_INTERNAL;
 
     /* libpmix's thread wakes our loop (event_base_once); locking must be on
@@ -391,7 +380,9 @@ out:;
         event_free(job.drain_ev);
     if (job.base)
         event_base_free(job.base);
+    rc = job.exit_code;
+early:
     free(job.ranks);
     free(opts.exports);
-    return job.exit_code;
+    return rc;
 }

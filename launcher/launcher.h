@@ -82,7 +82,7 @@ struct cadre__launcher_job {
     char nspace[64];     /* PMIx namespace, also CADRE_SHM_PREFIX: "cadre-<jobid>" */
     char tmpdir[PATH_MAX];
     char hostname[256];
-    int nranks, ngpus, ranks_per_gpu;
+    int nranks, ngpus;
     struct cadre__launcher_rank *ranks;
     pid_t pgid; /* process group of every rank; rank 0 leads it */
 
