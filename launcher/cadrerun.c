@@ -314,14 +314,15 @@ int main(int argc, char **argv)
     job.opts = &opts;
     job.cleaner_fd = job.stdin_fd = -1;
     job.ngpus = cadre__launcher_gpu_count();
-    job.nranks = opts.nranks ? opts.nranks
-                 : job.ngpus  ? job.ngpus * (opts.ranks_per_gpu ? opts.ranks_per_gpu : 1)
-                              : cadre__launcher_cpu_count();
-    if (job.nranks > 65535) {
-        cadre__launcher_say("%d ranks by default is more than 65535; give -n", job.nranks);
+    long n = opts.nranks ? opts.nranks
+             : job.ngpus  ? (long)job.ngpus * (opts.ranks_per_gpu ? opts.ranks_per_gpu : 1)
+                          : cadre__launcher_cpu_count();
+    if (n > 65535) {
+        cadre__launcher_say("%ld ranks by default is more than 65535; give -n", n);
         rc = CADRERUN_EXIT_USAGE;
         goto early;
     }
+    job.nranks = (int)n;
     rc = CADRERUN_EXIT_INTERNAL;
     if (!(job.ranks = calloc((size_t)job.nranks, sizeof *job.ranks))) {
         cadre__launcher_say("out of memory for %d ranks", job.nranks);
