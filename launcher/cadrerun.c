@@ -49,18 +49,10 @@ static const char usage_text[] =
 
 void cadre__launcher_say(const char *fmt, ...)
 {
-    char line[1024];
-    int n = snprintf(line, sizeof line, "cadrerun: ");
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    cadre__vwrite_line(STDERR_FILENO, "cadrerun: ", fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-    if (len > sizeof line - 2)
-        len = sizeof line - 2;
-    line[len++] = '\n';
-    ssize_t w = write(STDERR_FILENO, line, len);
-    (void)w;
 }
 
 static int usage_error(const char *fmt, ...) CADRE_PRINTF(1, 2);
