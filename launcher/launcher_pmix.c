@@ -60,6 +60,14 @@ static pmix_status_t op_wait(struct pending_ops *p)
 }
 
 /* ---- module callbacks (libpmix's thread) ------------------------------------ */
+/* Done at once; libpmix may also pass no callback and want just the status. */
+static pmix_status_t ack(pmix_op_cbfunc_t cbfunc, void *cbdata)
+{
+    if (cbfunc)
+        cbfunc(PMIX_SUCCESS, cbdata);
+    return PMIX_SUCCESS;
+}
+
 static pmix_status_t on_connected(const pmix_proc_t *proc, void *obj, pmix_op_cbfunc_t cbfunc,
                                   void *cbdata)
 {
@@ -67,9 +75,7 @@ static pmix_status_t on_connected(const pmix_proc_t *proc, void *obj, pmix_op_cb
     struct cadre__launcher_rank *r = obj;
     if (r)
         atomic_store(&r->connected, 1);
-    if (cbfunc)
-        cbfunc(PMIX_SUCCESS, cbdata);
-    return PMIX_SUCCESS;
+    return ack(cbfunc, cbdata);
 }
 
 static pmix_status_t on_finalized(const pmix_proc_t *proc, void *obj, pmix_op_cbfunc_t cbfunc,
@@ -79,9 +85,7 @@ static pmix_status_t on_finalized(const pmix_proc_t *proc, void *obj, pmix_op_cb
     struct cadre__launcher_rank *r = obj;
     if (r)
         atomic_store(&r->finalized, 1);
-    if (cbfunc)
-        cbfunc(PMIX_SUCCESS, cbdata);
-    return PMIX_SUCCESS;
+    return ack(cbfunc, cbdata);
 }
 
 struct abort_req {
@@ -161,9 +165,7 @@ static pmix_status_t on_register_events(pmix_status_t *codes, size_t ncodes,
     (void)ncodes;
     (void)info;
     (void)ninfo;
-    if (cbfunc)
-        cbfunc(PMIX_SUCCESS, cbdata);
-    return PMIX_SUCCESS;
+    return ack(cbfunc, cbdata);
 }
 
 static pmix_status_t on_notify_event(pmix_status_t code, const pmix_proc_t *source,
@@ -175,9 +177,7 @@ static pmix_status_t on_notify_event(pmix_status_t code, const pmix_proc_t *sour
     (void)range;
     (void)info;
     (void)ninfo;
-    if (cbfunc)
-        cbfunc(PMIX_SUCCESS, cbdata);
-    return PMIX_SUCCESS;
+    return ack(cbfunc, cbdata);
 }
 
 static pmix_server_module_t module = {

@@ -289,15 +289,22 @@ static void test_timeout(void)
 }
 
 /* ---- signals ------------------------------------------------------------------------- */
-static void test_sigkill_launcher(void)
+/* Runs 3 ranks of `actions`, sends sig to cadrerun once each rank printed a
+ * line containing `ready`, and collects the rest. */
+static void signal_job(struct run_result *r, const char *actions, const char *ready, int sig)
 {
     struct run_job j;
-    launch_start(&j, "-n 3 %s shm sleep=30", PROBE);
-    CHECK_MSG(run_wait_output(&j, " shm ", 3), "ranks did not start:\n%s", j.r.out);
-    kill(j.pid, SIGKILL);
-    struct run_result r;
+    launch_start(&j, "-n 3 %s %s", PROBE, actions);
+    CHECK_MSG(run_wait_output(&j, ready, 3), "ranks not ready:\n%s", j.r.out);
+    kill(j.pid, sig);
     /* Returns once stderr closes: the cleaner holds it until it is done. */
-    run_finish(&j, &r);
+    run_finish(&j, r);
+}
+
+static void test_sigkill_launcher(void)
+{
+    struct run_result r;
+    signal_job(&r, "shm sleep=30", " shm ", SIGKILL);
     CHECK_MSG(r.exit_code == 128 + SIGKILL && !r.timed_out, REPORT(r));
     struct rank_line l[3];
     memset(l, -1, sizeof l);
@@ -310,12 +317,8 @@ static void test_sigkill_launcher(void)
 
 static void test_sigint_forwarded(void)
 {
-    struct run_job j;
-    launch_start(&j, "-n 3 %s sigwait", PROBE);
-    CHECK_MSG(run_wait_output(&j, " ready", 3), "ranks not ready:\n%s", j.r.out);
-    kill(j.pid, SIGINT);
     struct run_result r;
-    run_finish(&j, &r);
+    signal_job(&r, "sigwait", " ready", SIGINT);
     CHECK_MSG(r.exit_code == 0, REPORT(r));
     for (int i = 0; i < 3; i++) {
         char line[64];
