@@ -53,9 +53,15 @@ enum cadre_subsys {
 };
 
 int cadre__log_enabled(int level, int subsys);
+/* Writes head, the message and a newline to fd in one write(2), so lines of
+ * concurrent writers never mix; a message past 2 KiB is cut. */
+void cadre__vwrite_line(int fd, const char *head, const char *fmt, va_list ap);
 void cadre__log(int level, int subsys, const char *fmt, ...) CADRE_PRINTF(3, 4);
 /* Prefix for log lines, e.g. "rank 3" or "cadrerun"; copied. */
 void cadre__log_set_prefix(const char *prefix);
+/* Overrides CADRE_DEBUG's level for this process only (cadrerun --verbose),
+ * so the setting is not inherited by the processes it starts. */
+void cadre__log_set_level(int level);
 
 #define CADRE_LOG_(level, subsys, ...)                                           \
     do {                                                                         \

@@ -11,3 +11,6 @@ X(TRANSPORT, STR, "", "comma list restricting the transports used (shm, tcp); em
 X(GPU, INT, "-1", "CUDA device to bind in cadre_init; -1 = local_rank modulo the visible GPUs (set by cadrerun)")
 X(SHM_FRAG, INT, "131072", "bytes per fragment of a large message in shared memory (the pipeline's unit)")
 X(SHM_NFRAGS, INT, "8", "fragments in flight per pair of ranks in shared memory")
+X(LAUNCHER_NGPUS, INT, "-1", "GPUs cadrerun assumes the node has, for the default -n and CADRE_GPU; -1 = count /proc/driver/nvidia/gpus, honouring CUDA_VISIBLE_DEVICES")
+X(LAUNCHER_KILL_GRACE, DBL, "2", "seconds cadrerun waits after sending SIGTERM to the ranks of a job it stops before it sends SIGKILL")
+X(LAUNCHER_DRAIN, DBL, "1", "seconds cadrerun keeps forwarding output after the last rank exited, while descendants of ranks still hold the output pipes")

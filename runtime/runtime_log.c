@@ -53,19 +53,34 @@ void cadre__log_set_prefix(const char *prefix)
     snprintf(log_prefix, sizeof log_prefix, "%s", prefix);
 }
 
-void cadre__log(int level, int subsys, const char *fmt, ...)
+void cadre__log_set_level(int level)
+{
+    pthread_once(&log_once, log_setup);
+    log_level = level;
+}
+
+void cadre__vwrite_line(int fd, const char *head, const char *fmt, va_list ap)
 {
     char line[2048];
-    int n = snprintf(line, sizeof line, "[%s %s %s] ", log_prefix, level_names[level],
-                     subsys_names[subsys]);
-    va_list ap;
-    va_start(ap, fmt);
+    int n = snprintf(line, sizeof line, "%s", head);
+    if (n < 0 || n > (int)sizeof line - 2)
+        n = 0;
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2)
         len = sizeof line - 2;
     line[len++] = '\n';
-    ssize_t w = write(STDERR_FILENO, line, len);
+    ssize_t w = write(fd, line, len);
     (void)w;
+}
+
+void cadre__log(int level, int subsys, const char *fmt, ...)
+{
+    char head[128];
+    snprintf(head, sizeof head, "[%s %s %s] ", log_prefix, level_names[level],
+             subsys_names[subsys]);
+    va_list ap;
+    va_start(ap, fmt);
+    cadre__vwrite_line(STDERR_FILENO, head, fmt, ap);
+    va_end(ap);
 }

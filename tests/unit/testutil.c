@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* memmem */
 #include "testutil.h"
 
 #include <errno.h>
@@ -31,14 +32,17 @@ static void append(char **buf, size_t *len, size_t *cap, const char *data, size_
     (*buf)[*len] = '\0';
 }
 
-int run_cmd(const char *cmd, const char *input, double limit, struct run_result *r)
+int run_start(const char *cmd, const char *input, double limit, struct run_job *j)
 {
-    memset(r, 0, sizeof *r);
-    r->status = -1;
+    memset(j, 0, sizeof *j);
+    j->r.status = -1;
+    j->pid = -1;
+    j->out_fd = j->err_fd = -1;
     int pout[2], perr[2], pin[2];
     if (pipe(pout) || pipe(perr) || pipe(pin))
         return -1;
-    double t0 = now();
+    j->t0 = now();
+    j->limit = limit;
     pid_t pid = fork();
     if (pid < 0)
         return -1;
@@ -52,6 +56,7 @@ int run_cmd(const char *cmd, const char *input, double limit, struct run_result 
         _exit(127);
     }
     setpgid(pid, pid);
+    j->pid = pid;
     close(pin[0]);
     close(pout[1]);
     close(perr[1]);
@@ -66,18 +71,27 @@ int run_cmd(const char *cmd, const char *input, double limit, struct run_result 
         }
     }
     close(pin[1]);
-    size_t ocap = 0, ecap = 0;
-    append(&r->out, &r->out_len, &ocap, "", 0);
-    append(&r->err, &r->err_len, &ecap, "", 0);
-    int open_fds = 2;
-    struct pollfd pf[2] = {{pout[0], POLLIN, 0}, {perr[0], POLLIN, 0}};
-    while (open_fds > 0) {
-        double left = limit - (now() - t0);
+    append(&j->r.out, &j->r.out_len, &j->ocap, "", 0);
+    append(&j->r.err, &j->r.err_len, &j->ecap, "", 0);
+    j->out_fd = pout[0];
+    j->err_fd = perr[0];
+    return 0;
+}
+
+/* Collects output until both pipes close, the limit runs out, or (needle
+ * given) stdout holds `count` lines containing needle. */
+static void pump(struct run_job *j, const char *needle, int count)
+{
+    while (j->out_fd >= 0 || j->err_fd >= 0) {
+        if (needle && count_matching(j->r.out, needle) >= count)
+            return;
+        double left = j->limit - (now() - j->t0);
         if (left <= 0) {
-            r->timed_out = 1;
-            kill(-pid, SIGKILL);
-            break;
+            j->r.timed_out = 1;
+            kill(-j->pid, SIGKILL);
+            return;
         }
+        struct pollfd pf[2] = {{j->out_fd, POLLIN, 0}, {j->err_fd, POLLIN, 0}};
         int n = poll(pf, 2, (int)(left * 1000) + 1);
         if (n < 0 && errno == EINTR)
             continue;
@@ -87,38 +101,60 @@ int run_cmd(const char *cmd, const char *input, double limit, struct run_result 
                 ssize_t k = read(pf[i].fd, buf, sizeof buf);
                 if (k <= 0) {
                     close(pf[i].fd);
-                    pf[i].fd = -1;
-                    open_fds--;
+                    *(i == 0 ? &j->out_fd : &j->err_fd) = -1;
                 } else if (i == 0) {
-                    append(&r->out, &r->out_len, &ocap, buf, (size_t)k);
+                    append(&j->r.out, &j->r.out_len, &j->ocap, buf, (size_t)k);
                 } else {
-                    append(&r->err, &r->err_len, &ecap, buf, (size_t)k);
+                    append(&j->r.err, &j->r.err_len, &j->ecap, buf, (size_t)k);
                 }
             }
         }
     }
-    for (int i = 0; i < 2; i++)
-        if (pf[i].fd >= 0)
-            close(pf[i].fd);
+}
+
+int run_wait_output(struct run_job *j, const char *needle, int count)
+{
+    pump(j, needle, count);
+    return count_matching(j->r.out, needle) >= count;
+}
+
+int run_finish(struct run_job *j, struct run_result *r)
+{
+    pump(j, NULL, 0);
+    if (j->out_fd >= 0)
+        close(j->out_fd);
+    if (j->err_fd >= 0)
+        close(j->err_fd);
     /* Output closed: the command is ending, or it handed the pipes away. */
     for (;;) {
-        pid_t w = waitpid(pid, &r->status, WNOHANG);
-        if (w == pid)
+        pid_t w = waitpid(j->pid, &j->r.status, WNOHANG);
+        if (w == j->pid)
             break;
-        if (now() - t0 > limit) {
-            r->timed_out = 1;
-            kill(-pid, SIGKILL);
-            waitpid(pid, &r->status, 0);
+        if (now() - j->t0 > j->limit) {
+            j->r.timed_out = 1;
+            kill(-j->pid, SIGKILL);
+            waitpid(j->pid, &j->r.status, 0);
             break;
         }
         usleep(2000);
     }
-    r->seconds = now() - t0;
-    if (WIFEXITED(r->status))
-        r->exit_code = WEXITSTATUS(r->status);
-    else if (WIFSIGNALED(r->status))
-        r->exit_code = 128 + WTERMSIG(r->status);
+    j->r.seconds = now() - j->t0;
+    if (WIFEXITED(j->r.status))
+        j->r.exit_code = WEXITSTATUS(j->r.status);
+    else if (WIFSIGNALED(j->r.status))
+        j->r.exit_code = 128 + WTERMSIG(j->r.status);
+    *r = j->r;
     return 0;
+}
+
+int run_cmd(const char *cmd, const char *input, double limit, struct run_result *r)
+{
+    struct run_job j;
+    if (run_start(cmd, input, limit, &j) != 0) {
+        *r = j.r;
+        return -1;
+    }
+    return run_finish(&j, r);
 }
 
 void run_free(struct run_result *r)
@@ -146,6 +182,19 @@ const char *build_path(const char *rel)
 const char *src_path(const char *rel)
 {
     return path_in("CADRE_SRCDIR", "..", rel);
+}
+
+int count_matching(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t l = nl ? (size_t)(nl - p) : strlen(p);
+        if (memmem(p, l, needle, strlen(needle)))
+            n++;
+        p = nl ? nl + 1 : NULL;
+    }
+    return n;
 }
 
 int count_lines(const char *text, const char *line)

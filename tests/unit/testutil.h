@@ -22,6 +22,20 @@ struct run_result {
 int run_cmd(const char *cmd, const char *input, double limit, struct run_result *r);
 void run_free(struct run_result *r);
 
+/* The same in steps, to act on a command while it runs: start it, wait for
+ * `count` stdout lines containing `needle` (returns whether they came before
+ * the limit), then collect the rest and its status. */
+struct run_job {
+    pid_t pid; /* sh, or what it exec'ed */
+    int out_fd, err_fd;
+    double t0, limit;
+    size_t ocap, ecap;
+    struct run_result r;
+};
+int run_start(const char *cmd, const char *input, double limit, struct run_job *j);
+int run_wait_output(struct run_job *j, const char *needle, int count);
+int run_finish(struct run_job *j, struct run_result *r);
+
 /* Absolute paths inside the build and source trees (from CADRE_BUILDDIR /
  * CADRE_SRCDIR, set by make check). Returned strings are static rotating
  * buffers: use them before calling again eight times. */
@@ -30,6 +44,8 @@ const char *src_path(const char *rel);
 /* The cadrerun binary of the build tree. */
 #define CADRERUN build_path("launcher/cadrerun")
 
+/* Counts lines of text that contain `needle`. */
+int count_matching(const char *text, const char *needle);
 /* Counts lines of text that equal `line` exactly. */
 int count_lines(const char *text, const char *line);
 /* Entries in /dev/shm whose names start with "cadre". */
