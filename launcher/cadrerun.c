@@ -30,6 +30,8 @@ static const char usage_text[] =
     "  --ranks-per-gpu K     let K consecutive local ranks share each GPU\n"
     "  -x VAR[=VALUE]        set VAR in the ranks' environment (VAR alone: pass\n"
     "                        cadrerun's own value); repeatable\n"
+    "  --keep-going          when a rank fails, let the others run on (the first\n"
+    "                        failure still decides the exit status)\n"
     "  --tag-output          prefix every output line with \"[rank] \"\n"
     "  --output-dir DIR      write rank R's output to DIR/rank.R.stdout and\n"
     "                        DIR/rank.R.stderr instead of cadrerun's own\n"
@@ -169,6 +171,8 @@ static int parse_options(int argc, char **argv, struct cadre__launcher_opts *o)
                 return usage_error("-x: '%s' is not VAR or VAR=VALUE with a valid variable name",
                                    v);
             o->exports[o->nexports++] = (char *)v;
+        } else if (!strcmp(name, "--keep-going")) {
+            o->keep_going = 1;
         } else if (!strcmp(name, "--tag-output")) {
             NO_VALUE();
             o->tag_output = 1;

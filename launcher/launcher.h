@@ -42,6 +42,7 @@ struct cadre__launcher_opts {
     int tag_output;
     const char *output_dir;
     double timeout; /* seconds, 0 = none */
+    int keep_going; /* a rank's failure does not stop the others */
     int bind;
     int verbose;
     char **argv;         /* program and its arguments */

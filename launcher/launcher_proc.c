@@ -107,6 +107,26 @@ void cadre__launcher_fail(struct cadre__launcher_job *job, int code, const char 
     cadre__launcher_stop(job);
 }
 
+/* A rank failed: the job stops, unless --keep-going lets the others finish;
+ * either way the first failure decides the exit status and each is said. */
+static void rank_failed(struct cadre__launcher_job *job, int code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!job->opts->keep_going) {
+        cadre__launcher_fail(job, code, "%s", msg);
+        return;
+    }
+    if (!job->decided) {
+        job->decided = 1;
+        job->exit_code = code;
+    }
+    cadre__launcher_say("%s (--keep-going: the other ranks go on)", msg);
+}
+
 void cadre__launcher_abort(struct cadre__launcher_job *job, int rank, int code)
 {
     if (rank < 0 || rank >= job->nranks)
@@ -155,13 +175,13 @@ static void rank_exited(struct cadre__launcher_job *job, struct cadre__launcher_
         char name[32];
         signame(r->term_signal, name, sizeof name);
         CADRE_INFO(LAUNCHER, "rank %d (pid %d) killed by %s", r->rank, (int)r->pid, name);
-        cadre__launcher_fail(job, 128 + r->term_signal, "rank %d (pid %d) killed by %s%s",
-                             r->rank, (int)r->pid, name, r->core_dumped ? " (core dumped)" : "");
+        rank_failed(job, 128 + r->term_signal, "rank %d (pid %d) killed by %s%s", r->rank,
+                    (int)r->pid, name, r->core_dumped ? " (core dumped)" : "");
     } else if (r->exit_status) {
         CADRE_INFO(LAUNCHER, "rank %d (pid %d) exited with status %d", r->rank, (int)r->pid,
                    r->exit_status);
-        cadre__launcher_fail(job, r->exit_status, "rank %d (pid %d) exited with status %d",
-                             r->rank, (int)r->pid, r->exit_status);
+        rank_failed(job, r->exit_status, "rank %d (pid %d) exited with status %d", r->rank,
+                    (int)r->pid, r->exit_status);
     } else {
         CADRE_INFO(LAUNCHER, "rank %d (pid %d) exited with status 0%s", r->rank, (int)r->pid,
                    atomic_load(&r->connected) && !atomic_load(&r->finalized)

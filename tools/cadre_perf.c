@@ -274,6 +274,8 @@ int main(int argc, char **argv)
         if (n >= o.maxb)
             break;
         size_t next = o.stepb ? n + o.stepb : (size_t)((double)(n ? n : 1) * o.factor);
+        if (next <= n) /* small sizes times a small factor: always advance */
+            next = n + 1;
         n = next > o.maxb ? o.maxb : next;
     }
     free(buf);

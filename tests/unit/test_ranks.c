@@ -47,8 +47,32 @@ static void test_ranks_list(void)
     CU_ASSERT(ran > 0);
 }
 
+/* A rank killed while streaming to rank 0: rank 0 gets CADRE_ERR_PEER within
+ * 5 s from the library itself (cadrerun --keep-going stops nobody), and the
+ * job goes on; cadrerun reports the death and exits 128+SIGKILL. */
+static void test_peer_killed(void)
+{
+    const char *transports[] = {"", "tcp"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "CADRE_TRANSPORT=%s %s --keep-going -n 3 %s", transports[i],
+                 CADRERUN, build_path("tests/ranks/p2p_peerfail"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+        CHECK_MSG(r.exit_code == 137 && !r.timed_out,
+                  "peer failure (%s): exit %d\n--- stdout\n%s--- stderr\n%s",
+                  transports[i][0] ? transports[i] : "shm", r.exit_code, r.out, r.err);
+        CHECK_MSG(count_lines(r.out, "peerfail: ok") == 1, "stdout: %s\nstderr: %s", r.out, r.err);
+        CHECK_MSG(strstr(r.err, "rank 1 (pid") && strstr(r.err, "killed by SIGKILL"), "stderr: %s",
+                  r.err);
+        CU_ASSERT(count_shm_leftovers() == 0);
+        run_free(&r);
+    }
+}
+
 void suite_ranks(void)
 {
     CU_pSuite s = CU_add_suite("ranks", NULL, NULL);
     CU_add_test(s, "programs of ranks.list under cadrerun", test_ranks_list);
+    CU_add_test(s, "a peer killed mid-transfer gives CADRE_ERR_PEER", test_peer_killed);
 }
