@@ -72,6 +72,10 @@ typedef enum {
 
 typedef enum { CADRE_SUM, CADRE_PROD, CADRE_MAX, CADRE_MIN, CADRE_AVG } cadre_op_t;
 
+/* Sentinel send buffer: the collective reads its input from recvbuf (and,
+ * for scatter, a sentinel receive buffer at the root), as MPI_IN_PLACE. */
+#define CADRE_IN_PLACE ((void *)(uintptr_t)1)
+
 /* Size in bytes of one element of dt; 0 for an unknown datatype. */
 size_t cadre_datatype_size(cadre_datatype_t dt);
 
@@ -141,6 +145,71 @@ int cadre_wait_timeout(cadre_request_t *req, double seconds, cadre_status_t *sta
 /* Waits for all; returns the first failure's status; statuses may be
  * CADRE_STATUS_IGNORE, else statuses[i].error tells each one's status. */
 int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[]);
+
+/* ---------------------------------------------------------------------------
+ * Collectives. Every rank of comm calls the same collective with matching
+ * arguments; counts are per rank. A buffer significant only at the root is
+ * neither read nor written elsewhere. Each has a nonblocking twin with a
+ * trailing request, completed by cadre_wait / cadre_test.
+ * ------------------------------------------------------------------------- */
+int cadre_barrier(cadre_comm_t comm);
+int cadre_bcast(void *buf, size_t count, cadre_datatype_t dt, int root, cadre_comm_t comm);
+int cadre_reduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                 cadre_op_t op, int root, cadre_comm_t comm);
+int cadre_allreduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                    cadre_op_t op, cadre_comm_t comm);
+int cadre_gather(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, int root,
+                 cadre_comm_t comm);
+int cadre_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t recvcounts[],
+                  const size_t displs[], cadre_datatype_t dt, int root, cadre_comm_t comm);
+int cadre_allgather(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                    cadre_comm_t comm);
+int cadre_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                     const size_t recvcounts[], const size_t displs[], cadre_datatype_t dt,
+                     cadre_comm_t comm);
+int cadre_scatter(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, int root,
+                  cadre_comm_t comm);
+int cadre_scatterv(const void *sendbuf, const size_t sendcounts[], const size_t displs[],
+                   void *recvbuf, size_t recvcount, cadre_datatype_t dt, int root,
+                   cadre_comm_t comm);
+int cadre_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, cadre_datatype_t dt,
+                         cadre_op_t op, cadre_comm_t comm);
+int cadre_alltoall(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                   cadre_comm_t comm);
+int cadre_alltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                    void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                    cadre_datatype_t dt, cadre_comm_t comm);
+
+int cadre_ibarrier(cadre_comm_t comm, cadre_request_t *req);
+int cadre_ibcast(void *buf, size_t count, cadre_datatype_t dt, int root, cadre_comm_t comm,
+                 cadre_request_t *req);
+int cadre_ireduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                  cadre_op_t op, int root, cadre_comm_t comm, cadre_request_t *req);
+int cadre_iallreduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                     cadre_op_t op, cadre_comm_t comm, cadre_request_t *req);
+int cadre_igather(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, int root,
+                  cadre_comm_t comm, cadre_request_t *req);
+int cadre_igatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t recvcounts[],
+                   const size_t displs[], cadre_datatype_t dt, int root, cadre_comm_t comm,
+                   cadre_request_t *req);
+int cadre_iallgather(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                     cadre_comm_t comm, cadre_request_t *req);
+int cadre_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                      const size_t recvcounts[], const size_t displs[], cadre_datatype_t dt,
+                      cadre_comm_t comm, cadre_request_t *req);
+int cadre_iscatter(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, int root,
+                   cadre_comm_t comm, cadre_request_t *req);
+int cadre_iscatterv(const void *sendbuf, const size_t sendcounts[], const size_t displs[],
+                    void *recvbuf, size_t recvcount, cadre_datatype_t dt, int root,
+                    cadre_comm_t comm, cadre_request_t *req);
+int cadre_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                          cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm,
+                          cadre_request_t *req);
+int cadre_ialltoall(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                    cadre_comm_t comm, cadre_request_t *req);
+int cadre_ialltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                     void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                     cadre_datatype_t dt, cadre_comm_t comm, cadre_request_t *req);
 
 #ifdef __cplusplus
 }

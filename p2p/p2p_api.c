@@ -93,7 +93,7 @@ static int finish(struct cadre_request *r, cadre_status_t *status)
     return rc;
 }
 
-static int timed_out(struct cadre_request *r, const char *fn)
+int cadre__p2p_timed_out(struct cadre_request *r, const char *fn)
 {
     char what[200];
     if (r->kind == REQ_SEND)
@@ -122,7 +122,7 @@ static int timed_out(struct cadre_request *r, const char *fn)
 static int wait_and_finish(struct cadre_request *r, const char *fn, cadre_status_t *status)
 {
     if (cadre__req_wait(r, 0, 1) != CADRE_SUCCESS)
-        return timed_out(r, fn);
+        return cadre__p2p_timed_out(r, fn);
     return finish(r, status);
 }
 
@@ -235,7 +235,7 @@ int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, 
         }
         return cadre__error(rc, "%s", cadre_last_error());
     }
-    int rs = cadre__req_wait(sr, 0, 1) != CADRE_SUCCESS ? timed_out(sr, fn) : finish(sr, NULL);
+    int rs = cadre__req_wait(sr, 0, 1) != CADRE_SUCCESS ? cadre__p2p_timed_out(sr, fn) : finish(sr, NULL);
     if (rs != CADRE_SUCCESS) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", cadre_last_error());
@@ -378,6 +378,11 @@ void cadre__p2p_abandon(struct cadre_request *r)
     if (r->user)
         atomic_fetch_sub(&cadre__eng.outstanding, 1);
     r->user = 0;
+    if (r->cancel) {
+        r->cancel(r);
+        cadre__req_free(r);
+        return;
+    }
     switch (r->state) {
     case RS_WAIT_CTS:
         /* The RTS is out: answer a late CTS with NACK, then free. */

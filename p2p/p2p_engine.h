@@ -59,6 +59,8 @@ struct cadre_request {
     /* generic requests (collectives): progressed by the engine */
     int (*poll)(struct cadre_request *req); /* returns events; completes via cadre__req_complete */
     void (*release)(struct cadre_request *req);
+    /* Abandons what the request has in flight (its wait timed out); lock held. */
+    void (*cancel)(struct cadre_request *req);
     void *priv;
 
     struct cadre_request *next, *prev; /* posted queue or generic list */
@@ -170,6 +172,9 @@ void cadre__p2p_match_fail_peer(int peer, const char *why);
 /* Gives up on a request whose wait timed out; lock held. Frees it or leaves
  * it to the engine, which frees it once the protocol is over. */
 void cadre__p2p_abandon(struct cadre_request *req);
+/* The CADRE_TIMEOUT failure of a wait: records the diagnosis, abandons the
+ * request, returns CADRE_ERR_TIMEOUT. Lock NOT held. */
+int cadre__p2p_timed_out(struct cadre_request *req, const char *fn);
 void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg);
 void cadre__p2p_match_cleanup(void);
 

@@ -117,6 +117,7 @@ struct cadre_comm {
     uint32_t context_id;
     int rank, size;
     int *world_ranks; /* world rank of each member; NULL for the world itself */
+    uint32_t coll_seq; /* collectives started on this communicator */
 };
 extern struct cadre_comm cadre__comm_world;
 /* Validates a user handle and returns the object; records an error naming fn

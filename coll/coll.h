@@ -1,0 +1,99 @@
+/*
+ * coll.h - the collective layer's internal interface.
+ *
+ * A collective is a schedule: rounds of steps. The communication steps of a
+ * round (sends and receives) are posted together; when all have completed,
+ * its local steps (reductions, copies) run in order, and the next round
+ * starts. Algorithms only build schedules; an executor runs them: the host
+ * executor (coll_sched.c) with p2p requests, memcpy and the C reduction
+ * kernels, in the calling thread for blocking calls and in the progress
+ * engine for nonblocking ones. The GPU path runs the same schedules with a
+ * device executor.
+ */
+#ifndef CADRE_COLL_H
+#define CADRE_COLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "p2p/p2p_engine.h"
+
+enum coll_step_kind { CS_SEND = 1, CS_RECV, CS_REDUCE, CS_COPY };
+
+struct coll_step {
+    uint8_t kind;
+    int peer;        /* CS_SEND / CS_RECV: rank in the communicator */
+    void *dst;       /* CS_RECV buffer, CS_REDUCE / CS_COPY destination */
+    const void *src; /* CS_SEND buffer, CS_REDUCE / CS_COPY source */
+    size_t n;        /* bytes for SEND/RECV/COPY, elements for REDUCE */
+};
+
+struct coll_sched {
+    struct cadre_comm *comm;
+    const char *op_name;   /* "cadre_allreduce" */
+    cadre_datatype_t dt;
+    cadre_op_t op;
+    size_t elsize;
+    uint32_t ctx;          /* the communicator's collective context */
+    int32_t tag;           /* this collective's sequence number */
+
+    struct coll_step *steps;
+    int nsteps, cap;
+    int *round_end; /* round r holds steps [round_end[r-1], round_end[r]) */
+    int nrounds, rcap;
+
+    /* scratch memory owned by the schedule, freed with it */
+    void **tmp;
+    int ntmp, tcap;
+
+    /* execution */
+    int round;       /* round running now */
+    int posted;      /* its communication is posted */
+    struct cadre_request **reqs;
+    int nreqs, reqcap;
+    int error;
+    char errmsg[256];
+    /* after the last round: AVG division (scale_buf != NULL) */
+    void *scale_buf;
+    size_t scale_n;
+    int scale_div;
+};
+
+/* ---- building ------------------------------------------------------------- */
+int cadre__sched_init(struct coll_sched *s, struct cadre_comm *comm, const char *op_name,
+                      cadre_datatype_t dt, cadre_op_t op);
+void cadre__sched_free(struct coll_sched *s);
+int cadre__sched_send(struct coll_sched *s, int peer, const void *buf, size_t bytes);
+int cadre__sched_recv(struct coll_sched *s, int peer, void *buf, size_t bytes);
+int cadre__sched_reduce(struct coll_sched *s, void *dst, const void *src, size_t count);
+int cadre__sched_copy(struct coll_sched *s, void *dst, const void *src, size_t bytes);
+/* Ends the current round: later steps wait for everything before. */
+int cadre__sched_barrier(struct coll_sched *s);
+/* Scratch memory that lives as long as the schedule (NULL on ENOMEM). */
+void *cadre__sched_alloc(struct coll_sched *s, size_t bytes);
+
+/* ---- running ----------------------------------------------------------------- */
+/* Runs to completion in the calling thread; returns the collective's status. */
+int cadre__sched_run(struct coll_sched *s);
+/* Starts in the background: *req completes when the schedule does. Both
+ * take over what s holds (s is left empty). */
+int cadre__sched_start(struct coll_sched *s, cadre_request_t *req);
+
+/* ---- reductions ------------------------------------------------------------------- */
+void cadre__coll_reduce(void *dst, const void *src, size_t n, cadre_datatype_t dt, cadre_op_t op);
+void cadre__coll_scale(void *buf, size_t n, cadre_datatype_t dt, int divisor);
+float cadre__half_to_float(uint16_t h);
+uint16_t cadre__float_to_half(float f);
+float cadre__bf16_to_float(uint16_t b);
+uint16_t cadre__float_to_bf16(float f);
+
+/* ---- communicators ---------------------------------------------------------------- */
+/* The context that collective traffic of comm uses (never user p2p's). */
+static inline uint32_t cadre__coll_ctx(const struct cadre_comm *c)
+{
+    return c->context_id | 1u;
+}
+/* The next collective sequence number on comm, used as the tag. */
+int32_t cadre__coll_next_tag(struct cadre_comm *c);
+
+#endif

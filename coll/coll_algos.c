@@ -1,0 +1,330 @@
+/* Collective algorithms, each a schedule builder. Buffers arrive resolved:
+ * CADRE_IN_PLACE has been turned into the right pointers by coll_api.c, and
+ * counts are in elements of s->dt (s->elsize bytes each). */
+#include <string.h>
+
+#include "coll_algos.h"
+
+#define TRY(call)                                                                 \
+    do {                                                                          \
+        int try_rc_ = (call);                                                     \
+        if (try_rc_ != CADRE_SUCCESS)                                             \
+            return try_rc_;                                                       \
+    } while (0)
+
+static void *scratch(struct coll_sched *s, size_t bytes)
+{
+    void *p = cadre__sched_alloc(s, bytes);
+    if (!p)
+        cadre__error(CADRE_ERR_NOMEM, "%s: no memory for %zu bytes of scratch", s->op_name, bytes);
+    return p;
+}
+#define SCRATCH(var, bytes)                                                       \
+    do {                                                                          \
+        (var) = scratch(s, (bytes));                                              \
+        if (!(var))                                                               \
+            return CADRE_ERR_NOMEM;                                               \
+    } while (0)
+
+static inline int mod(int a, int n)
+{
+    return ((a % n) + n) % n;
+}
+
+/* Block b of `count` elements split into n nearly equal blocks. */
+static void block(size_t count, int n, int b, size_t *off, size_t *len)
+{
+    size_t q = count / (size_t)n, r = count % (size_t)n;
+    *off = (size_t)b * q + ((size_t)b < r ? (size_t)b : r);
+    *len = q + ((size_t)b < r);
+}
+
+/* ---- barrier ----------------------------------------------------------------- */
+int cadre__algo_barrier_dissemination(struct coll_sched *s)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    for (int k = 1; k < n; k <<= 1) {
+        TRY(cadre__sched_send(s, mod(me + k, n), NULL, 0));
+        TRY(cadre__sched_recv(s, mod(me - k, n), NULL, 0));
+        TRY(cadre__sched_barrier(s));
+    }
+    return CADRE_SUCCESS;
+}
+
+/* ---- bcast ------------------------------------------------------------------- */
+int cadre__algo_bcast_binomial(struct coll_sched *s, void *buf, size_t count, int root)
+{
+    int n = s->comm->size, me = s->comm->rank, vr = mod(me - root, n);
+    size_t bytes = count * s->elsize;
+    int mask = 1;
+    while (mask < n) {
+        if (vr & mask) {
+            TRY(cadre__sched_recv(s, mod(vr - mask + root, n), buf, bytes));
+            TRY(cadre__sched_barrier(s));
+            break;
+        }
+        mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0; mask >>= 1)
+        if (vr + mask < n)
+            TRY(cadre__sched_send(s, mod(vr + mask + root, n), buf, bytes));
+    return cadre__sched_barrier(s);
+}
+
+/* A chain from the root, cut into segments so every link works at once. */
+int cadre__algo_bcast_pipeline(struct coll_sched *s, void *buf, size_t count, int root)
+{
+    int n = s->comm->size, me = s->comm->rank, vr = mod(me - root, n);
+    size_t bytes = count * s->elsize, seg = CADRE_COLL_SEGMENT;
+    size_t nseg = bytes ? (bytes + seg - 1) / seg : 1;
+    int prev = mod(me - 1, n), next = mod(me + 1, n);
+    for (size_t c = 0; c <= nseg; c++) {
+        if (c < nseg && vr != 0) {
+            size_t off = c * seg, len = bytes - off < seg ? bytes - off : seg;
+            TRY(cadre__sched_recv(s, prev, (char *)buf + off, len));
+        }
+        if (c > 0 && vr != n - 1) {
+            size_t off = (c - 1) * seg, len = bytes - off < seg ? bytes - off : seg;
+            TRY(cadre__sched_send(s, next, (char *)buf + off, len));
+        }
+        TRY(cadre__sched_barrier(s));
+    }
+    return CADRE_SUCCESS;
+}
+
+/* ---- reduce ------------------------------------------------------------------ */
+int cadre__algo_reduce_binomial(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count,
+                                int root)
+{
+    int n = s->comm->size, me = s->comm->rank, vr = mod(me - root, n);
+    size_t bytes = count * s->elsize;
+    char *acc, *in;
+    if (me == root)
+        acc = rbuf;
+    else
+        SCRATCH(acc, bytes);
+    TRY(cadre__sched_copy(s, acc, sbuf, bytes));
+    TRY(cadre__sched_barrier(s));
+    SCRATCH(in, bytes);
+    for (int mask = 1; mask < n; mask <<= 1) {
+        if (vr & mask) {
+            TRY(cadre__sched_send(s, mod(vr - mask + root, n), acc, bytes));
+            return cadre__sched_barrier(s);
+        }
+        if (vr + mask < n) {
+            TRY(cadre__sched_recv(s, mod(vr + mask + root, n), in, bytes));
+            TRY(cadre__sched_reduce(s, acc, in, count));
+            TRY(cadre__sched_barrier(s));
+        }
+    }
+    return CADRE_SUCCESS;
+}
+
+/* ---- allreduce --------------------------------------------------------------- */
+/* Recursive doubling; with n not a power of two the first 2*rem ranks pair up
+ * first so that p = 2^k ranks double, then the result goes back. */
+int cadre__algo_allreduce_rd(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    size_t bytes = count * s->elsize;
+    char *in;
+    SCRATCH(in, bytes);
+    TRY(cadre__sched_copy(s, rbuf, sbuf, bytes));
+    TRY(cadre__sched_barrier(s));
+    int p = 1;
+    while (p * 2 <= n)
+        p *= 2;
+    int rem = n - p, newrank;
+    if (me < 2 * rem) {
+        if (me % 2 == 0) {
+            TRY(cadre__sched_send(s, me + 1, rbuf, bytes));
+            TRY(cadre__sched_barrier(s));
+            newrank = -1;
+        } else {
+            TRY(cadre__sched_recv(s, me - 1, in, bytes));
+            TRY(cadre__sched_reduce(s, rbuf, in, count));
+            TRY(cadre__sched_barrier(s));
+            newrank = me / 2;
+        }
+    } else {
+        newrank = me - rem;
+    }
+    if (newrank >= 0) {
+        for (int mask = 1; mask < p; mask <<= 1) {
+            int np_ = newrank ^ mask;
+            int partner = np_ < rem ? np_ * 2 + 1 : np_ + rem;
+            TRY(cadre__sched_send(s, partner, rbuf, bytes));
+            TRY(cadre__sched_recv(s, partner, in, bytes));
+            TRY(cadre__sched_reduce(s, rbuf, in, count));
+            TRY(cadre__sched_barrier(s));
+        }
+    }
+    if (me < 2 * rem) {
+        if (me % 2)
+            TRY(cadre__sched_send(s, me - 1, rbuf, bytes));
+        else
+            TRY(cadre__sched_recv(s, me + 1, rbuf, bytes));
+        TRY(cadre__sched_barrier(s));
+    }
+    return CADRE_SUCCESS;
+}
+
+/* Ring reduce-scatter over n blocks of acc (in place); afterwards rank r holds
+ * the reduced block r. in: scratch of the largest block. */
+static int ring_reduce_scatter(struct coll_sched *s, char *acc, size_t count, char *in)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    int prev = mod(me - 1, n), next = mod(me + 1, n);
+    for (int st = 0; st < n - 1; st++) {
+        size_t so, sl, ro, rl;
+        block(count, n, mod(me - st - 1, n), &so, &sl);
+        block(count, n, mod(me - st - 2, n), &ro, &rl);
+        TRY(cadre__sched_send(s, next, acc + so * s->elsize, sl * s->elsize));
+        TRY(cadre__sched_recv(s, prev, in, rl * s->elsize));
+        TRY(cadre__sched_reduce(s, acc + ro * s->elsize, in, rl));
+        TRY(cadre__sched_barrier(s));
+    }
+    return CADRE_SUCCESS;
+}
+
+/* Ring allgather of the n blocks of buf; rank r starts with block r. */
+static int ring_allgather_blocks(struct coll_sched *s, char *buf, size_t count)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    int prev = mod(me - 1, n), next = mod(me + 1, n);
+    for (int st = 0; st < n - 1; st++) {
+        size_t so, sl, ro, rl;
+        block(count, n, mod(me - st, n), &so, &sl);
+        block(count, n, mod(me - st - 1, n), &ro, &rl);
+        TRY(cadre__sched_send(s, next, buf + so * s->elsize, sl * s->elsize));
+        TRY(cadre__sched_recv(s, prev, buf + ro * s->elsize, rl * s->elsize));
+        TRY(cadre__sched_barrier(s));
+    }
+    return CADRE_SUCCESS;
+}
+
+int cadre__algo_allreduce_ring(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count)
+{
+    int n = s->comm->size;
+    size_t q = count / (size_t)n + 1;
+    char *in;
+    SCRATCH(in, q * s->elsize);
+    TRY(cadre__sched_copy(s, rbuf, sbuf, count * s->elsize));
+    TRY(cadre__sched_barrier(s));
+    TRY(ring_reduce_scatter(s, rbuf, count, in));
+    return ring_allgather_blocks(s, rbuf, count);
+}
+
+/* ---- reduce_scatter ------------------------------------------------------------ */
+int cadre__algo_reduce_scatter_ring(struct coll_sched *s, const void *sbuf, void *rbuf,
+                                    size_t recvcount)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    size_t total = recvcount * (size_t)n;
+    char *acc, *in;
+    SCRATCH(acc, total * s->elsize);
+    SCRATCH(in, recvcount * s->elsize);
+    TRY(cadre__sched_copy(s, acc, sbuf, total * s->elsize));
+    TRY(cadre__sched_barrier(s));
+    TRY(ring_reduce_scatter(s, acc, total, in));
+    TRY(cadre__sched_copy(s, rbuf, acc + (size_t)me * recvcount * s->elsize,
+                          recvcount * s->elsize));
+    return cadre__sched_barrier(s);
+}
+
+/* ---- allgather(v) ---------------------------------------------------------------- */
+int cadre__algo_allgatherv_ring(struct coll_sched *s, const void *sbuf, size_t sendcount,
+                                void *rbuf, const size_t *counts, const size_t *displs)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    char *r = rbuf;
+    size_t es = s->elsize;
+    (void)sendcount;
+    TRY(cadre__sched_copy(s, r + displs[me] * es, sbuf, counts[me] * es));
+    TRY(cadre__sched_barrier(s));
+    int prev = mod(me - 1, n), next = mod(me + 1, n);
+    for (int st = 0; st < n - 1; st++) {
+        int sb = mod(me - st, n), rb = mod(me - st - 1, n);
+        TRY(cadre__sched_send(s, next, r + displs[sb] * es, counts[sb] * es));
+        TRY(cadre__sched_recv(s, prev, r + displs[rb] * es, counts[rb] * es));
+        TRY(cadre__sched_barrier(s));
+    }
+    return CADRE_SUCCESS;
+}
+
+/* Recursive doubling for a power-of-two size with equal counts. */
+int cadre__algo_allgather_rd(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    size_t bytes = count * s->elsize;
+    char *r = rbuf;
+    TRY(cadre__sched_copy(s, r + (size_t)me * bytes, sbuf, bytes));
+    TRY(cadre__sched_barrier(s));
+    for (int mask = 1; mask < n; mask <<= 1) {
+        int partner = me ^ mask;
+        int mine = me & ~(mask - 1), theirs = partner & ~(mask - 1);
+        TRY(cadre__sched_send(s, partner, r + (size_t)mine * bytes, (size_t)mask * bytes));
+        TRY(cadre__sched_recv(s, partner, r + (size_t)theirs * bytes, (size_t)mask * bytes));
+        TRY(cadre__sched_barrier(s));
+    }
+    return CADRE_SUCCESS;
+}
+
+/* ---- gather(v) / scatter(v): the root talks to everyone at once --------------------- */
+int cadre__algo_gatherv_linear(struct coll_sched *s, const void *sbuf, size_t sendcount,
+                               void *rbuf, const size_t *counts, const size_t *displs, int root)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    size_t es = s->elsize;
+    if (me != root) {
+        TRY(cadre__sched_send(s, root, sbuf, sendcount * es));
+        return cadre__sched_barrier(s);
+    }
+    char *r = rbuf;
+    for (int i = 0; i < n; i++) {
+        if (i == root)
+            TRY(cadre__sched_copy(s, r + displs[i] * es, sbuf, counts[i] * es));
+        else
+            TRY(cadre__sched_recv(s, i, r + displs[i] * es, counts[i] * es));
+    }
+    return cadre__sched_barrier(s);
+}
+
+int cadre__algo_scatterv_linear(struct coll_sched *s, const void *sbuf, const size_t *counts,
+                                const size_t *displs, void *rbuf, size_t recvcount, int root)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    size_t es = s->elsize;
+    if (me != root) {
+        TRY(cadre__sched_recv(s, root, rbuf, recvcount * es));
+        return cadre__sched_barrier(s);
+    }
+    const char *sb = sbuf;
+    for (int i = 0; i < n; i++) {
+        if (i == root)
+            TRY(cadre__sched_copy(s, rbuf, sb + displs[i] * es, counts[i] * es));
+        else
+            TRY(cadre__sched_send(s, i, sb + displs[i] * es, counts[i] * es));
+    }
+    return cadre__sched_barrier(s);
+}
+
+/* ---- alltoall(v): pairwise exchange ------------------------------------------------- */
+int cadre__algo_alltoallv_pairwise(struct coll_sched *s, const void *sbuf, const size_t *scounts,
+                                   const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                                   const size_t *rdispls)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    size_t es = s->elsize;
+    const char *sb = sbuf;
+    char *r = rbuf;
+    TRY(cadre__sched_copy(s, r + rdispls[me] * es, sb + sdispls[me] * es, rcounts[me] * es));
+    TRY(cadre__sched_barrier(s));
+    for (int st = 1; st < n; st++) {
+        int to = mod(me + st, n), from = mod(me - st, n);
+        TRY(cadre__sched_send(s, to, sb + sdispls[to] * es, scounts[to] * es));
+        TRY(cadre__sched_recv(s, from, r + rdispls[from] * es, rcounts[from] * es));
+        TRY(cadre__sched_barrier(s));
+    }
+    return CADRE_SUCCESS;
+}

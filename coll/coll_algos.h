@@ -1,0 +1,30 @@
+/* The collective algorithms: schedule builders (coll_algos.c). */
+#ifndef CADRE_COLL_ALGOS_H
+#define CADRE_COLL_ALGOS_H
+
+#include "coll.h"
+
+/* Segment of the pipelined algorithms. */
+#define CADRE_COLL_SEGMENT ((size_t)256 << 10)
+
+int cadre__algo_barrier_dissemination(struct coll_sched *s);
+int cadre__algo_bcast_binomial(struct coll_sched *s, void *buf, size_t count, int root);
+int cadre__algo_bcast_pipeline(struct coll_sched *s, void *buf, size_t count, int root);
+int cadre__algo_reduce_binomial(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count,
+                                int root);
+int cadre__algo_allreduce_rd(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count);
+int cadre__algo_allreduce_ring(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count);
+int cadre__algo_reduce_scatter_ring(struct coll_sched *s, const void *sbuf, void *rbuf,
+                                    size_t recvcount);
+int cadre__algo_allgatherv_ring(struct coll_sched *s, const void *sbuf, size_t sendcount,
+                                void *rbuf, const size_t *counts, const size_t *displs);
+int cadre__algo_allgather_rd(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count);
+int cadre__algo_gatherv_linear(struct coll_sched *s, const void *sbuf, size_t sendcount,
+                               void *rbuf, const size_t *counts, const size_t *displs, int root);
+int cadre__algo_scatterv_linear(struct coll_sched *s, const void *sbuf, const size_t *counts,
+                                const size_t *displs, void *rbuf, size_t recvcount, int root);
+int cadre__algo_alltoallv_pairwise(struct coll_sched *s, const void *sbuf, const size_t *scounts,
+                                   const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                                   const size_t *rdispls);
+
+#endif

@@ -1,0 +1,682 @@
+/* Public collectives: argument checks, CADRE_IN_PLACE, the choice of
+ * algorithm (by size and rank count, or CADRE_ALGO), then the executor.
+ * Each blocking call has a nonblocking twin with a trailing request. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_algos.h"
+
+/* ---- CADRE_ALGO ------------------------------------------------------------------ */
+enum coll_kind {
+    K_BARRIER, K_BCAST, K_REDUCE, K_ALLREDUCE, K_GATHER, K_ALLGATHER, K_SCATTER,
+    K_REDUCE_SCATTER, K_ALLTOALL, K_COUNT
+};
+static const char *const kind_names[K_COUNT] = {"barrier", "bcast", "reduce", "allreduce",
+                                                "gather", "allgather", "scatter",
+                                                "reduce_scatter", "alltoall"};
+/* The algorithms each collective has; the first is the name "auto" picks from. */
+static const char *const algos[K_COUNT][3] = {
+    [K_BARRIER] = {"dissemination"},
+    [K_BCAST] = {"binomial", "pipeline"},
+    [K_REDUCE] = {"binomial"},
+    [K_ALLREDUCE] = {"recursive_doubling", "ring"},
+    [K_GATHER] = {"linear"},
+    [K_ALLGATHER] = {"ring", "recursive_doubling"},
+    [K_SCATTER] = {"linear"},
+    [K_REDUCE_SCATTER] = {"ring"},
+    [K_ALLTOALL] = {"pairwise"},
+};
+static int forced[K_COUNT]; /* index+1 into algos[k], 0 = choose by size */
+static pthread_once_t algo_once = PTHREAD_ONCE_INIT;
+
+static void parse_algo(void)
+{
+    const char *v = cadre__config_str(CADRE_CFG_ALGO);
+    if (!*v)
+        return;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", v);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        int ok = 0;
+        if (eq) {
+            *eq = '\0';
+            for (int k = 0; k < K_COUNT; k++) {
+                if (strcmp(tok, kind_names[k]))
+                    continue;
+                for (int a = 0; a < 3 && algos[k][a]; a++)
+                    if (!strcmp(eq + 1, algos[k][a]) || (!strcmp(eq + 1, "rd") &&
+                                                         !strcmp(algos[k][a], "recursive_doubling")))
+                        forced[k] = a + 1, ok = 1;
+                if (!strcmp(eq + 1, "auto"))
+                    ok = 1;
+            }
+        }
+        if (!ok)
+            CADRE_WARN(COLL, "CADRE_ALGO: ignoring \"%s%s%s\" (collective=algorithm; see cadre(7))",
+                       tok, eq ? "=" : "", eq ? eq + 1 : "");
+    }
+}
+
+static int algo_forced(int kind)
+{
+    pthread_once(&algo_once, parse_algo);
+    return forced[kind];
+}
+
+/* ---- argument checks ------------------------------------------------------------------- */
+struct call {
+    const char *fn;
+    struct cadre_comm *comm;
+    size_t es;
+    int n, me;
+};
+
+static int check_comm_dt(struct call *c, const char *fn, cadre_comm_t comm, cadre_datatype_t dt)
+{
+    c->fn = fn;
+    CADRE_CHECK(cadre__check_initialized(fn));
+    int st;
+    c->comm = cadre__comm_get(comm, fn, &st);
+    if (!c->comm)
+        return st;
+    c->es = cadre_datatype_size(dt);
+    if (!c->es)
+        return cadre__error(CADRE_ERR_ARG, "%s: unknown datatype %d", fn, (int)dt);
+    c->n = c->comm->size;
+    c->me = c->comm->rank;
+    return CADRE_SUCCESS;
+}
+
+static int is_float(cadre_datatype_t dt)
+{
+    return dt == CADRE_FLOAT16 || dt == CADRE_BFLOAT16 || dt == CADRE_FLOAT32 || dt == CADRE_FLOAT64;
+}
+
+static int check_op(const struct call *c, cadre_datatype_t dt, cadre_op_t op)
+{
+    if ((int)op < CADRE_SUM || (int)op > CADRE_AVG)
+        return cadre__error(CADRE_ERR_ARG, "%s: unknown op %d", c->fn, (int)op);
+    if (op == CADRE_AVG && !is_float(dt))
+        return cadre__error(CADRE_ERR_ARG,
+                            "%s: CADRE_AVG is valid for floating-point datatypes only, not "
+                            "datatype %d",
+                            c->fn, (int)dt);
+    return CADRE_SUCCESS;
+}
+
+/* count elements times `mult` ranks must fit in memory. */
+static int check_count(const struct call *c, size_t count, size_t mult)
+{
+    if (mult && count > SIZE_MAX / c->es / mult)
+        return cadre__error(CADRE_ERR_ARG, "%s: count %zu overflows the address space", c->fn,
+                            count);
+    return CADRE_SUCCESS;
+}
+
+static int check_buf(const struct call *c, const char *name, const void *buf, size_t bytes)
+{
+    if (buf == CADRE_IN_PLACE)
+        return cadre__error(CADRE_ERR_ARG, "%s: CADRE_IN_PLACE is not valid for %s here", c->fn,
+                            name);
+    if (!buf && bytes)
+        return cadre__error(CADRE_ERR_ARG, "%s: %s is NULL with %zu bytes to move", c->fn, name,
+                            bytes);
+    return CADRE_SUCCESS;
+}
+
+static int check_root(const struct call *c, int root)
+{
+    if (root < 0 || root >= c->n)
+        return cadre__error(CADRE_ERR_ARG, "%s: root %d out of range [0,%d)", c->fn, root, c->n);
+    return CADRE_SUCCESS;
+}
+
+static int check_vec(const struct call *c, const char *name, const size_t *v)
+{
+    if (!v)
+        return cadre__error(CADRE_ERR_ARG, "%s: %s is NULL", c->fn, name);
+    return CADRE_SUCCESS;
+}
+
+/* ---- running -------------------------------------------------------------------------- */
+static int begin(struct coll_sched *s, const struct call *c, cadre_datatype_t dt, cadre_op_t op)
+{
+    cadre__sched_init(s, c->comm, c->fn, dt, op == CADRE_AVG ? CADRE_SUM : op);
+    return CADRE_SUCCESS;
+}
+
+/* Runs (req NULL) or starts (req given) a built schedule; frees it on error. */
+static int finish(struct coll_sched *s, int build_rc, cadre_request_t *req)
+{
+    if (build_rc != CADRE_SUCCESS) {
+        cadre__sched_free(s);
+        return build_rc;
+    }
+    return req ? cadre__sched_start(s, req) : cadre__sched_run(s);
+}
+
+static void avg_after(struct coll_sched *s, cadre_op_t op, void *buf, size_t count)
+{
+    if (op == CADRE_AVG && count) {
+        s->scale_buf = buf;
+        s->scale_n = count;
+        s->scale_div = s->comm->size;
+    }
+}
+
+#define REQ_CHECK(fn, req)                                                        \
+    do {                                                                          \
+        if (nb && !(req))                                                         \
+            return cadre__error(CADRE_ERR_ARG, "%s: req is NULL", fn);            \
+    } while (0)
+
+/* ---- barrier --------------------------------------------------------------------------- */
+static int barrier_impl(const char *fn, cadre_comm_t comm, cadre_request_t *req, int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, CADRE_UINT8));
+    struct coll_sched s;
+    begin(&s, &c, CADRE_UINT8, CADRE_SUM);
+    return finish(&s, cadre__algo_barrier_dissemination(&s), req);
+}
+int cadre_barrier(cadre_comm_t comm)
+{
+    return barrier_impl("cadre_barrier", comm, NULL, 0);
+}
+int cadre_ibarrier(cadre_comm_t comm, cadre_request_t *req)
+{
+    return barrier_impl("cadre_ibarrier", comm, req, 1);
+}
+
+/* ---- bcast ------------------------------------------------------------------------------ */
+static int bcast_impl(const char *fn, void *buf, size_t count, cadre_datatype_t dt, int root,
+                      cadre_comm_t comm, cadre_request_t *req, int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_root(&c, root));
+    CADRE_CHECK(check_count(&c, count, 1));
+    CADRE_CHECK(check_buf(&c, "buf", buf, count * c.es));
+    struct coll_sched s;
+    begin(&s, &c, dt, CADRE_SUM);
+    int a = algo_forced(K_BCAST);
+    size_t bytes = count * c.es;
+    if (!a)
+        a = bytes <= ((size_t)256 << 10) || c.n <= 2 ? 1 : 2;
+    int rc = a == 1 ? cadre__algo_bcast_binomial(&s, buf, count, root)
+                    : cadre__algo_bcast_pipeline(&s, buf, count, root);
+    return finish(&s, rc, req);
+}
+int cadre_bcast(void *buf, size_t count, cadre_datatype_t dt, int root, cadre_comm_t comm)
+{
+    return bcast_impl("cadre_bcast", buf, count, dt, root, comm, NULL, 0);
+}
+int cadre_ibcast(void *buf, size_t count, cadre_datatype_t dt, int root, cadre_comm_t comm,
+                 cadre_request_t *req)
+{
+    return bcast_impl("cadre_ibcast", buf, count, dt, root, comm, req, 1);
+}
+
+/* ---- reduce ------------------------------------------------------------------------------ */
+static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t count,
+                       cadre_datatype_t dt, cadre_op_t op, int root, cadre_comm_t comm,
+                       cadre_request_t *req, int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_op(&c, dt, op));
+    CADRE_CHECK(check_root(&c, root));
+    CADRE_CHECK(check_count(&c, count, 1));
+    size_t bytes = count * c.es;
+    if (c.me == root) {
+        CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
+        if (sbuf == CADRE_IN_PLACE)
+            sbuf = rbuf;
+    }
+    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
+    struct coll_sched s;
+    begin(&s, &c, dt, op);
+    int rc = cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
+    if (c.me == root)
+        avg_after(&s, op, rbuf, count);
+    return finish(&s, rc, req);
+}
+int cadre_reduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                 cadre_op_t op, int root, cadre_comm_t comm)
+{
+    return reduce_impl("cadre_reduce", sendbuf, recvbuf, count, dt, op, root, comm, NULL, 0);
+}
+int cadre_ireduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                  cadre_op_t op, int root, cadre_comm_t comm, cadre_request_t *req)
+{
+    return reduce_impl("cadre_ireduce", sendbuf, recvbuf, count, dt, op, root, comm, req, 1);
+}
+
+/* ---- allreduce --------------------------------------------------------------------------- */
+static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t count,
+                          cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm,
+                          cadre_request_t *req, int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_op(&c, dt, op));
+    CADRE_CHECK(check_count(&c, count, 1));
+    size_t bytes = count * c.es;
+    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
+    if (sbuf == CADRE_IN_PLACE)
+        sbuf = rbuf;
+    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
+    struct coll_sched s;
+    begin(&s, &c, dt, op);
+    int a = algo_forced(K_ALLREDUCE);
+    if (!a)
+        a = bytes <= ((size_t)64 << 10) || count < (size_t)c.n ? 1 : 2;
+    int rc = a == 1 ? cadre__algo_allreduce_rd(&s, sbuf, rbuf, count)
+                    : cadre__algo_allreduce_ring(&s, sbuf, rbuf, count);
+    avg_after(&s, op, rbuf, count);
+    return finish(&s, rc, req);
+}
+int cadre_allreduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                    cadre_op_t op, cadre_comm_t comm)
+{
+    return allreduce_impl("cadre_allreduce", sendbuf, recvbuf, count, dt, op, comm, NULL, 0);
+}
+int cadre_iallreduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                     cadre_op_t op, cadre_comm_t comm, cadre_request_t *req)
+{
+    return allreduce_impl("cadre_iallreduce", sendbuf, recvbuf, count, dt, op, comm, req, 1);
+}
+
+/* ---- reduce_scatter ------------------------------------------------------------------------ */
+static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, size_t recvcount,
+                               cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm,
+                               cadre_request_t *req, int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_op(&c, dt, op));
+    CADRE_CHECK(check_count(&c, recvcount, (size_t)c.n));
+    size_t bytes = recvcount * c.es;
+    if (sbuf == CADRE_IN_PLACE) {
+        /* The input is recvbuf, size*recvcount long; the result is its first block. */
+        CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes * (size_t)c.n));
+        sbuf = rbuf;
+    }
+    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
+    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes * (size_t)c.n));
+    struct coll_sched s;
+    begin(&s, &c, dt, op);
+    int rc = cadre__algo_reduce_scatter_ring(&s, sbuf, rbuf, recvcount);
+    avg_after(&s, op, rbuf, recvcount);
+    return finish(&s, rc, req);
+}
+int cadre_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, cadre_datatype_t dt,
+                         cadre_op_t op, cadre_comm_t comm)
+{
+    return reduce_scatter_impl("cadre_reduce_scatter", sendbuf, recvbuf, recvcount, dt, op, comm,
+                               NULL, 0);
+}
+int cadre_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                          cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm,
+                          cadre_request_t *req)
+{
+    return reduce_scatter_impl("cadre_ireduce_scatter", sendbuf, recvbuf, recvcount, dt, op, comm,
+                               req, 1);
+}
+
+/* ---- gather(v) ------------------------------------------------------------------------------- */
+static int gatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void *rbuf,
+                        const size_t *counts, const size_t *displs, cadre_datatype_t dt, int root,
+                        cadre_comm_t comm, cadre_request_t *req, int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_root(&c, root));
+    CADRE_CHECK(check_count(&c, sendcount, 1));
+    if (c.me == root) {
+        CADRE_CHECK(check_vec(&c, "recvcounts", counts));
+        CADRE_CHECK(check_vec(&c, "displs", displs));
+        for (int i = 0; i < c.n; i++) {
+            CADRE_CHECK(check_count(&c, counts[i], 1));
+            CADRE_CHECK(check_count(&c, displs[i], 1));
+            if (counts[i] && displs[i] > SIZE_MAX / c.es - counts[i])
+                return cadre__error(CADRE_ERR_ARG, "%s: displs[%d] %zu overflows", fn, i, displs[i]);
+        }
+        size_t need = 0;
+        for (int i = 0; i < c.n; i++)
+            if (counts[i])
+                need = 1;
+        CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, need));
+        if (sbuf == CADRE_IN_PLACE) {
+            sbuf = (char *)rbuf + displs[c.me] * c.es;
+            sendcount = counts[c.me];
+        } else if (sendcount != counts[c.me]) {
+            return cadre__error(CADRE_ERR_ARG, "%s: the root sends %zu elements but expects %zu "
+                                               "from itself",
+                                fn, sendcount, counts[c.me]);
+        }
+    }
+    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sendcount * c.es));
+    struct coll_sched s;
+    begin(&s, &c, dt, CADRE_SUM);
+    int rc = cadre__algo_gatherv_linear(&s, sbuf, sendcount, rbuf, counts, displs, root);
+    return finish(&s, rc, req);
+}
+
+/* gather and its friends with equal counts make the vectors they need; the
+ * vectors must outlive a nonblocking call, so they live in the schedule. */
+static int equal_vectors(const struct call *c, size_t count, size_t **counts, size_t **displs)
+{
+    *counts = malloc((size_t)c->n * sizeof **counts);
+    *displs = malloc((size_t)c->n * sizeof **displs);
+    if (!*counts || !*displs) {
+        free(*counts);
+        free(*displs);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", c->fn);
+    }
+    for (int i = 0; i < c->n; i++) {
+        (*counts)[i] = count;
+        (*displs)[i] = (size_t)i * count;
+    }
+    return CADRE_SUCCESS;
+}
+
+int cadre_gatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t recvcounts[],
+                  const size_t displs[], cadre_datatype_t dt, int root, cadre_comm_t comm)
+{
+    return gatherv_impl("cadre_gatherv", sendbuf, sendcount, recvbuf, recvcounts, displs, dt, root,
+                        comm, NULL, 0);
+}
+int cadre_igatherv(const void *sendbuf, size_t sendcount, void *recvbuf, const size_t recvcounts[],
+                   const size_t displs[], cadre_datatype_t dt, int root, cadre_comm_t comm,
+                   cadre_request_t *req)
+{
+    return gatherv_impl("cadre_igatherv", sendbuf, sendcount, recvbuf, recvcounts, displs, dt, root,
+                        comm, req, 1);
+}
+
+static int gather_impl(const char *fn, const void *sbuf, void *rbuf, size_t count,
+                       cadre_datatype_t dt, int root, cadre_comm_t comm, cadre_request_t *req,
+                       int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_count(&c, count, (size_t)c.n));
+    size_t *counts, *displs;
+    CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
+    int rc = gatherv_impl(fn, sbuf, count, rbuf, counts, displs, dt, root, comm, req, nb);
+    /* The schedule copied nothing from the vectors: they are only read while
+     * it is built. */
+    free(counts);
+    free(displs);
+    return rc;
+}
+int cadre_gather(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, int root,
+                 cadre_comm_t comm)
+{
+    return gather_impl("cadre_gather", sendbuf, recvbuf, count, dt, root, comm, NULL, 0);
+}
+int cadre_igather(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, int root,
+                  cadre_comm_t comm, cadre_request_t *req)
+{
+    return gather_impl("cadre_igather", sendbuf, recvbuf, count, dt, root, comm, req, 1);
+}
+
+/* ---- scatter(v) --------------------------------------------------------------------------- */
+static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
+                         const size_t *displs, void *rbuf, size_t recvcount, cadre_datatype_t dt,
+                         int root, cadre_comm_t comm, cadre_request_t *req, int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_root(&c, root));
+    CADRE_CHECK(check_count(&c, recvcount, 1));
+    if (c.me == root) {
+        CADRE_CHECK(check_vec(&c, "sendcounts", counts));
+        CADRE_CHECK(check_vec(&c, "displs", displs));
+        int any = 0;
+        for (int i = 0; i < c.n; i++) {
+            CADRE_CHECK(check_count(&c, counts[i], 1));
+            if (counts[i] && displs[i] > SIZE_MAX / c.es - counts[i])
+                return cadre__error(CADRE_ERR_ARG, "%s: displs[%d] %zu overflows", fn, i, displs[i]);
+            any |= counts[i] != 0;
+        }
+        CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, (size_t)any));
+        if (rbuf == CADRE_IN_PLACE) {
+            rbuf = (char *)sbuf + displs[c.me] * c.es;
+            recvcount = counts[c.me];
+        } else if (recvcount != counts[c.me]) {
+            return cadre__error(CADRE_ERR_ARG, "%s: the root sends itself %zu elements but "
+                                               "receives %zu",
+                                fn, counts[c.me], recvcount);
+        }
+    }
+    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, recvcount * c.es));
+    struct coll_sched s;
+    begin(&s, &c, dt, CADRE_SUM);
+    int rc = cadre__algo_scatterv_linear(&s, sbuf, counts, displs, rbuf, recvcount, root);
+    return finish(&s, rc, req);
+}
+int cadre_scatterv(const void *sendbuf, const size_t sendcounts[], const size_t displs[],
+                   void *recvbuf, size_t recvcount, cadre_datatype_t dt, int root,
+                   cadre_comm_t comm)
+{
+    return scatterv_impl("cadre_scatterv", sendbuf, sendcounts, displs, recvbuf, recvcount, dt,
+                         root, comm, NULL, 0);
+}
+int cadre_iscatterv(const void *sendbuf, const size_t sendcounts[], const size_t displs[],
+                    void *recvbuf, size_t recvcount, cadre_datatype_t dt, int root,
+                    cadre_comm_t comm, cadre_request_t *req)
+{
+    return scatterv_impl("cadre_iscatterv", sendbuf, sendcounts, displs, recvbuf, recvcount, dt,
+                         root, comm, req, 1);
+}
+
+static int scatter_impl(const char *fn, const void *sbuf, void *rbuf, size_t count,
+                        cadre_datatype_t dt, int root, cadre_comm_t comm, cadre_request_t *req,
+                        int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_count(&c, count, (size_t)c.n));
+    size_t *counts, *displs;
+    CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
+    int rc = scatterv_impl(fn, sbuf, counts, displs, rbuf, count, dt, root, comm, req, nb);
+    free(counts);
+    free(displs);
+    return rc;
+}
+int cadre_scatter(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, int root,
+                  cadre_comm_t comm)
+{
+    return scatter_impl("cadre_scatter", sendbuf, recvbuf, count, dt, root, comm, NULL, 0);
+}
+int cadre_iscatter(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, int root,
+                   cadre_comm_t comm, cadre_request_t *req)
+{
+    return scatter_impl("cadre_iscatter", sendbuf, recvbuf, count, dt, root, comm, req, 1);
+}
+
+/* ---- allgather(v) ------------------------------------------------------------------------- */
+static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void *rbuf,
+                           const size_t *counts, const size_t *displs, cadre_datatype_t dt,
+                           cadre_comm_t comm, cadre_request_t *req, int nb, int equal)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_vec(&c, "recvcounts", counts));
+    CADRE_CHECK(check_vec(&c, "displs", displs));
+    int any = 0;
+    for (int i = 0; i < c.n; i++) {
+        CADRE_CHECK(check_count(&c, counts[i], 1));
+        if (counts[i] && displs[i] > SIZE_MAX / c.es - counts[i])
+            return cadre__error(CADRE_ERR_ARG, "%s: displs[%d] %zu overflows", fn, i, displs[i]);
+        any |= counts[i] != 0;
+    }
+    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, (size_t)any));
+    if (sbuf == CADRE_IN_PLACE) {
+        sbuf = (char *)rbuf + displs[c.me] * c.es;
+        sendcount = counts[c.me];
+    } else if (sendcount != counts[c.me]) {
+        return cadre__error(CADRE_ERR_ARG, "%s: rank %d sends %zu elements but recvcounts[%d] is %zu",
+                            fn, c.me, sendcount, c.me, counts[c.me]);
+    }
+    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sendcount * c.es));
+    struct coll_sched s;
+    begin(&s, &c, dt, CADRE_SUM);
+    int a = algo_forced(K_ALLGATHER);
+    int pow2 = (c.n & (c.n - 1)) == 0;
+    if (!a)
+        a = equal && pow2 && sendcount * c.es * (size_t)c.n <= ((size_t)64 << 10) ? 2 : 1;
+    int rc = a == 2 && equal && pow2
+                 ? cadre__algo_allgather_rd(&s, sbuf, rbuf, sendcount)
+                 : cadre__algo_allgatherv_ring(&s, sbuf, sendcount, rbuf, counts, displs);
+    return finish(&s, rc, req);
+}
+int cadre_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                     const size_t recvcounts[], const size_t displs[], cadre_datatype_t dt,
+                     cadre_comm_t comm)
+{
+    return allgatherv_impl("cadre_allgatherv", sendbuf, sendcount, recvbuf, recvcounts, displs, dt,
+                           comm, NULL, 0, 0);
+}
+int cadre_iallgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
+                      const size_t recvcounts[], const size_t displs[], cadre_datatype_t dt,
+                      cadre_comm_t comm, cadre_request_t *req)
+{
+    return allgatherv_impl("cadre_iallgatherv", sendbuf, sendcount, recvbuf, recvcounts, displs,
+                           dt, comm, req, 1, 0);
+}
+
+static int allgather_impl(const char *fn, const void *sbuf, void *rbuf, size_t count,
+                          cadre_datatype_t dt, cadre_comm_t comm, cadre_request_t *req, int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_count(&c, count, (size_t)c.n));
+    size_t *counts, *displs;
+    CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
+    int rc = allgatherv_impl(fn, sbuf, count, rbuf, counts, displs, dt, comm, req, nb, 1);
+    free(counts);
+    free(displs);
+    return rc;
+}
+int cadre_allgather(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                    cadre_comm_t comm)
+{
+    return allgather_impl("cadre_allgather", sendbuf, recvbuf, count, dt, comm, NULL, 0);
+}
+int cadre_iallgather(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                     cadre_comm_t comm, cadre_request_t *req)
+{
+    return allgather_impl("cadre_iallgather", sendbuf, recvbuf, count, dt, comm, req, 1);
+}
+
+/* ---- alltoall(v) ------------------------------------------------------------------------- */
+static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scounts,
+                          const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                          const size_t *rdispls, cadre_datatype_t dt, cadre_comm_t comm,
+                          cadre_request_t *req, int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_vec(&c, "recvcounts", rcounts));
+    CADRE_CHECK(check_vec(&c, "rdispls", rdispls));
+    int in_place = sbuf == CADRE_IN_PLACE;
+    if (!in_place) {
+        CADRE_CHECK(check_vec(&c, "sendcounts", scounts));
+        CADRE_CHECK(check_vec(&c, "sdispls", sdispls));
+    } else {
+        scounts = rcounts;
+        sdispls = rdispls;
+    }
+    size_t rspan = 0, sspan = 0;
+    for (int i = 0; i < c.n; i++) {
+        CADRE_CHECK(check_count(&c, rcounts[i], 1));
+        CADRE_CHECK(check_count(&c, scounts[i], 1));
+        if ((rcounts[i] && rdispls[i] > SIZE_MAX / c.es - rcounts[i]) ||
+            (scounts[i] && sdispls[i] > SIZE_MAX / c.es - scounts[i]))
+            return cadre__error(CADRE_ERR_ARG, "%s: displacement %d overflows", fn, i);
+        if (rcounts[i] && rdispls[i] + rcounts[i] > rspan)
+            rspan = rdispls[i] + rcounts[i];
+        if (scounts[i] && sdispls[i] + scounts[i] > sspan)
+            sspan = sdispls[i] + scounts[i];
+    }
+    if (scounts[c.me] != rcounts[c.me])
+        return cadre__error(CADRE_ERR_ARG, "%s: rank %d sends itself %zu elements but receives %zu",
+                            fn, c.me, scounts[c.me], rcounts[c.me]);
+    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, rspan * c.es));
+    struct coll_sched s;
+    begin(&s, &c, dt, CADRE_SUM);
+    if (in_place) {
+        /* Sends read the old contents while receives overwrite them: send from a copy. */
+        void *copy = cadre__sched_alloc(&s, sspan * c.es);
+        if (!copy) {
+            cadre__sched_free(&s);
+            return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for the in-place copy", fn);
+        }
+        if (sspan)
+            memcpy(copy, rbuf, sspan * c.es);
+        sbuf = copy;
+    } else {
+        CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sspan * c.es));
+    }
+    /* The vectors are read at build time only. */
+    int rc = cadre__algo_alltoallv_pairwise(&s, sbuf, scounts, sdispls, rbuf, rcounts, rdispls);
+    return finish(&s, rc, req);
+}
+int cadre_alltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                    void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                    cadre_datatype_t dt, cadre_comm_t comm)
+{
+    return alltoallv_impl("cadre_alltoallv", sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
+                          rdispls, dt, comm, NULL, 0);
+}
+int cadre_ialltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
+                     void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
+                     cadre_datatype_t dt, cadre_comm_t comm, cadre_request_t *req)
+{
+    return alltoallv_impl("cadre_ialltoallv", sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
+                          rdispls, dt, comm, req, 1);
+}
+
+static int alltoall_impl(const char *fn, const void *sbuf, void *rbuf, size_t count,
+                         cadre_datatype_t dt, cadre_comm_t comm, cadre_request_t *req, int nb)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_count(&c, count, (size_t)c.n));
+    size_t *counts, *displs;
+    CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
+    int rc = alltoallv_impl(fn, sbuf, counts, displs, rbuf, counts, displs, dt, comm, req, nb);
+    free(counts);
+    free(displs);
+    return rc;
+}
+int cadre_alltoall(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                   cadre_comm_t comm)
+{
+    return alltoall_impl("cadre_alltoall", sendbuf, recvbuf, count, dt, comm, NULL, 0);
+}
+int cadre_ialltoall(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                    cadre_comm_t comm, cadre_request_t *req)
+{
+    return alltoall_impl("cadre_ialltoall", sendbuf, recvbuf, count, dt, comm, req, 1);
+}

@@ -1,0 +1,344 @@
+/* Building schedules, and the host executor that runs them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+
+int32_t cadre__coll_next_tag(struct cadre_comm *c)
+{
+    return (int32_t)(c->coll_seq++ & 0x3fffffff);
+}
+
+int cadre__sched_init(struct coll_sched *s, struct cadre_comm *comm, const char *op_name,
+                      cadre_datatype_t dt, cadre_op_t op)
+{
+    memset(s, 0, sizeof *s);
+    s->comm = comm;
+    s->op_name = op_name;
+    s->dt = dt;
+    s->op = op;
+    s->elsize = cadre_datatype_size(dt);
+    s->ctx = cadre__coll_ctx(comm);
+    s->tag = cadre__coll_next_tag(comm);
+    return CADRE_SUCCESS;
+}
+
+void cadre__sched_free(struct coll_sched *s)
+{
+    for (int i = 0; i < s->ntmp; i++)
+        free(s->tmp[i]);
+    free(s->tmp);
+    free(s->steps);
+    free(s->round_end);
+    free(s->reqs);
+    memset(s, 0, sizeof *s);
+}
+
+static int add_step(struct coll_sched *s, struct coll_step st)
+{
+    if (s->nsteps == s->cap) {
+        int ncap = s->cap ? s->cap * 2 : 16;
+        struct coll_step *n = realloc(s->steps, (size_t)ncap * sizeof *n);
+        if (!n)
+            return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for its schedule", s->op_name);
+        s->steps = n;
+        s->cap = ncap;
+    }
+    s->steps[s->nsteps++] = st;
+    return CADRE_SUCCESS;
+}
+
+int cadre__sched_send(struct coll_sched *s, int peer, const void *buf, size_t bytes)
+{
+    return add_step(s, (struct coll_step){.kind = CS_SEND, .peer = peer, .src = buf, .n = bytes});
+}
+
+int cadre__sched_recv(struct coll_sched *s, int peer, void *buf, size_t bytes)
+{
+    return add_step(s, (struct coll_step){.kind = CS_RECV, .peer = peer, .dst = buf, .n = bytes});
+}
+
+int cadre__sched_reduce(struct coll_sched *s, void *dst, const void *src, size_t count)
+{
+    if (!count)
+        return CADRE_SUCCESS;
+    return add_step(s, (struct coll_step){.kind = CS_REDUCE, .dst = dst, .src = src, .n = count});
+}
+
+int cadre__sched_copy(struct coll_sched *s, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes || dst == src)
+        return CADRE_SUCCESS;
+    return add_step(s, (struct coll_step){.kind = CS_COPY, .dst = dst, .src = src, .n = bytes});
+}
+
+int cadre__sched_barrier(struct coll_sched *s)
+{
+    int start = s->nrounds ? s->round_end[s->nrounds - 1] : 0;
+    if (s->nsteps == start)
+        return CADRE_SUCCESS; /* an empty round is no round */
+    if (s->nrounds == s->rcap) {
+        int ncap = s->rcap ? s->rcap * 2 : 16;
+        int *n = realloc(s->round_end, (size_t)ncap * sizeof *n);
+        if (!n)
+            return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for its schedule", s->op_name);
+        s->round_end = n;
+        s->rcap = ncap;
+    }
+    s->round_end[s->nrounds++] = s->nsteps;
+    return CADRE_SUCCESS;
+}
+
+void *cadre__sched_alloc(struct coll_sched *s, size_t bytes)
+{
+    if (s->ntmp == s->tcap) {
+        int ncap = s->tcap ? s->tcap * 2 : 4;
+        void **n = realloc(s->tmp, (size_t)ncap * sizeof *n);
+        if (!n)
+            return NULL;
+        s->tmp = n;
+        s->tcap = ncap;
+    }
+    void *p = malloc(bytes ? bytes : 1);
+    if (p)
+        s->tmp[s->ntmp++] = p;
+    return p;
+}
+
+/* ---- executor ------------------------------------------------------------------ */
+
+static int world_of(struct cadre_comm *c, int rank)
+{
+    return c->world_ranks ? c->world_ranks[rank] : rank;
+}
+
+static int post_round(struct coll_sched *s)
+{
+    int from = s->round ? s->round_end[s->round - 1] : 0, to = s->round_end[s->round];
+    s->nreqs = 0;
+    for (int i = from; i < to; i++) {
+        struct coll_step *st = &s->steps[i];
+        if (st->kind != CS_SEND && st->kind != CS_RECV)
+            continue;
+        if (s->nreqs == s->reqcap) {
+            int ncap = s->reqcap ? s->reqcap * 2 : 8;
+            struct cadre_request **n = realloc(s->reqs, (size_t)ncap * sizeof *n);
+            if (!n)
+                return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
+            s->reqs = n;
+            s->reqcap = ncap;
+        }
+        int kind = st->kind == CS_SEND ? REQ_SEND : REQ_RECV;
+        struct cadre_request *r = cadre__req_new(kind, s->op_name);
+        if (!r)
+            return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
+        r->comm = s->comm;
+        r->ctx = s->ctx;
+        r->peer = st->peer;
+        r->peer_world = world_of(s->comm, st->peer);
+        r->tag = s->tag;
+        r->elsize = 1;
+        r->buf = st->kind == CS_SEND ? (char *)st->src : st->dst;
+        r->bytes = st->n;
+        int rc = kind == REQ_SEND ? cadre__p2p_start_send(r) : cadre__p2p_start_recv(r);
+        if (rc != CADRE_SUCCESS && !atomic_load(&r->done)) {
+            cadre__req_free(r);
+            return rc;
+        }
+        s->reqs[s->nreqs++] = r;
+    }
+    s->posted = 1;
+    return CADRE_SUCCESS;
+}
+
+static void run_local(struct coll_sched *s)
+{
+    int from = s->round ? s->round_end[s->round - 1] : 0, to = s->round_end[s->round];
+    for (int i = from; i < to; i++) {
+        struct coll_step *st = &s->steps[i];
+        if (st->kind == CS_REDUCE)
+            cadre__coll_reduce(st->dst, st->src, st->n, s->dt, s->op);
+        else if (st->kind == CS_COPY)
+            memmove(st->dst, st->src, st->n);
+    }
+}
+
+static void drop_reqs(struct coll_sched *s)
+{
+    for (int i = 0; i < s->nreqs; i++) {
+        if (atomic_load(&s->reqs[i]->done))
+            cadre__req_free(s->reqs[i]);
+        else
+            cadre__p2p_abandon(s->reqs[i]);
+    }
+    s->nreqs = 0;
+}
+
+/* Advances as far as possible; returns events. Sets *finished with the
+ * status in s->error. Lock held. */
+static int advance(struct coll_sched *s, int *finished)
+{
+    int events = 0;
+    *finished = 0;
+    while (s->round < s->nrounds) {
+        if (!s->posted) {
+            int rc = post_round(s);
+            events++;
+            if (rc != CADRE_SUCCESS) {
+                s->error = rc;
+                snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
+                drop_reqs(s);
+                *finished = 1;
+                return events;
+            }
+        }
+        for (int i = 0; i < s->nreqs; i++)
+            if (!atomic_load_explicit(&s->reqs[i]->done, memory_order_acquire))
+                return events;
+        for (int i = 0; i < s->nreqs; i++) {
+            struct cadre_request *r = s->reqs[i];
+            if (r->error != CADRE_SUCCESS && !s->error) {
+                s->error = r->error == CADRE_ERR_TRUNCATE ? CADRE_ERR_MISMATCH : r->error;
+                if (r->error == CADRE_ERR_TRUNCATE)
+                    snprintf(s->errmsg, sizeof s->errmsg,
+                             "%s: rank %d sent more data than this rank expects (do the ranks "
+                             "agree on count and datatype?)",
+                             s->op_name, r->status.source);
+                else
+                    snprintf(s->errmsg, sizeof s->errmsg, "%s", r->errmsg);
+            }
+        }
+        drop_reqs(s);
+        if (s->error) {
+            *finished = 1;
+            return events;
+        }
+        run_local(s);
+        s->round++;
+        s->posted = 0;
+        events++;
+    }
+    if (s->scale_buf) {
+        cadre__coll_scale(s->scale_buf, s->scale_n, s->dt, s->scale_div);
+        s->scale_buf = NULL;
+    }
+    *finished = 1;
+    return events;
+}
+
+static void unlink_generic(struct cadre_request *r)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (r->prev)
+        r->prev->next = r->next;
+    else if (e->generic == r)
+        e->generic = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->next = r->prev = NULL;
+}
+
+static int sched_poll(struct cadre_request *r)
+{
+    struct coll_sched *s = r->priv;
+    int finished;
+    int events = advance(s, &finished);
+    if (events)
+        r->last_activity = cadre__now();
+    if (finished) {
+        unlink_generic(r);
+        if (s->error)
+            cadre__req_complete(r, s->error, "%s", s->errmsg);
+        else
+            cadre__req_complete(r, CADRE_SUCCESS, NULL);
+    }
+    return events;
+}
+
+static void sched_cancel(struct cadre_request *r)
+{
+    struct coll_sched *s = r->priv;
+    unlink_generic(r);
+    drop_reqs(s);
+}
+
+static void sched_release(struct cadre_request *r)
+{
+    struct coll_sched *s = r->priv;
+    if (s) {
+        cadre__sched_free(s);
+        free(s);
+    }
+    r->priv = NULL;
+}
+
+static int start(struct coll_sched *s, struct cadre_request **out, int user)
+{
+    /* A trailing round without a barrier call still counts. */
+    int rc = cadre__sched_barrier(s);
+    if (rc != CADRE_SUCCESS) {
+        cadre__sched_free(s);
+        free(s);
+        return rc;
+    }
+    struct cadre_request *r = cadre__req_new(REQ_GENERIC, s->op_name);
+    if (!r) {
+        const char *name = s->op_name;
+        cadre__sched_free(s);
+        free(s);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", name);
+    }
+    r->comm = s->comm;
+    r->priv = s;
+    r->poll = sched_poll;
+    r->cancel = sched_cancel;
+    r->release = sched_release;
+    eng_lock();
+    r->user = (uint8_t)user;
+    if (user)
+        atomic_fetch_add(&cadre__eng.outstanding, 1);
+    r->next = cadre__eng.generic;
+    if (r->next)
+        r->next->prev = r;
+    cadre__eng.generic = r;
+    sched_poll(r);
+    eng_unlock();
+    if (user && !atomic_load(&r->done))
+        cadre__p2p_kick();
+    *out = r;
+    return CADRE_SUCCESS;
+}
+
+int cadre__sched_start(struct coll_sched *s, cadre_request_t *req)
+{
+    struct coll_sched *h = malloc(sizeof *h);
+    if (!h) {
+        cadre__sched_free(s);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
+    }
+    *h = *s;
+    memset(s, 0, sizeof *s);
+    return start(h, req, 1);
+}
+
+int cadre__sched_run(struct coll_sched *s)
+{
+    struct coll_sched *h = malloc(sizeof *h);
+    if (!h) {
+        cadre__sched_free(s);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
+    }
+    *h = *s;
+    memset(s, 0, sizeof *s);
+    const char *name = h->op_name;
+    struct cadre_request *r;
+    CADRE_CHECK(start(h, &r, 0));
+    if (cadre__req_wait(r, 0, 1) != CADRE_SUCCESS)
+        return cadre__p2p_timed_out(r, name);
+    int rc = r->error;
+    if (rc != CADRE_SUCCESS)
+        cadre__error(rc, "%s", r->errmsg);
+    cadre__req_free(r);
+    return rc;
+}

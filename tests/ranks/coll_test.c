@@ -1,0 +1,509 @@
+/* Collectives on host memory: every collective, every datatype, every op,
+ * counts {0, 1, 7, 1000, big}, every root, blocking and nonblocking, in place
+ * and not, checked element by element against a reference each rank computes
+ * serially from the inputs it can regenerate for every rank.
+ *
+ * COLL_BIG sets the large count (default 1M+3); CADRE_ALGO picks algorithms. */
+#include <math.h>
+
+#include "rank_util.h"
+
+#define W CADRE_COMM_WORLD
+static int me, np;
+static size_t big_count = (1u << 20) + 3;
+
+static const cadre_datatype_t dts[] = {CADRE_INT8,    CADRE_UINT8,    CADRE_INT32,  CADRE_UINT32,
+                                       CADRE_INT64,   CADRE_UINT64,   CADRE_FLOAT16, CADRE_BFLOAT16,
+                                       CADRE_FLOAT32, CADRE_FLOAT64};
+static const char *const dt_names[] = {"int8",  "uint8",    "int32",   "uint32",  "int64",
+                                       "uint64", "float16", "bfloat16", "float32", "float64"};
+static const char *const op_names[] = {"sum", "prod", "max", "min", "avg"};
+
+/* ---- element access as double (exact for every value used here) ---------------- */
+static float h2f(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, f;
+    if (e == 0 && m == 0)
+        f = s;
+    else if (e == 0) { /* subnormal (not produced by our inputs) */
+        float v = ldexpf((float)m, -24);
+        return s ? -v : v;
+    } else if (e == 31)
+        f = s | 0x7f800000u | m << 13;
+    else
+        f = s | (e + 112) << 23 | m << 13;
+    float out;
+    memcpy(&out, &f, 4);
+    return out;
+}
+static uint16_t f2h(float v) /* inputs are small integers: exact */
+{
+    uint32_t f;
+    memcpy(&f, &v, 4);
+    if (v == 0)
+        return (uint16_t)((f >> 16) & 0x8000);
+    uint32_t s = (f >> 16) & 0x8000, e = ((f >> 23) & 255) - 112, m = (f >> 13) & 1023;
+    return (uint16_t)(s | e << 10 | m);
+}
+static double get(const void *b, cadre_datatype_t dt, size_t i)
+{
+    switch (dt) {
+    case CADRE_INT8: return ((const int8_t *)b)[i];
+    case CADRE_UINT8: return ((const uint8_t *)b)[i];
+    case CADRE_INT32: return ((const int32_t *)b)[i];
+    case CADRE_UINT32: return ((const uint32_t *)b)[i];
+    case CADRE_INT64: return (double)((const int64_t *)b)[i];
+    case CADRE_UINT64: return (double)((const uint64_t *)b)[i];
+    case CADRE_FLOAT16: return h2f(((const uint16_t *)b)[i]);
+    case CADRE_BFLOAT16: {
+        uint32_t f = (uint32_t)((const uint16_t *)b)[i] << 16;
+        float out;
+        memcpy(&out, &f, 4);
+        return out;
+    }
+    case CADRE_FLOAT32: return ((const float *)b)[i];
+    case CADRE_FLOAT64: return ((const double *)b)[i];
+    }
+    return 0;
+}
+static void set(void *b, cadre_datatype_t dt, size_t i, double v)
+{
+    switch (dt) {
+    case CADRE_INT8: ((int8_t *)b)[i] = (int8_t)v; break;
+    case CADRE_UINT8: ((uint8_t *)b)[i] = (uint8_t)v; break;
+    case CADRE_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
+    case CADRE_UINT32: ((uint32_t *)b)[i] = (uint32_t)v; break;
+    case CADRE_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
+    case CADRE_UINT64: ((uint64_t *)b)[i] = (uint64_t)v; break;
+    case CADRE_FLOAT16: ((uint16_t *)b)[i] = f2h((float)v); break;
+    case CADRE_BFLOAT16: {
+        float f = (float)v;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        ((uint16_t *)b)[i] = (uint16_t)(u >> 16);
+        break;
+    }
+    case CADRE_FLOAT32: ((float *)b)[i] = (float)v; break;
+    case CADRE_FLOAT64: ((double *)b)[i] = v; break;
+    }
+}
+
+/* Rank r's input element i for (dt, op): small values so that sums and
+ * products of up to 5 ranks are exact in every type (products use 1 and 2,
+ * and signed types see negative values). */
+static double input(int r, size_t i, cadre_datatype_t dt, int op)
+{
+    int sign = (dt == CADRE_UINT8 || dt == CADRE_UINT32 || dt == CADRE_UINT64) ? 1
+               : ((i + (size_t)r) % 3 == 0)                                  ? -1
+                                                                             : 1;
+    if (op == CADRE_PROD)
+        return (double)(sign * (int)(1 + (i + (size_t)r) % 2));
+    return (double)(sign * (int)((i * 7 + (size_t)r * 13) % 23));
+}
+
+static double combine(double a, double b, int op)
+{
+    switch (op) {
+    case CADRE_PROD: return a * b;
+    case CADRE_MAX: return a > b ? a : b;
+    case CADRE_MIN: return a < b ? a : b;
+    default: return a + b;
+    }
+}
+
+static double expected_reduce(size_t i, cadre_datatype_t dt, int op)
+{
+    double acc = input(0, i, dt, op);
+    for (int r = 1; r < np; r++)
+        acc = combine(acc, input(r, i, dt, op), op);
+    if (op == CADRE_AVG)
+        acc /= np;
+    return acc;
+}
+
+/* Relative tolerance: exact for integers; AVG and narrow floats round. */
+static int close_enough(double got, double want, cadre_datatype_t dt, int op)
+{
+    if (dt == CADRE_FLOAT16 || dt == CADRE_BFLOAT16 || op == CADRE_AVG) {
+        double tol = dt == CADRE_BFLOAT16 ? 1e-2 : dt == CADRE_FLOAT16 ? 2e-3 : 1e-6;
+        return fabs(got - want) <= tol * fabs(want) + tol;
+    }
+    return got == want;
+}
+
+static size_t counts[5];
+static int ncounts;
+
+static void *alloc(size_t n, size_t es)
+{
+    void *p = malloc(n * es + 16);
+    memset(p, 0xA5, n * es + 16);
+    return p;
+}
+
+/* Every check below compares with a reference and reports the first mismatch. */
+#define COMPARE(label, got, want, dt, op)                                                  \
+    do {                                                                                  \
+        int bad_ = 0;                                                                     \
+        for (size_t i_ = 0; i_ < n && !bad_; i_++) {                                      \
+            double g_ = get((got), (dt), i_), w_ = (want);                                \
+            if (!close_enough(g_, w_, (dt), (op))) {                                      \
+                EXPECT(0, "%s %s/%s n=%zu: element %zu is %g, expected %g", (label),      \
+                       dt_names[di], (op) >= 0 ? op_names[op] : "-", n, i_, g_, w_);      \
+                bad_ = 1;                                                                 \
+            }                                                                             \
+        }                                                                                 \
+    } while (0)
+
+static int ok_call(int rc, const char *what)
+{
+    EXPECT(rc == CADRE_SUCCESS, "%s: %s", what, cadre_last_error());
+    return rc == CADRE_SUCCESS;
+}
+
+/* Runs call blocking, or nonblocking and waits. */
+#define RUN(blocking, nonblocking)                                                        \
+    do {                                                                                  \
+        if (nb) {                                                                         \
+            cadre_request_t rq_ = CADRE_REQUEST_NULL;                                    \
+            if (ok_call(nonblocking, #nonblocking))                                       \
+                ok_call(cadre_wait(&rq_, NULL), "cadre_wait");                            \
+        } else {                                                                          \
+            ok_call(blocking, #blocking);                                                 \
+        }                                                                                 \
+    } while (0)
+
+static void test_reductions(int nb)
+{
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        cadre_datatype_t dt = dts[di];
+        size_t es = cadre_datatype_size(dt);
+        int isf = dt == CADRE_FLOAT16 || dt == CADRE_BFLOAT16 || dt == CADRE_FLOAT32 ||
+                  dt == CADRE_FLOAT64;
+        for (int op = 0; op <= CADRE_AVG; op++) {
+            if (op == CADRE_AVG && !isf)
+                continue;
+            for (int ci = 0; ci < ncounts; ci++) {
+                size_t n = counts[ci];
+                /* The big count on a subset of types keeps the run short. */
+                if (n == big_count && !(dt == CADRE_FLOAT32 || dt == CADRE_INT64 || dt == CADRE_BFLOAT16))
+                    continue;
+                char *in = alloc(n * (size_t)np, es), *out = alloc(n * (size_t)np, es);
+                for (size_t i = 0; i < n; i++)
+                    set(in, dt, i, input(me, i, dt, op));
+                /* allreduce, out of place then in place */
+                RUN(cadre_allreduce(in, out, n, dt, op, W),
+                    cadre_iallreduce(in, out, n, dt, op, W, &rq_));
+                COMPARE("allreduce", out, expected_reduce(i_, dt, op), dt, op);
+                memcpy(out, in, n * es);
+                RUN(cadre_allreduce(CADRE_IN_PLACE, out, n, dt, op, W),
+                    cadre_iallreduce(CADRE_IN_PLACE, out, n, dt, op, W, &rq_));
+                COMPARE("allreduce in place", out, expected_reduce(i_, dt, op), dt, op);
+                /* reduce to every root */
+                for (int root = 0; root < np; root++) {
+                    memset(out, 0xA5, n * es);
+                    RUN(cadre_reduce(in, out, n, dt, op, root, W),
+                        cadre_ireduce(in, out, n, dt, op, root, W, &rq_));
+                    if (me == root)
+                        COMPARE("reduce", out, expected_reduce(i_, dt, op), dt, op);
+                    else
+                        EXPECT((unsigned char)out[0] == 0xA5 || n == 0,
+                               "reduce wrote recvbuf on a non-root");
+                }
+                /* reduce_scatter: block r of every rank's n*np input */
+                char *rin = alloc(n * (size_t)np, es);
+                for (size_t i = 0; i < n * (size_t)np; i++)
+                    set(rin, dt, i, input(me, i, dt, op));
+                RUN(cadre_reduce_scatter(rin, out, n, dt, op, W),
+                    cadre_ireduce_scatter(rin, out, n, dt, op, W, &rq_));
+                COMPARE("reduce_scatter", out, expected_reduce((size_t)me * n + i_, dt, op), dt, op);
+                RUN(cadre_reduce_scatter(CADRE_IN_PLACE, rin, n, dt, op, W),
+                    cadre_ireduce_scatter(CADRE_IN_PLACE, rin, n, dt, op, W, &rq_));
+                COMPARE("reduce_scatter in place", rin,
+                        expected_reduce((size_t)me * n + i_, dt, op), dt, op);
+                free(rin);
+                free(in);
+                free(out);
+            }
+        }
+    }
+}
+
+/* Data movers: the value says who sent it and where it belongs. */
+static double tagval(int from, size_t i, int to)
+{
+    return (double)((from * 37 + (int)(i % 101) * 3 + to * 11) % 120);
+}
+
+static void test_movers(int nb)
+{
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        cadre_datatype_t dt = dts[di];
+        size_t es = cadre_datatype_size(dt);
+        int op = -1;
+        for (int ci = 0; ci < ncounts; ci++) {
+            size_t n = counts[ci];
+            if (n == big_count && dt != CADRE_FLOAT32 && dt != CADRE_UINT8)
+                continue;
+            size_t all = n * (size_t)np;
+            char *a = alloc(all, es), *b = alloc(all, es);
+            for (int root = 0; root < np; root++) {
+                /* bcast */
+                for (size_t i = 0; i < n; i++)
+                    set(a, dt, i, me == root ? tagval(root, i, 0) : 0);
+                RUN(cadre_bcast(a, n, dt, root, W), cadre_ibcast(a, n, dt, root, W, &rq_));
+                COMPARE("bcast", a, tagval(root, i_, 0), dt, op);
+                /* gather */
+                for (size_t i = 0; i < n; i++)
+                    set(a, dt, i, tagval(me, i, root));
+                memset(b, 0xA5, all * es);
+                RUN(cadre_gather(a, b, n, dt, root, W), cadre_igather(a, b, n, dt, root, W, &rq_));
+                if (me == root)
+                    for (int r = 0; r < np; r++)
+                        COMPARE("gather", b + (size_t)r * n * es, tagval(r, i_, root), dt, op);
+                /* gather in place at the root */
+                if (me == root)
+                    for (size_t i = 0; i < n; i++)
+                        set(b + (size_t)me * n * es, dt, i, tagval(me, i, root));
+                RUN(cadre_gather(me == root ? CADRE_IN_PLACE : a, b, n, dt, root, W),
+                    cadre_igather(me == root ? CADRE_IN_PLACE : a, b, n, dt, root, W, &rq_));
+                if (me == root)
+                    for (int r = 0; r < np; r++)
+                        COMPARE("gather in place", b + (size_t)r * n * es, tagval(r, i_, root), dt,
+                                op);
+                /* scatter */
+                if (me == root)
+                    for (int r = 0; r < np; r++)
+                        for (size_t i = 0; i < n; i++)
+                            set(a, dt, (size_t)r * n + i, tagval(root, i, r));
+                memset(b, 0, n * es);
+                RUN(cadre_scatter(a, b, n, dt, root, W), cadre_iscatter(a, b, n, dt, root, W, &rq_));
+                COMPARE("scatter", b, tagval(root, i_, me), dt, op);
+            }
+            /* allgather, out of place and in place */
+            for (size_t i = 0; i < n; i++)
+                set(a, dt, i, tagval(me, i, 0));
+            memset(b, 0xA5, all * es);
+            RUN(cadre_allgather(a, b, n, dt, W), cadre_iallgather(a, b, n, dt, W, &rq_));
+            for (int r = 0; r < np; r++)
+                COMPARE("allgather", b + (size_t)r * n * es, tagval(r, i_, 0), dt, op);
+            memset(b, 0xA5, all * es);
+            for (size_t i = 0; i < n; i++)
+                set(b + (size_t)me * n * es, dt, i, tagval(me, i, 0));
+            RUN(cadre_allgather(CADRE_IN_PLACE, b, n, dt, W),
+                cadre_iallgather(CADRE_IN_PLACE, b, n, dt, W, &rq_));
+            for (int r = 0; r < np; r++)
+                COMPARE("allgather in place", b + (size_t)r * n * es, tagval(r, i_, 0), dt, op);
+            /* alltoall */
+            for (int r = 0; r < np; r++)
+                for (size_t i = 0; i < n; i++)
+                    set(a, dt, (size_t)r * n + i, tagval(me, i, r));
+            RUN(cadre_alltoall(a, b, n, dt, W), cadre_ialltoall(a, b, n, dt, W, &rq_));
+            for (int r = 0; r < np; r++)
+                COMPARE("alltoall", b + (size_t)r * n * es, tagval(r, i_, me), dt, op);
+            RUN(cadre_alltoall(CADRE_IN_PLACE, a, n, dt, W),
+                cadre_ialltoall(CADRE_IN_PLACE, a, n, dt, W, &rq_));
+            for (int r = 0; r < np; r++)
+                COMPARE("alltoall in place", a + (size_t)r * n * es, tagval(r, i_, me), dt, op);
+            free(a);
+            free(b);
+        }
+    }
+}
+
+/* The v-variants with unequal counts (rank r contributes n + r elements, in
+ * reverse order of displacements) and zero counts. */
+static void test_vvariants(int nb)
+{
+    cadre_datatype_t dt = CADRE_INT32;
+    size_t di = 2, es = 4;
+    int op = -1;
+    for (int ci = 0; ci < ncounts; ci++) {
+        size_t base = counts[ci] == big_count ? 1000 : counts[ci];
+        size_t *cnt = calloc((size_t)np, sizeof *cnt), *dsp = calloc((size_t)np, sizeof *dsp);
+        size_t total = 0;
+        for (int r = np - 1; r >= 0; r--) {
+            cnt[r] = base ? base + (size_t)r : 0;
+            dsp[r] = total;
+            total += cnt[r] + 1; /* a gap between blocks */
+        }
+        char *a = alloc(total + base + (size_t)np, es), *b = alloc(total, es);
+        size_t n = cnt[me];
+        for (size_t i = 0; i < n; i++)
+            set(a, dt, i, tagval(me, i, 0));
+        memset(b, 0xA5, total * es);
+        RUN(cadre_allgatherv(a, n, b, cnt, dsp, dt, W),
+            cadre_iallgatherv(a, n, b, cnt, dsp, dt, W, &rq_));
+        for (int r = 0; r < np; r++) {
+            size_t nn = cnt[r];
+            for (size_t i = 0; i < nn; i++)
+                if (get(b + dsp[r] * es, dt, i) != tagval(r, i, 0)) {
+                    EXPECT(0, "allgatherv block %d element %zu", r, i);
+                    break;
+                }
+        }
+        for (int root = 0; root < np; root++) {
+            memset(b, 0xA5, total * es);
+            RUN(cadre_gatherv(a, n, b, cnt, dsp, dt, root, W),
+                cadre_igatherv(a, n, b, cnt, dsp, dt, root, W, &rq_));
+            if (me == root)
+                for (int r = 0; r < np; r++)
+                    for (size_t i = 0; i < cnt[r]; i++)
+                        if (get(b + dsp[r] * es, dt, i) != tagval(r, i, 0)) {
+                            EXPECT(0, "gatherv root %d block %d element %zu", root, r, i);
+                            break;
+                        }
+            if (me == root)
+                for (int r = 0; r < np; r++)
+                    for (size_t i = 0; i < cnt[r]; i++)
+                        set(b + dsp[r] * es, dt, i, tagval(root, i, r));
+            char *got = alloc(n + 1, es);
+            RUN(cadre_scatterv(b, cnt, dsp, got, n, dt, root, W),
+                cadre_iscatterv(b, cnt, dsp, got, n, dt, root, W, &rq_));
+            COMPARE("scatterv", got, tagval(root, i_, me), dt, op);
+            free(got);
+        }
+        /* alltoallv: rank r sends (r + to) % 3 + base elements to `to`. */
+        size_t unp = np > 0 ? (size_t)np : 1;
+        size_t *sc = calloc(unp, sizeof *sc), *sd = calloc(unp, sizeof *sd);
+        size_t *rc = calloc(unp, sizeof *rc), *rd = calloc(unp, sizeof *rd);
+        size_t st = 0, rt = 0;
+        for (int r = 0; r < np; r++) {
+            sc[r] = base ? base + (size_t)((me + r) % 3) : 0;
+            sd[r] = st;
+            st += sc[r];
+            rc[r] = base ? base + (size_t)((r + me) % 3) : 0;
+            rd[r] = rt;
+            rt += rc[r];
+        }
+        char *sa = alloc(st, es), *ra = alloc(rt, es);
+        for (int r = 0; r < np; r++)
+            for (size_t i = 0; i < sc[r]; i++)
+                set(sa + sd[r] * es, dt, i, tagval(me, i, r));
+        RUN(cadre_alltoallv(sa, sc, sd, ra, rc, rd, dt, W),
+            cadre_ialltoallv(sa, sc, sd, ra, rc, rd, dt, W, &rq_));
+        for (int r = 0; r < np; r++)
+            for (size_t i = 0; i < rc[r]; i++)
+                if (get(ra + rd[r] * es, dt, i) != tagval(r, i, me)) {
+                    EXPECT(0, "alltoallv from %d element %zu", r, i);
+                    break;
+                }
+        free(sa), free(ra), free(sc), free(sd), free(rc), free(rd);
+        free(cnt), free(dsp), free(a), free(b);
+        (void)di;
+    }
+}
+
+static void test_barrier(void)
+{
+    for (int i = 0; i < 20; i++)
+        OK(cadre_barrier(W));
+    cadre_request_t r;
+    OK(cadre_ibarrier(W, &r));
+    OK(cadre_wait(&r, NULL));
+}
+
+/* Several nonblocking collectives in flight at once, completed out of order. */
+static void test_overlap(void)
+{
+    enum { K = 6 };
+    int32_t in[K][64], out[K][64];
+    cadre_request_t reqs[K];
+    if (np < 1)
+        return;
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < 64; i++)
+            in[k][i] = me * 1000 + k * 64 + i;
+        OK(cadre_iallreduce(in[k], out[k], 64, CADRE_INT32, CADRE_SUM, W, &reqs[k]));
+    }
+    for (int k = K - 1; k >= 0; k--)
+        OK(cadre_wait(&reqs[k], NULL));
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < 64; i++) {
+            int32_t want = 0;
+            for (int r = 0; r < np; r++)
+                want += r * 1000 + k * 64 + i;
+            if (out[k][i] != want) {
+                EXPECT(0, "overlapped allreduce %d element %d: %d, expected %d", k, i, out[k][i], want);
+                break;
+            }
+        }
+}
+
+static void test_bad_input(void)
+{
+    int x = 1, y = 0;
+    cadre_request_t r = CADRE_REQUEST_NULL;
+    FAILS(cadre_allreduce(&x, &y, 1, (cadre_datatype_t)42, CADRE_SUM, W), CADRE_ERR_ARG, "datatype");
+    FAILS(cadre_allreduce(&x, &y, 1, CADRE_INT32, (cadre_op_t)9, W), CADRE_ERR_ARG, "op");
+    FAILS(cadre_allreduce(&x, &y, 1, CADRE_INT32, CADRE_AVG, W), CADRE_ERR_ARG, "CADRE_AVG");
+    FAILS(cadre_allreduce(NULL, &y, 1, CADRE_INT32, CADRE_SUM, W), CADRE_ERR_ARG, "sendbuf");
+    FAILS(cadre_allreduce(&x, NULL, 1, CADRE_INT32, CADRE_SUM, W), CADRE_ERR_ARG, "recvbuf");
+    FAILS(cadre_allreduce(&x, &y, 1, CADRE_INT32, CADRE_SUM, CADRE_COMM_NULL), CADRE_ERR_STATE,
+          "CADRE_COMM_NULL");
+    FAILS(cadre_allreduce(&x, &y, SIZE_MAX / 2, CADRE_INT32, CADRE_SUM, W), CADRE_ERR_ARG, "overflow");
+    FAILS(cadre_bcast(&x, 1, CADRE_INT32, np, W), CADRE_ERR_ARG, "root");
+    FAILS(cadre_bcast(&x, 1, CADRE_INT32, -1, W), CADRE_ERR_ARG, "root");
+    FAILS(cadre_reduce(&x, &y, 1, CADRE_INT32, CADRE_SUM, np + 3, W), CADRE_ERR_ARG, "root");
+    FAILS(cadre_gather(&x, &y, 1, CADRE_INT32, 99, W), CADRE_ERR_ARG, "root");
+    FAILS(cadre_scatter(&x, &y, 1, CADRE_INT32, -4, W), CADRE_ERR_ARG, "root");
+    FAILS(cadre_iallreduce(&x, &y, 1, CADRE_INT32, CADRE_SUM, W, NULL), CADRE_ERR_ARG, "req");
+    FAILS(cadre_ibarrier(W, NULL), CADRE_ERR_ARG, "req");
+    FAILS(cadre_allgatherv(&x, 1, &y, NULL, NULL, CADRE_INT32, W), CADRE_ERR_ARG, "recvcounts");
+    FAILS(cadre_alltoallv(&x, NULL, NULL, &y, NULL, NULL, CADRE_INT32, W), CADRE_ERR_ARG, "counts");
+    FAILS(cadre_bcast(CADRE_IN_PLACE, 1, CADRE_INT32, 0, W), CADRE_ERR_ARG, "CADRE_IN_PLACE");
+    FAILS(cadre_allreduce(&x, CADRE_IN_PLACE, 1, CADRE_INT32, CADRE_SUM, W), CADRE_ERR_ARG,
+          "CADRE_IN_PLACE");
+    EXPECT(r == CADRE_REQUEST_NULL, "no request written on failure");
+    /* Everyone is still in step: a collective works afterwards. */
+    OK(cadre_allreduce(&x, &y, 1, CADRE_INT32, CADRE_SUM, W));
+    EXPECT(y == np, "allreduce after bad calls: %d", y);
+}
+
+int main(int argc, char **argv)
+{
+    if (cadre_init(&argc, &argv) != CADRE_SUCCESS) {
+        fprintf(stderr, "coll_test: cadre_init: %s\n", cadre_last_error());
+        return 1;
+    }
+    cadre_comm_rank(W, &me);
+    cadre_comm_size(W, &np);
+    if (np < 1 || np > 4096)
+        return 1;
+    ru_rank = me;
+    const char *b = getenv("COLL_BIG");
+    if (b)
+        big_count = strtoull(b, NULL, 0);
+    size_t cs[] = {0, 1, 7, 1000, big_count};
+    for (size_t i = 0; i < 5; i++)
+        if (cs[i] <= big_count)
+            counts[ncounts++] = cs[i];
+    struct {
+        const char *name;
+        void (*fn)(int);
+        int nb;
+    } tests[] = {{"reductions", test_reductions, 0}, {"reductions-nb", test_reductions, 1},
+                 {"movers", test_movers, 0},         {"movers-nb", test_movers, 1},
+                 {"vvariants", test_vvariants, 0},   {"vvariants-nb", test_vvariants, 1}};
+    const char *only = getenv("COLL_TESTS");
+    test_bad_input();
+    test_barrier();
+    test_overlap();
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (only && !strstr(only, tests[i].name))
+            continue;
+        int before = ru_failures;
+        double t0 = ru_now();
+        tests[i].fn(tests[i].nb);
+        OK(cadre_barrier(W));
+        if (me == 0)
+            printf("coll_test %-14s %s (%.2f s)\n", tests[i].name,
+                   ru_failures == before ? "ok" : "FAILED", ru_now() - t0);
+        fflush(stdout);
+    }
+    int rc = cadre_finalize();
+    EXPECT(rc == CADRE_SUCCESS, "finalize: %s", cadre_last_error());
+    if (ru_failures)
+        fprintf(stderr, "[rank %d] %d check(s) failed\n", me, ru_failures);
+    return ru_failures ? 1 : 0;
+}
