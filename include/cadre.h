@@ -119,6 +119,17 @@ int cadre_version(int *major, int *minor, int *patch);
  * ------------------------------------------------------------------------- */
 int cadre_comm_rank(cadre_comm_t comm, int *rank);
 int cadre_comm_size(cadre_comm_t comm, int *size);
+/* Collective over comm: ranks with one color form a communicator, ordered by
+ * key then by rank in comm; CADRE_UNDEFINED gives CADRE_COMM_NULL. */
+int cadre_comm_split(cadre_comm_t comm, int color, int key, cadre_comm_t *newcomm);
+/* Collective over comm (every rank passes the same list): members get a
+ * communicator ordered as ranks[]; the others get CADRE_COMM_NULL. */
+int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t *newcomm);
+int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm);
+/* Frees a communicator and sets *comm = CADRE_COMM_NULL. */
+int cadre_comm_free(cadre_comm_t *comm);
+/* World rank of `rank` of comm. */
+int cadre_comm_world_rank(cadre_comm_t comm, int rank, int *world_rank);
 
 /* ---------------------------------------------------------------------------
  * Point-to-point. Messages between a pair of ranks on one communicator with

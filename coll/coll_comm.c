@@ -1,0 +1,261 @@
+/* Communicators: split, create (torch's new_group), dup, free, world_rank.
+ *
+ * Context ids: every process keeps next_ctx, above the context of every
+ * communicator it belongs to. A new communicator takes the largest next_ctx
+ * of the parent's ranks, learnt in the same allgather that tells colours and
+ * keys apart, so no process can hold two communicators with one context.
+ * Contexts are even; the odd one above carries the collective traffic. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+
+static uint32_t next_ctx = 2;
+
+struct entry {
+    int64_t color, key, ctx;
+};
+
+static int new_comm(int rank, int size, const int *world, uint32_t ctx, struct cadre_comm **out)
+{
+    struct cadre_comm *c = calloc(1, sizeof *c);
+    int *w = malloc((size_t)size * sizeof *w);
+    if (!c || !w) {
+        free(c);
+        free(w);
+        return CADRE_ERR_NOMEM;
+    }
+    memcpy(w, world, (size_t)size * sizeof *w);
+    c->magic = CADRE_COMM_MAGIC;
+    c->context_id = ctx;
+    c->rank = rank;
+    c->size = size;
+    c->world_ranks = w;
+    *out = c;
+    return CADRE_SUCCESS;
+}
+
+static int world_of(const struct cadre_comm *c, int r)
+{
+    return c->world_ranks ? c->world_ranks[r] : r;
+}
+
+/* Everyone's (color, key, next_ctx) over parent. */
+static int exchange(const char *fn, cadre_comm_t parent, struct cadre_comm *p, int64_t color,
+                    int64_t key, struct entry **out)
+{
+    struct entry mine = {color, key, next_ctx};
+    struct entry *all = malloc((size_t)p->size * sizeof *all);
+    if (!all)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    int rc = cadre_allgather(&mine, all, 3, CADRE_INT64, parent);
+    if (rc != CADRE_SUCCESS) {
+        free(all);
+        return cadre__error(rc, "%s: exchanging with the other ranks failed: %s", fn,
+                            cadre_last_error());
+    }
+    *out = all;
+    return CADRE_SUCCESS;
+}
+
+static uint32_t agreed_ctx(const struct entry *all, int n)
+{
+    int64_t m = 0;
+    for (int i = 0; i < n; i++)
+        if (all[i].ctx > m)
+            m = all[i].ctx;
+    return (uint32_t)m;
+}
+
+static struct cadre_comm *get_parent(const char *fn, cadre_comm_t comm, int *rc)
+{
+    *rc = cadre__check_initialized(fn);
+    if (*rc != CADRE_SUCCESS)
+        return NULL;
+    return cadre__comm_get(comm, fn, rc);
+}
+
+struct member {
+    int64_t key;
+    int parent_rank;
+};
+
+static int by_key(const void *a, const void *b)
+{
+    const struct member *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->parent_rank - y->parent_rank;
+}
+
+int cadre_comm_split(cadre_comm_t comm, int color, int key, cadre_comm_t *newcomm)
+{
+    const char *fn = "cadre_comm_split";
+    if (!newcomm)
+        return cadre__error(CADRE_ERR_ARG, "%s: newcomm is NULL", fn);
+    int rc;
+    struct cadre_comm *p = get_parent(fn, comm, &rc);
+    if (!p)
+        return rc;
+    if (color < 0 && color != CADRE_UNDEFINED)
+        return cadre__error(CADRE_ERR_ARG, "%s: color %d is negative (use CADRE_UNDEFINED)", fn,
+                            color);
+    struct entry *all;
+    CADRE_CHECK(exchange(fn, comm, p, color, key, &all));
+    uint32_t ctx = agreed_ctx(all, p->size);
+    next_ctx = ctx + 2;
+    if (color == CADRE_UNDEFINED) {
+        free(all);
+        *newcomm = CADRE_COMM_NULL;
+        return CADRE_SUCCESS;
+    }
+    struct member *m = malloc((size_t)p->size * sizeof *m);
+    int *world = malloc((size_t)p->size * sizeof *world);
+    if (!m || !world) {
+        free(all), free(m), free(world);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    }
+    int n = 0;
+    for (int i = 0; i < p->size; i++)
+        if (all[i].color == color)
+            m[n++] = (struct member){all[i].key, i};
+    qsort(m, (size_t)n, sizeof *m, by_key);
+    int myrank = -1;
+    for (int i = 0; i < n; i++) {
+        world[i] = world_of(p, m[i].parent_rank);
+        if (m[i].parent_rank == p->rank)
+            myrank = i;
+    }
+    struct cadre_comm *c;
+    rc = new_comm(myrank, n, world, ctx, &c);
+    free(all), free(m), free(world);
+    if (rc != CADRE_SUCCESS)
+        return cadre__error(rc, "%s: no memory", fn);
+    *newcomm = c;
+    return CADRE_SUCCESS;
+}
+
+int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t *newcomm)
+{
+    const char *fn = "cadre_comm_create";
+    if (!newcomm)
+        return cadre__error(CADRE_ERR_ARG, "%s: newcomm is NULL", fn);
+    int rc;
+    struct cadre_comm *p = get_parent(fn, comm, &rc);
+    if (!p)
+        return rc;
+    if (n < 0 || n > p->size)
+        return cadre__error(CADRE_ERR_ARG, "%s: n %d out of range [0,%d]", fn, n, p->size);
+    if (n > 0 && !ranks)
+        return cadre__error(CADRE_ERR_ARG, "%s: ranks is NULL with n %d", fn, n);
+    char *seen = calloc((size_t)p->size, 1);
+    if (!seen)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    int myrank = -1;
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] < 0 || ranks[i] >= p->size || seen[ranks[i]]) {
+            int bad = ranks[i];
+            free(seen);
+            return cadre__error(CADRE_ERR_ARG, "%s: ranks[%d] = %d is %s", fn, i, bad,
+                                bad < 0 || bad >= p->size ? "out of range" : "listed twice");
+        }
+        seen[ranks[i]] = 1;
+        if (ranks[i] == p->rank)
+            myrank = i;
+    }
+    free(seen);
+    /* Every rank of comm takes part, members or not, so the context is agreed. */
+    struct entry *all;
+    CADRE_CHECK(exchange(fn, comm, p, n, 0, &all));
+    for (int i = 0; i < p->size; i++) {
+        if (all[i].color != n) {
+            int other = (int)all[i].color;
+            free(all);
+            return cadre__error(CADRE_ERR_MISMATCH,
+                                "%s: rank %d passed %d ranks, rank %d passed %d: every rank must "
+                                "pass the same list",
+                                fn, p->rank, n, i, other);
+        }
+    }
+    uint32_t ctx = agreed_ctx(all, p->size);
+    free(all);
+    next_ctx = ctx + 2;
+    if (myrank < 0) {
+        *newcomm = CADRE_COMM_NULL;
+        return CADRE_SUCCESS;
+    }
+    int *world = malloc((size_t)n * sizeof *world);
+    if (!world)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    for (int i = 0; i < n; i++)
+        world[i] = world_of(p, ranks[i]);
+    struct cadre_comm *c;
+    rc = new_comm(myrank, n, world, ctx, &c);
+    free(world);
+    if (rc != CADRE_SUCCESS)
+        return cadre__error(rc, "%s: no memory", fn);
+    *newcomm = c;
+    return CADRE_SUCCESS;
+}
+
+int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm)
+{
+    const char *fn = "cadre_comm_dup";
+    if (!newcomm)
+        return cadre__error(CADRE_ERR_ARG, "%s: newcomm is NULL", fn);
+    int rc;
+    struct cadre_comm *p = get_parent(fn, comm, &rc);
+    if (!p)
+        return rc;
+    struct entry *all;
+    CADRE_CHECK(exchange(fn, comm, p, 0, 0, &all));
+    uint32_t ctx = agreed_ctx(all, p->size);
+    free(all);
+    next_ctx = ctx + 2;
+    int *world = malloc((size_t)p->size * sizeof *world);
+    if (!world)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    for (int i = 0; i < p->size; i++)
+        world[i] = world_of(p, i);
+    struct cadre_comm *c;
+    rc = new_comm(p->rank, p->size, world, ctx, &c);
+    free(world);
+    if (rc != CADRE_SUCCESS)
+        return cadre__error(rc, "%s: no memory", fn);
+    *newcomm = c;
+    return CADRE_SUCCESS;
+}
+
+int cadre_comm_free(cadre_comm_t *comm)
+{
+    const char *fn = "cadre_comm_free";
+    if (!comm)
+        return cadre__error(CADRE_ERR_ARG, "%s: comm is NULL", fn);
+    CADRE_CHECK(cadre__check_initialized(fn));
+    if (*comm == CADRE_COMM_WORLD)
+        return cadre__error(CADRE_ERR_ARG, "%s: CADRE_COMM_WORLD cannot be freed", fn);
+    int rc;
+    struct cadre_comm *c = cadre__comm_get(*comm, fn, &rc);
+    if (!c)
+        return rc;
+    c->magic = 0;
+    free(c->world_ranks);
+    free(c);
+    *comm = CADRE_COMM_NULL;
+    return CADRE_SUCCESS;
+}
+
+int cadre_comm_world_rank(cadre_comm_t comm, int rank, int *world_rank)
+{
+    const char *fn = "cadre_comm_world_rank";
+    if (!world_rank)
+        return cadre__error(CADRE_ERR_ARG, "%s: world_rank is NULL", fn);
+    int rc;
+    struct cadre_comm *c = get_parent(fn, comm, &rc);
+    if (!c)
+        return rc;
+    if (rank < 0 || rank >= c->size)
+        return cadre__error(CADRE_ERR_ARG, "%s: rank %d out of range [0,%d)", fn, rank, c->size);
+    *world_rank = world_of(c, rank);
+    return CADRE_SUCCESS;
+}
