@@ -28,6 +28,10 @@ enum cadre_p2p_type {
     CADRE_P2P_TYPE_MAX = 6
 };
 
+/* flags */
+#define CADRE_P2P_INLINE 0x1 /* shm: an EAGER payload of <= 24 bytes sits in sreq..off */
+#define CADRE_P2P_INLINE_MAX 24
+
 struct cadre_p2p_hdr {
     uint8_t type;
     uint8_t flags;

@@ -158,6 +158,12 @@ int cadre__p2p_progress_locked(void)
 
 int cadre__p2p_progress(void)
 {
+    struct cadre_engine *e = &cadre__eng;
+    /* Nothing queued, no collective running and nothing in the rings: no
+     * need for the lock (this is the spin of a blocking receive). */
+    if (e->shm_only && !atomic_load_explicit(&e->outstanding, memory_order_relaxed) &&
+        !__atomic_load_n(&e->generic, __ATOMIC_RELAXED) && !cadre__p2p_shm_pending())
+        return 0;
     if (pthread_mutex_trylock(&cadre__eng.lock) != 0)
         return 0;
     int n = cadre__p2p_progress_locked();
@@ -204,7 +210,8 @@ void cadre__p2p_sleep(double timeout_s)
 void cadre__p2p_kick(void)
 {
     struct cadre_engine *e = &cadre__eng;
-    if (atomic_load(&e->pt_idle)) {
+    /* One wake-up per nap of the progress thread, not one per request. */
+    if (atomic_load_explicit(&e->pt_idle, memory_order_relaxed) && atomic_exchange(&e->pt_idle, 0)) {
         atomic_fetch_add(&e->pt_word, 1);
         cadre__futex_wake(&e->pt_word);
     }
@@ -468,6 +475,7 @@ int cadre__p2p_init(void)
         else if (ok[i])
             cand[i]->finalize();
     }
+    e->shm_only = e->shm_active && !e->poll_mode;
     if (e->poll_mode) {
         e->eventfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (e->eventfd < 0) {

@@ -118,6 +118,7 @@ struct cadre_engine {
     int ntps;
     int poll_mode;  /* some peer is reached by a socket transport: sleep in poll() */
     int shm_active; /* some peer is reached through shared memory */
+    int shm_only;   /* ... and no peer through anything else */
     int oversubscribed;
     int eventfd;
     struct cadre_p2p_doorbell *bell; /* in our shm segment, or bell_local */
@@ -180,6 +181,9 @@ void cadre__p2p_match_cleanup(void);
 
 /* Eager-lane tunables shared with the shm transport. */
 #define CADRE_SHM_SLOT 4096
+
+/* Whether a shared-memory ring holds a message (no lock needed). */
+int cadre__p2p_shm_pending(void);
 
 /* futex helpers */
 void cadre__futex_wait(_Atomic uint32_t *word, uint32_t val, double timeout_s);

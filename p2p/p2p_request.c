@@ -125,7 +125,17 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
     double nap = 50e-6;
     if (atomic_load_explicit(&r->done, memory_order_acquire))
         return CADRE_SUCCESS;
+    /* Most waits end within a few polls: only a longer one tells the
+     * progress thread to stand aside (an atomic add and sub on every wait
+     * would cost a ping-pong more than they save). */
+    int registered = 0;
+    for (int i = 0; i < 256; i++) {
+        cadre__p2p_progress();
+        if (atomic_load_explicit(&r->done, memory_order_acquire))
+            return CADRE_SUCCESS;
+    }
     atomic_fetch_add(&e->app_waiting, 1);
+    registered = 1;
     int rc = CADRE_SUCCESS;
     for (;;) {
         if (cadre__p2p_progress() > 0) {
@@ -162,7 +172,8 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
             nap *= 2;
         idle = spin - 8; /* a few polls between naps */
     }
-    atomic_fetch_sub(&e->app_waiting, 1);
+    if (registered)
+        atomic_fetch_sub(&e->app_waiting, 1);
     if (atomic_load(&e->outstanding) > 0)
         cadre__p2p_kick();
     return rc;

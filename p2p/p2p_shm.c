@@ -288,9 +288,18 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
         if (atomic_load_explicit(&s->seq, memory_order_acquire) != l->pos)
             return CADRE_P2P_BUSY;
     }
-    s->hdr = *h;
-    if (len)
-        memcpy(s->data, payload, len);
+    if (h->type == CADRE_P2P_EAGER && len <= CADRE_P2P_INLINE_MAX) {
+        /* Header and payload in the slot's one cache line: one line moves. */
+        struct cadre_p2p_hdr t = *h;
+        t.flags |= CADRE_P2P_INLINE;
+        if (len)
+            memcpy(&t.sreq, payload, len);
+        s->hdr = t;
+    } else {
+        s->hdr = *h;
+        if (len)
+            memcpy(s->data, payload, len);
+    }
     atomic_store_explicit(&s->seq, l->pos + 1, memory_order_release);
     l->pos++;
     cadre__bell_ring(peer_bell(p));
@@ -308,6 +317,8 @@ static int slot_ok(const struct slot *s, int bulk)
         return h->type == CADRE_P2P_DATA && h->len <= S.frag;
     if (h->type == CADRE_P2P_DATA)
         return 0;
+    if (h->flags & CADRE_P2P_INLINE)
+        return h->type == CADRE_P2P_EAGER && h->len <= CADRE_P2P_INLINE_MAX;
     return h->type != CADRE_P2P_EAGER || h->len <= SLOT_DATA;
 }
 
@@ -323,7 +334,7 @@ static int drain_lane(int w, struct shm_peer *p, struct lane *l, int bulk, int m
             return n;
         }
         struct cadre_p2p_hdr h = s->hdr;
-        cadre__p2p_incoming(w, &h, s->data);
+        cadre__p2p_incoming(w, &h, (h.flags & CADRE_P2P_INLINE) ? (const void *)&h.sreq : s->data);
         atomic_store_explicit(&s->seq, l->pos + l->n, memory_order_release);
         l->pos++;
         n++;
@@ -350,6 +361,22 @@ static int shm_progress(void)
         events += drain_lane(w, p, &p->rx_bulk, 1, 8);
     }
     return events;
+}
+
+int cadre__p2p_shm_pending(void)
+{
+    /* Positions move under the engine lock; a stale one only means a
+     * spurious "yes", and the caller then takes the lock. */
+    for (int i = 0; i < S.nsenders; i++) {
+        struct shm_peer *p = &S.peers[S.senders[i]];
+        struct lane *e = &p->rx_eager, *b = &p->rx_bulk;
+        uint64_t pe = __atomic_load_n(&e->pos, __ATOMIC_RELAXED);
+        uint64_t pb = __atomic_load_n(&b->pos, __ATOMIC_RELAXED);
+        if (atomic_load_explicit(&lane_slot(e, pe)->seq, memory_order_relaxed) == pe + 1 ||
+            atomic_load_explicit(&lane_slot(b, pb)->seq, memory_order_relaxed) == pb + 1)
+            return 1;
+    }
+    return 0;
 }
 
 static void shm_finalize(void)
