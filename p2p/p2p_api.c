@@ -121,8 +121,11 @@ int cadre__p2p_timed_out(struct cadre_request *r, const char *fn)
 
 static int wait_and_finish(struct cadre_request *r, const char *fn, cadre_status_t *status)
 {
-    if (cadre__req_wait(r, 0, 1) != CADRE_SUCCESS)
+    if (cadre__req_wait(r, 0, 1) != CADRE_SUCCESS) {
+        if (status)
+            *status = (cadre_status_t){.source = r->peer, .tag = r->tag, .error = CADRE_ERR_TIMEOUT};
         return cadre__p2p_timed_out(r, fn);
+    }
     return finish(r, status);
 }
 

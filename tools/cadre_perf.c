@@ -186,6 +186,11 @@ static double run_stream(const struct opts *o, unsigned char *buf, size_t n, lon
     int win = o->window;
     cadre_request_t *reqs = malloc((size_t)win * sizeof *reqs);
     unsigned char *bufs = malloc(n * (size_t)win + 1);
+    if (!reqs || !bufs) {
+        fprintf(stderr, "cadre-perf: rank %d: no memory for a window of %d messages of %zu bytes "
+                        "(use a smaller -W or -e)\n", me, win, n);
+        cadre_abort(CADRE_COMM_WORLD, 1);
+    }
     char ack = 0;
     double t0 = 0;
     for (int it = -warm; it < iters; it++) {
