@@ -78,19 +78,27 @@ static void entry_done(struct outq_entry *q, int rc)
     }
 }
 
-/* Sends what the transport takes from the peer's queue; returns events. */
+/* Sends what the transport takes from the peer's queue; returns events.
+ * The entry being sent is off the queue during the send: a transport that
+ * finds the peer gone fails everything queued for it, and must not free the
+ * entry in our hands. */
 static int flush_peer(int w)
 {
     struct cadre_peer *p = &cadre__eng.peers[w];
     int events = 0;
     while (p->outq) {
         struct outq_entry *q = p->outq;
-        int rc = send_entry(w, p, q);
-        if (rc == CADRE_P2P_BUSY)
-            break;
         p->outq = q->next;
         if (!p->outq)
             p->outq_tail = NULL;
+        int rc = send_entry(w, p, q);
+        if (rc == CADRE_P2P_BUSY) {
+            q->next = p->outq;
+            p->outq = q;
+            if (!p->outq_tail)
+                p->outq_tail = q;
+            break;
+        }
         atomic_fetch_sub(&cadre__eng.outstanding, 1);
         entry_done(q, rc);
         free(q);
@@ -272,20 +280,29 @@ struct proc_blob {
     uint64_t cookie; /* rank 0's is the job's */
 };
 
+struct fail_arg {
+    int peer, failed;
+};
+
 static void fail_registered(struct cadre_request *r, void *arg)
 {
-    int peer = *(int *)arg;
+    struct fail_arg *fa = arg;
+    int peer = fa->peer;
     if (r->peer_world != peer || r->kind == REQ_GENERIC)
         return;
-    if (r->state == RS_WAIT_CTS || r->state == RS_STREAM || r->state == RS_WAIT_DATA)
+    if (r->state == RS_WAIT_CTS || r->state == RS_STREAM || r->state == RS_WAIT_DATA) {
+        fa->failed++;
         cadre__req_complete(r, CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, peer,
                             cadre__eng.peers[peer].why);
+    }
 }
 
-void cadre__p2p_fail_peer_requests(int w)
+int cadre__p2p_fail_peer_requests(int w)
 {
     struct cadre_peer *p = &cadre__eng.peers[w];
+    int failed = 0;
     while (p->outq) {
+        failed++;
         struct outq_entry *q = p->outq;
         p->outq = q->next;
         atomic_fetch_sub(&cadre__eng.outstanding, 1);
@@ -295,8 +312,9 @@ void cadre__p2p_fail_peer_requests(int w)
         free(q);
     }
     p->outq_tail = NULL;
-    cadre__req_foreach(fail_registered, &w);
-    cadre__p2p_match_fail_peer(w, p->why);
+    struct fail_arg fa = {w, 0};
+    cadre__req_foreach(fail_registered, &fa);
+    return failed + fa.failed + cadre__p2p_match_fail_peer(w, p->why);
 }
 
 void cadre__p2p_peer_failed(int w, const char *why)
@@ -310,9 +328,13 @@ void cadre__p2p_peer_failed(int w, const char *why)
         snprintf(p->why, sizeof p->why, "has finalized");
     else
         snprintf(p->why, sizeof p->why, "(pid %d) %s", (int)p->pid, why);
-    if (was == PEER_OK)
+    int failed = cadre__p2p_fail_peer_requests(w);
+    /* A peer that dies while we wait on it is worth a warning; one that
+     * exits when the job ends, with nothing of ours pending, is not. */
+    if (was == PEER_OK && failed)
         CADRE_WARN(P2P, "peer rank %d %s", w, p->why);
-    cadre__p2p_fail_peer_requests(w);
+    else
+        CADRE_INFO(P2P, "peer rank %d %s", w, p->why);
 }
 
 void cadre__p2p_peer_finalized(int w)
@@ -516,7 +538,7 @@ void cadre__p2p_finalize(void)
     eng_lock();
     for (int w = 0; w < e->nranks; w++) {
         struct cadre_peer *p = &e->peers[w];
-        if (p->tp && p->state == PEER_OK && (p->send_seq || p->recv_seq)) {
+        if (p->tp && p->state == PEER_OK && p->send_seq) {
             struct cadre_p2p_hdr bye = {.type = CADRE_P2P_BYE};
             cadre__p2p_post(w, &bye, NULL, NULL);
         }

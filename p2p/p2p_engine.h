@@ -162,14 +162,14 @@ void cadre__p2p_check_peers(void);
 int cadre__p2p_post(int peer, const struct cadre_p2p_hdr *h, const void *payload,
                     struct cadre_request *req);
 /* Fails every request that involves world rank `peer`; lock held. */
-void cadre__p2p_fail_peer_requests(int peer);
+int cadre__p2p_fail_peer_requests(int peer);
 /* Removes an unmatched posted receive (timeout); lock held. */
 void cadre__p2p_unpost(struct cadre_request *req);
 
 /* Matching (p2p_match.c); lock held. */
 int cadre__p2p_start_send(struct cadre_request *req);
 int cadre__p2p_start_recv(struct cadre_request *req);
-void cadre__p2p_match_fail_peer(int peer, const char *why);
+int cadre__p2p_match_fail_peer(int peer, const char *why);
 /* Gives up on a request whose wait timed out; lock held. Frees it or leaves
  * it to the engine, which frees it once the protocol is over. */
 void cadre__p2p_abandon(struct cadre_request *req);

@@ -375,8 +375,9 @@ void cadre__p2p_incoming(int peer, const struct cadre_p2p_hdr *h, const void *pa
 
 /* Posted receives waiting on a failed peer; requests with ids are failed by
  * the engine. */
-void cadre__p2p_match_fail_peer(int peer, const char *why)
+int cadre__p2p_match_fail_peer(int peer, const char *why)
 {
+    int failed = 0;
     for (uint32_t i = 0; i < nctx_cap; i++) {
         if (!ctxs[i].used)
             continue;
@@ -386,8 +387,10 @@ void cadre__p2p_match_fail_peer(int peer, const char *why)
                 continue;
             cadre__p2p_unpost(r);
             cadre__req_complete(r, CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, peer, why);
+            failed++;
         }
     }
+    return failed;
 }
 
 void cadre__p2p_match_cleanup(void)
