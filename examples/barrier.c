@@ -37,6 +37,8 @@ int main(int argc, char **argv)
     int rank;
     CHECK(cadre_comm_rank(CADRE_COMM_WORLD, &rank));
 
+    /* cadre_init returns on every rank at about the same time (it ends with a
+     * PMIx barrier of all ranks), so the ranks' clocks start together. */
     double start = now();
     sleep((unsigned)rank);
     CHECK(cadre_barrier(CADRE_COMM_WORLD));
