@@ -1,17 +1,10 @@
-/* Reproducer (not in ranks.list: it fails until the bug is fixed). Over TCP,
- * a send that fails inside flush_peer (p2p/p2p_engine.c) -- sendmsg gets
- * EPIPE because the peer died, or the last connect attempt is refused --
- * calls cadre__p2p_tcp_peer_fail -> cadre__p2p_fail_peer_requests, which
- * frees every queued entry of that peer, the one flush_peer is sending
- * among them; flush_peer then reads q->next and frees q again: "double free
- * or corruption", SIGABRT. Here ranks 1..n-1 stream 64 MiB each to rank 0,
- * which kills itself part-way; every sender must get CADRE_ERR_PEER and
- * print "tcp_flush_peerfail: rank r ok". Run:
- *   CADRE_TRANSPORT=tcp cadrerun --keep-going -n 4 tests/ranks/tcp_flush_peerfail
- * expected: n-1 "ok" lines and exit 137 (rank 0's SIGKILL); with the bug,
- * most runs lose a sender to SIGABRT. The same path makes the examples crash
- * in cadre_finalize over TCP, when the BYE to a peer that has exited is the
- * queued entry (e.g. CADRE_TRANSPORT=tcp cadrerun -n 8 examples/scatter). */
+/* Regression test for a double free (fixed): over TCP, a send that fails
+ * inside flush_peer (sendmsg gets EPIPE because the peer died, or the last
+ * connect is refused) made the transport fail every queued entry of that
+ * peer, the one being sent among them, which flush_peer then freed again.
+ * Ranks 1..n-1 stream 64 MiB each to rank 0, which kills itself part-way;
+ * every sender must get CADRE_ERR_PEER and print "tcp_flush_peerfail: rank r
+ * ok". Run with cadrerun --keep-going: n-1 "ok" lines and exit 137. */
 #include <signal.h>
 #include <unistd.h>
 

@@ -70,9 +70,32 @@ static void test_peer_killed(void)
     }
 }
 
+/* Several senders lose their receiver mid-stream (the double-free path). */
+static void test_senders_lose_receiver(void)
+{
+    const char *transports[] = {"tcp", ""};
+    for (int i = 0; i < 2; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "CADRE_TRANSPORT=%s %s --keep-going -n 4 %s", transports[i],
+                 CADRERUN, build_path("tests/ranks/tcp_flush_peerfail"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+        int oks = 0;
+        for (int k = 1; k < 4; k++) {
+            char line[64];
+            snprintf(line, sizeof line, "tcp_flush_peerfail: rank %d ok", k);
+            oks += count_lines(r.out, line);
+        }
+        CHECK_MSG(r.exit_code == 137 && oks == 3, "%s: exit %d, %d ok lines\n--- stdout\n%s--- stderr\n%s",
+                  transports[i][0] ? transports[i] : "shm", r.exit_code, oks, r.out, r.err);
+        run_free(&r);
+    }
+}
+
 void suite_ranks(void)
 {
     CU_pSuite s = CU_add_suite("ranks", NULL, NULL);
     CU_add_test(s, "programs of ranks.list under cadrerun", test_ranks_list);
     CU_add_test(s, "a peer killed mid-transfer gives CADRE_ERR_PEER", test_peer_killed);
+    CU_add_test(s, "senders that lose their receiver mid-stream", test_senders_lose_receiver);
 }
