@@ -34,7 +34,6 @@ struct cadre_request {
     uint8_t abandoned; /* the user gave up on it (timeout): the engine frees it when done */
     _Atomic int done;
     int error;         /* status once done */
-    char errmsg[256];  /* detail for cadre_last_error, set in the waiting thread */
     cadre_status_t status;
     uint64_t id; /* wire name for RTS/CTS/DATA; 0 when not registered */
     double last_activity;
@@ -64,6 +63,8 @@ struct cadre_request {
     void *priv;
 
     struct cadre_request *next, *prev; /* posted queue or generic list */
+    /* last, so a new request need not clear it: detail for cadre_last_error */
+    char errmsg[256];
 };
 
 /* Creates a request (zeroed, magic set). NULL on ENOMEM. */
