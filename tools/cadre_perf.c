@@ -1,10 +1,14 @@
 /* cadre-perf: benchmarks in the column format of nccl-tests.
  *
+ *   cadrerun -n 2 cadre-perf allreduce -b 8 -e 64M -f 2
  *   cadrerun -n 2 cadre-perf sendrecv -b 8 -e 64M -f 2
  *
- * Modes: sendrecv (ping-pong between ranks 0 and 1: one-way latency and its
- * bandwidth), stream (rank 0 streams a window of isends to rank 1, which
- * answers once per window: the osu_bw pattern). */
+ * Modes: the collectives (allreduce reduce bcast allgather reduce_scatter
+ * alltoall gather scatter barrier: perf_coll.c), sendrecv (ping-pong between
+ * ranks 0 and 1: one-way latency and its bandwidth) and stream (rank 0
+ * streams a window of isends to rank 1, which answers once per window: the
+ * osu_bw pattern). Options as nccl-tests'; exit status 2 on a usage error,
+ * 1 when any element was wrong. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,23 +17,41 @@
 #include <time.h>
 
 #include "cadre.h"
+#include "perf.h"
 
-struct opts {
-    const char *mode;
-    size_t minb, maxb;
-    double factor;
-    size_t stepb;
-    int iters, warmup, check, window;
-    cadre_datatype_t dt;
-};
+int perf_me, perf_np;
 
-static int me, np;
-
-static double now(void)
+double perf_now(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static const struct {
+    const char *name;
+    cadre_datatype_t dt;
+} types[] = {
+    {"int8", CADRE_INT8},       {"uint8", CADRE_UINT8},       {"int32", CADRE_INT32},
+    {"uint32", CADRE_UINT32},   {"int64", CADRE_INT64},       {"uint64", CADRE_UINT64},
+    {"float16", CADRE_FLOAT16}, {"bfloat16", CADRE_BFLOAT16}, {"float32", CADRE_FLOAT32},
+    {"float64", CADRE_FLOAT64},
+    /* nccl-tests' names */
+    {"half", CADRE_FLOAT16},    {"float", CADRE_FLOAT32},     {"double", CADRE_FLOAT64},
+};
+static const char *const op_names[] = {"sum", "prod", "max", "min", "avg"};
+
+const char *perf_type_name(cadre_datatype_t dt)
+{
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (types[i].dt == dt)
+            return types[i].name;
+    return "?";
+}
+
+const char *perf_op_name(cadre_op_t op)
+{
+    return (unsigned)op < 5 ? op_names[op] : "?";
 }
 
 static int parse_size(const char *s, size_t *out)
@@ -52,45 +74,89 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
+/* A whole decimal integer in [lo, hi]. */
+static int parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: cadre-perf MODE [options]\n"
-            "modes: sendrecv (ping-pong latency), stream (windowed bandwidth, like osu_bw)\n"
-            "  -b SIZE   smallest message in bytes (K, M, G suffixes) [8]\n"
-            "  -e SIZE   largest message [64M]\n"
+            "modes: allreduce reduce bcast allgather reduce_scatter alltoall gather scatter\n"
+            "       barrier, sendrecv (ping-pong latency), stream (windowed bandwidth, like osu_bw)\n"
+            "  -b SIZE   smallest size in bytes (K, M, G suffixes) [8]\n"
+            "  -e SIZE   largest size [64M]\n"
             "  -f F      multiply the size by F each step [2]\n"
             "  -i BYTES  add BYTES each step instead of multiplying\n"
-            "  -n N      timed iterations per size [auto: fewer for large sizes]\n"
-            "  -w N      warm-up iterations per size [auto]\n"
-            "  -c 0|1    check every received byte of every iteration [1]\n"
-            "  -W N      window of messages in flight for stream mode [64]\n");
+            "  -n N      timed iterations per size [by size: 10000 up to 64K ... 20 above 16M]\n"
+            "  -w N      warm-up iterations per size [n/10+1]\n"
+            "  -c 0|1    check the result of every iteration [1]\n"
+            "  -d TYPE   int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
+            "            [float32] (collectives)\n"
+            "  -o OP     sum prod max min avg [sum] (reductions; avg: floating types only)\n"
+            "  -r ROOT   root of reduce, bcast, gather, scatter [0]\n"
+            "  -P 0|1    in place (CADRE_IN_PLACE) [0]\n"
+            "  -W N      window of messages in flight for stream mode [64]\n"
+            "The size is that of nccl-tests: count*typesize for allreduce, reduce and bcast, the\n"
+            "whole buffer (count per rank * ranks * typesize) for the others. Times are the mean\n"
+            "over -n iterations, the largest over the ranks.\n");
 }
 
-static int parse(int argc, char **argv, struct opts *o)
+static int parse(int argc, char **argv, struct perf_opts *o)
 {
-    *o = (struct opts){.mode = NULL, .minb = 8, .maxb = 64u << 20, .factor = 2, .iters = -1,
-                       .warmup = -1, .check = 1, .window = 64, .dt = CADRE_UINT8};
+    *o = (struct perf_opts){.mode = NULL, .minb = 8, .maxb = 64u << 20, .factor = 2, .iters = -1,
+                            .warmup = -1, .check = 1, .window = 64, .dt = CADRE_FLOAT32,
+                            .op = CADRE_SUM, .root = 0, .in_place = 0};
     if (argc < 2)
         return -1;
     o->mode = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v || a[0] != '-' || a[2]) {
-            fprintf(stderr, "cadre-perf: bad option '%s'\n", a);
+        if (a[0] != '-' || !a[1] || a[2] || !strchr("befinwcdorPW", a[1])) {
+            fprintf(stderr, "cadre-perf: unknown option '%s'\n", a);
+            return -1;
+        }
+        if (!v) {
+            fprintf(stderr, "cadre-perf: %s needs a value\n", a);
             return -1;
         }
         int bad = 0;
         switch (a[1]) {
         case 'b': bad = parse_size(v, &o->minb); break;
         case 'e': bad = parse_size(v, &o->maxb); break;
-        case 'i': bad = parse_size(v, &o->stepb); break;
-        case 'f': o->factor = atof(v); bad = !(o->factor > 1); break;
-        case 'n': o->iters = atoi(v); bad = o->iters < 1; break;
-        case 'w': o->warmup = atoi(v); bad = o->warmup < 0; break;
-        case 'c': o->check = atoi(v); break;
-        case 'W': o->window = atoi(v); bad = o->window < 1 || o->window > 4096; break;
-        default: bad = 1;
+        case 'i': bad = parse_size(v, &o->stepb) || !o->stepb; break;
+        case 'f': {
+            char *end;
+            o->factor = strtod(v, &end);
+            bad = *end || !(o->factor > 1);
+            break;
+        }
+        case 'n': bad = parse_int(v, 1, 100000000, &o->iters); break;
+        case 'w': bad = parse_int(v, 0, 100000000, &o->warmup); break;
+        case 'c': bad = parse_int(v, 0, 1, &o->check); break;
+        case 'P': bad = parse_int(v, 0, 1, &o->in_place); break;
+        case 'r': bad = parse_int(v, 0, 1 << 30, &o->root); break;
+        case 'W': bad = parse_int(v, 1, 4096, &o->window); break;
+        case 'd':
+            bad = 1;
+            for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+                if (!strcmp(v, types[t].name))
+                    o->dt = types[t].dt, bad = 0;
+            break;
+        case 'o':
+            bad = 1;
+            for (int k = 0; k < 5; k++)
+                if (!strcmp(v, op_names[k]))
+                    o->op = (cadre_op_t)k, bad = 0;
+            break;
         }
         if (bad) {
             fprintf(stderr, "cadre-perf: bad value '%s' for %s\n", v, a);
@@ -98,7 +164,7 @@ static int parse(int argc, char **argv, struct opts *o)
         }
         i++;
     }
-    if (strcmp(o->mode, "sendrecv") && strcmp(o->mode, "stream")) {
+    if (strcmp(o->mode, "sendrecv") && strcmp(o->mode, "stream") && !perf_coll_known(o->mode)) {
         fprintf(stderr, "cadre-perf: unknown mode '%s'\n", o->mode);
         return -1;
     }
@@ -106,7 +172,53 @@ static int parse(int argc, char **argv, struct opts *o)
         fprintf(stderr, "cadre-perf: -b is larger than -e\n");
         return -1;
     }
+    if (o->op == CADRE_AVG && o->dt != CADRE_FLOAT16 && o->dt != CADRE_BFLOAT16 &&
+        o->dt != CADRE_FLOAT32 && o->dt != CADRE_FLOAT64 && perf_coll_needs_op(o->mode)) {
+        fprintf(stderr, "cadre-perf: -o avg needs a floating type (-d)\n");
+        return -1;
+    }
     return 0;
+}
+
+int perf_default_iters(size_t bytes)
+{
+    if (bytes <= 65536)
+        return 10000;
+    if (bytes <= (1u << 20))
+        return 1000;
+    if (bytes <= (16u << 20))
+        return 100;
+    return 20;
+}
+
+int perf_next_size(const struct perf_opts *o, size_t *n)
+{
+    if (*n >= o->maxb)
+        return 0;
+    size_t next = o->stepb ? *n + o->stepb : (size_t)((double)(*n ? *n : 1) * o->factor);
+    if (next <= *n) /* small sizes times a small factor: always advance */
+        next = *n + 1;
+    *n = next > o->maxb ? o->maxb : next;
+    return 1;
+}
+
+void perf_print_columns(void)
+{
+    printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "size", "count", "type", "redop", "root",
+           "time", "algbw", "busbw", "#wrong");
+    printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "(B)", "(elements)", "", "", "", "(us)",
+           "(GB/s)", "(GB/s)", "");
+}
+
+void perf_print_line(size_t bytes, size_t count, const char *type, const char *redop, int root,
+                     double seconds, double algbw, double busbw, long wrong)
+{
+    char w[24] = "N/A";
+    if (wrong >= 0)
+        snprintf(w, sizeof w, "%ld", wrong);
+    printf("  %10zu %12zu %8s %6s %6d %10.3f %9.2f %9.2f %8s\n", bytes, count, type, redop, root,
+           seconds * 1e6, algbw, busbw, w);
+    fflush(stdout);
 }
 
 static unsigned char pattern(size_t i, int iter, int from)
@@ -128,93 +240,72 @@ static long wrong(const unsigned char *b, size_t n, int iter, int from)
     return w;
 }
 
-static int default_iters(size_t bytes)
-{
-    if (bytes <= 65536)
-        return 10000;
-    if (bytes <= (1u << 20))
-        return 1000;
-    if (bytes <= (16u << 20))
-        return 100;
-    return 20;
-}
-
-#define CK(call)                                                                          \
-    do {                                                                                  \
-        int ck_rc_ = (call);                                                              \
-        if (ck_rc_ != CADRE_SUCCESS) {                                                    \
-            fprintf(stderr, "cadre-perf: rank %d: %s failed: %s\n", me, #call,            \
-                    cadre_last_error());                                                  \
-            cadre_abort(CADRE_COMM_WORLD, 1);                                             \
-        }                                                                                 \
-    } while (0)
-
 /* One size: returns one-way seconds per message; *nwrong counts bad bytes. */
-static double run_sendrecv(const struct opts *o, unsigned char *buf, size_t n, long *nwrong)
+static double run_sendrecv(const struct perf_opts *o, unsigned char *buf, size_t n, long *nwrong)
 {
-    int iters = o->iters > 0 ? o->iters : default_iters(n);
+    int iters = o->iters > 0 ? o->iters : perf_default_iters(n);
     int warm = o->warmup >= 0 ? o->warmup : iters / 10 + 1;
     double t0 = 0;
     for (int it = -warm; it < iters; it++) {
         if (it == 0)
-            t0 = now();
-        if (me == 0) {
+            t0 = perf_now();
+        if (perf_me == 0) {
             if (o->check)
                 fill(buf, n, it, 0);
-            CK(cadre_send(buf, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD));
-            CK(cadre_recv(buf, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+            PERF_CK(cadre_send(buf, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD));
+            PERF_CK(cadre_recv(buf, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
             if (o->check)
                 *nwrong += wrong(buf, n, it, 1);
-        } else if (me == 1) {
-            CK(cadre_recv(buf, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+        } else if (perf_me == 1) {
+            PERF_CK(cadre_recv(buf, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
             if (o->check) {
                 *nwrong += wrong(buf, n, it, 0);
                 fill(buf, n, it, 1);
             }
-            CK(cadre_send(buf, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD));
+            PERF_CK(cadre_send(buf, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD));
         }
     }
     /* With checking on, the fills and checks are inside the loop, as in
      * nccl-tests' -c 1; time without them with -c 0. */
-    return (now() - t0) / iters / 2;
+    return (perf_now() - t0) / iters / 2;
 }
 
-static double run_stream(const struct opts *o, unsigned char *buf, size_t n, long *nwrong)
+static double run_stream(const struct perf_opts *o, unsigned char *buf, size_t n, long *nwrong)
 {
-    int iters = o->iters > 0 ? o->iters : default_iters(n) / 10 + 1;
+    int iters = o->iters > 0 ? o->iters : perf_default_iters(n) / 10 + 1;
     int warm = o->warmup >= 0 ? o->warmup : 2;
     int win = o->window;
     cadre_request_t *reqs = malloc((size_t)win * sizeof *reqs);
     unsigned char *bufs = malloc(n * (size_t)win + 1);
     if (!reqs || !bufs) {
         fprintf(stderr, "cadre-perf: rank %d: no memory for a window of %d messages of %zu bytes "
-                        "(use a smaller -W or -e)\n", me, win, n);
+                        "(use a smaller -W or -e)\n", perf_me, win, n);
         cadre_abort(CADRE_COMM_WORLD, 1);
     }
     char ack = 0;
     double t0 = 0;
     for (int it = -warm; it < iters; it++) {
         if (it == 0)
-            t0 = now();
-        if (me == 0) {
+            t0 = perf_now();
+        if (perf_me == 0) {
             for (int k = 0; k < win; k++) {
                 if (o->check)
                     fill(bufs + n * (size_t)k, n, it * win + k, 0);
-                CK(cadre_isend(bufs + n * (size_t)k, n, CADRE_UINT8, 1, 2, CADRE_COMM_WORLD, &reqs[k]));
+                PERF_CK(cadre_isend(bufs + n * (size_t)k, n, CADRE_UINT8, 1, 2, CADRE_COMM_WORLD, &reqs[k]));
             }
-            CK(cadre_waitall(win, reqs, NULL));
-            CK(cadre_recv(&ack, 1, CADRE_UINT8, 1, 3, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
-        } else if (me == 1) {
+            PERF_CK(cadre_waitall(win, reqs, NULL));
+            PERF_CK(cadre_recv(&ack, 1, CADRE_UINT8, 1, 3, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+        } else if (perf_me == 1) {
             for (int k = 0; k < win; k++)
-                CK(cadre_irecv(bufs + n * (size_t)k, n, CADRE_UINT8, 0, 2, CADRE_COMM_WORLD, &reqs[k]));
-            CK(cadre_waitall(win, reqs, NULL));
+                PERF_CK(cadre_irecv(bufs + n * (size_t)k, n, CADRE_UINT8, 0, 2, CADRE_COMM_WORLD, &reqs[k]));
+            PERF_CK(cadre_waitall(win, reqs, NULL));
             if (o->check)
                 for (int k = 0; k < win; k++)
                     *nwrong += wrong(bufs + n * (size_t)k, n, it * win + k, 0);
-            CK(cadre_send(&ack, 1, CADRE_UINT8, 0, 3, CADRE_COMM_WORLD));
+            PERF_CK(cadre_send(&ack, 1, CADRE_UINT8, 0, 3, CADRE_COMM_WORLD));
         }
     }
-    double t = (now() - t0) / iters / win;
+    double t = (perf_now() - t0) / iters / win;
     (void)buf;
     free(reqs);
     free(bufs);
@@ -223,7 +314,7 @@ static double run_stream(const struct opts *o, unsigned char *buf, size_t n, lon
 
 int main(int argc, char **argv)
 {
-    struct opts o;
+    struct perf_opts o;
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         usage(stdout);
         return 0;
@@ -236,14 +327,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "cadre-perf: cadre_init: %s\n", cadre_last_error());
         return 1;
     }
-    cadre_comm_rank(CADRE_COMM_WORLD, &me);
-    cadre_comm_size(CADRE_COMM_WORLD, &np);
-    if (np < 2) {
-        if (me == 0)
-            fprintf(stderr, "cadre-perf: %s needs at least 2 ranks (cadrerun -n 2 cadre-perf ...)\n",
-                    o.mode);
+    cadre_comm_rank(CADRE_COMM_WORLD, &perf_me);
+    cadre_comm_size(CADRE_COMM_WORLD, &perf_np);
+    int coll = perf_coll_known(o.mode);
+    const char *bad = NULL;
+    if (!coll && perf_np < 2)
+        bad = "needs at least 2 ranks (cadrerun -n 2 cadre-perf ...)";
+    else if (coll && o.root >= perf_np)
+        bad = "-r: root out of range";
+    if (bad) {
+        if (perf_me == 0)
+            fprintf(stderr, "cadre-perf: %s: %s\n", o.mode, bad);
         cadre_finalize();
         return 2;
+    }
+    long total_wrong = 0;
+    if (coll) {
+        total_wrong = perf_coll_run(&o);
+        cadre_finalize();
+        return total_wrong ? 1 : 0;
     }
     unsigned char *buf = malloc(o.maxb ? o.maxb : 1);
     if (!buf) {
@@ -251,38 +353,27 @@ int main(int argc, char **argv)
         return 1;
     }
     int stream = !strcmp(o.mode, "stream");
-    if (me == 0) {
-        printf("# cadre-perf %s: %d ranks (ranks 0 and 1 communicate), check %s\n", o.mode, np,
-               o.check ? "on" : "off");
-        printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "size", "count", "type", "redop", "root",
-               "time(us)", "algbw", "busbw", "#wrong");
-        printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "(B)", "(elements)", "", "", "", "",
-               "(GB/s)", "(GB/s)", "");
+    if (perf_me == 0) {
+        printf("# cadre-perf %s: %d ranks (ranks 0 and 1 communicate), check %s\n", o.mode,
+               perf_np, o.check ? "on" : "off");
+        perf_print_columns();
     }
-    long total_wrong = 0;
-    for (size_t n = o.minb;;) {
+    size_t n = o.minb;
+    do {
         long nwrong = 0;
         double t = stream ? run_stream(&o, buf, n, &nwrong) : run_sendrecv(&o, buf, n, &nwrong);
         long all_wrong = nwrong;
-        if (me == 1)
-            CK(cadre_send(&nwrong, 1, CADRE_INT64, 0, 9, CADRE_COMM_WORLD));
-        if (me == 0) {
+        if (perf_me == 1)
+            PERF_CK(cadre_send(&nwrong, 1, CADRE_INT64, 0, 9, CADRE_COMM_WORLD));
+        if (perf_me == 0) {
             long w1;
-            CK(cadre_recv(&w1, 1, CADRE_INT64, 1, 9, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+            PERF_CK(cadre_recv(&w1, 1, CADRE_INT64, 1, 9, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
             all_wrong += w1;
             double algbw = t > 0 ? (double)n / t / 1e9 : 0;
-            printf("  %10zu %12zu %8s %6s %6s %10.3f %9.2f %9.2f %8ld\n", n, n, "uint8", "none", "-1",
-                   t * 1e6, algbw, algbw, o.check ? all_wrong : -1L);
-            fflush(stdout);
+            perf_print_line(n, n, "uint8", "none", -1, t, algbw, algbw, o.check ? all_wrong : -1L);
         }
         total_wrong += all_wrong;
-        if (n >= o.maxb)
-            break;
-        size_t next = o.stepb ? n + o.stepb : (size_t)((double)(n ? n : 1) * o.factor);
-        if (next <= n) /* small sizes times a small factor: always advance */
-            next = n + 1;
-        n = next > o.maxb ? o.maxb : next;
-    }
+    } while (perf_next_size(&o, &n));
     free(buf);
     cadre_finalize();
     return total_wrong ? 1 : 0;

@@ -1,0 +1,110 @@
+/* The peer of cadre-perf's collective modes for MPI libraries: the same loops
+ * as `cadre-perf MODE -c 0` (float32, sum, root 0, out of place): per size,
+ * the same count, iterations and warm-ups, then a barrier, the timed calls
+ * back to back, and the mean time of one call taken as the largest over the
+ * ranks. The same sizes as nccl-tests (the whole buffer for allgather,
+ * reduce_scatter, alltoall, gather, scatter) and the same output columns.
+ *
+ *   mpirun -np 2 mpi_coll MODE [MINBYTES [MAXBYTES [ITERS [WARMUP]]]]
+ *
+ * MODE: allreduce reduce bcast allgather reduce_scatter alltoall gather
+ * scatter barrier; sizes 8 .. 64M by default, doubling; ITERS and WARMUP as
+ * cadre-perf's -n and -w (default, or 0: by size). */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int iters_for(size_t bytes) /* cadre-perf's perf_default_iters */
+{
+    if (bytes <= 65536)
+        return 10000;
+    if (bytes <= (1u << 20))
+        return 1000;
+    if (bytes <= (16u << 20))
+        return 100;
+    return 20;
+}
+
+static const char *const modes[] = {"allreduce", "reduce",  "bcast",   "allgather", "reduce_scatter",
+                                    "alltoall",  "gather",  "scatter", "barrier"};
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int me, np;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+    const char *mode = argc > 1 ? argv[1] : "allreduce";
+    int k = -1;
+    for (int i = 0; i < (int)(sizeof modes / sizeof modes[0]); i++)
+        if (!strcmp(mode, modes[i]))
+            k = i;
+    if (k < 0) {
+        if (me == 0)
+            fprintf(stderr, "mpi_coll: unknown mode '%s'\n", mode);
+        MPI_Finalize();
+        return 2;
+    }
+    size_t minb = argc > 2 ? strtoull(argv[2], NULL, 0) : 8;
+    size_t maxb = argc > 3 ? strtoull(argv[3], NULL, 0) : (64u << 20);
+    int opt_iters = argc > 4 ? atoi(argv[4]) : 0, opt_warm = argc > 5 ? atoi(argv[5]) : -1;
+    int whole = k >= 3 && k <= 7, reduces = k <= 1 || k == 4, rooted = k == 1 || k == 2 || k == 6 || k == 7;
+    /* nccl-tests' bus bandwidth factors, as in cadre-perf */
+    double factor = k == 0 ? 2.0 * (np - 1) / np : k == 1 || k == 2 ? 1 : k == 8 ? 0 : (double)(np - 1) / np;
+    float *s = malloc(maxb + 4), *r = malloc(maxb + 4);
+    memset(r, 0, maxb + 4);
+    for (size_t i = 0; i < maxb / 4 + 1; i++)
+        s[i] = (float)(i % 8) - 3;
+    if (me == 0) {
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len;
+        MPI_Get_library_version(lib, &len);
+        lib[strcspn(lib, "\n")] = '\0';
+        printf("# mpi_coll %s: %d ranks, float32%s, out-of-place, %s\n", mode, np,
+               reduces ? " sum" : "", lib);
+        printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "size", "count", "type", "redop",
+               "root", "time", "algbw", "busbw", "#wrong");
+        printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "(B)", "(elements)", "", "", "", "(us)",
+               "(GB/s)", "(GB/s)", "");
+    }
+    for (size_t size = k == 8 ? 0 : minb;; size *= 2) {
+        size_t count = k == 8 ? 0 : whole ? size / 4 / (size_t)np : size / 4;
+        size_t bytes = whole ? count * 4 * (size_t)np : count * 4;
+        int c = (int)count, iters = opt_iters > 0 ? opt_iters : iters_for(bytes);
+        int warm = opt_warm >= 0 ? opt_warm : iters / 10 + 1;
+        double t0 = 0;
+        for (int it = -warm; it < iters; it++) {
+            if (it == 0) {
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = MPI_Wtime();
+            }
+            switch (k) {
+            case 0: MPI_Allreduce(s, r, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+            case 1: MPI_Reduce(s, r, c, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
+            case 2: MPI_Bcast(r, c, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+            case 3: MPI_Allgather(s, c, MPI_FLOAT, r, c, MPI_FLOAT, MPI_COMM_WORLD); break;
+            case 4: MPI_Reduce_scatter_block(s, r, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+            case 5: MPI_Alltoall(s, c, MPI_FLOAT, r, c, MPI_FLOAT, MPI_COMM_WORLD); break;
+            case 6: MPI_Gather(s, c, MPI_FLOAT, r, c, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+            case 7: MPI_Scatter(s, c, MPI_FLOAT, r, c, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+            case 8: MPI_Barrier(MPI_COMM_WORLD); break;
+            }
+        }
+        double t = (MPI_Wtime() - t0) / iters;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (me == 0) {
+            double algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
+            printf("  %10zu %12zu %8s %6s %6d %10.3f %9.2f %9.2f %8s\n", bytes, count,
+                   k == 8 ? "none" : "float32", reduces ? "sum" : "none", rooted ? 0 : -1, t * 1e6,
+                   algbw, algbw * factor, "N/A");
+            fflush(stdout);
+        }
+        if (k == 8 || size >= maxb)
+            break;
+    }
+    free(s);
+    free(r);
+    MPI_Finalize();
+    return 0;
+}
