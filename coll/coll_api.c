@@ -142,6 +142,24 @@ static int check_vec(const struct call *c, const char *name, const size_t *v)
     return CADRE_SUCCESS;
 }
 
+/* The counts and displacements of a v-collective: present, each count in
+ * range, each block addressable; *any says whether anything moves. */
+static int check_layout(const struct call *c, const char *counts_name, const size_t *counts,
+                        const size_t *displs, int *any)
+{
+    CADRE_CHECK(check_vec(c, counts_name, counts));
+    CADRE_CHECK(check_vec(c, "displs", displs));
+    *any = 0;
+    for (int i = 0; i < c->n; i++) {
+        CADRE_CHECK(check_count(c, counts[i], 1));
+        if (counts[i] && displs[i] > SIZE_MAX / c->es - counts[i])
+            return cadre__error(CADRE_ERR_ARG, "%s: displs[%d] %zu overflows", c->fn, i,
+                                displs[i]);
+        *any |= counts[i] != 0;
+    }
+    return CADRE_SUCCESS;
+}
+
 /* ---- running -------------------------------------------------------------------------- */
 static int begin(struct coll_sched *s, const struct call *c, cadre_datatype_t dt, cadre_op_t op)
 {
@@ -344,19 +362,11 @@ static int gatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void
     CADRE_CHECK(check_root(&c, root));
     CADRE_CHECK(check_count(&c, sendcount, 1));
     if (c.me == root) {
-        CADRE_CHECK(check_vec(&c, "recvcounts", counts));
-        CADRE_CHECK(check_vec(&c, "displs", displs));
-        for (int i = 0; i < c.n; i++) {
-            CADRE_CHECK(check_count(&c, counts[i], 1));
-            CADRE_CHECK(check_count(&c, displs[i], 1));
-            if (counts[i] && displs[i] > SIZE_MAX / c.es - counts[i])
-                return cadre__error(CADRE_ERR_ARG, "%s: displs[%d] %zu overflows", fn, i, displs[i]);
-        }
-        size_t need = 0;
+        int any;
+        CADRE_CHECK(check_layout(&c, "recvcounts", counts, displs, &any));
         for (int i = 0; i < c.n; i++)
-            if (counts[i])
-                need = 1;
-        CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, need));
+            CADRE_CHECK(check_count(&c, displs[i], 1));
+        CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, (size_t)any));
         if (sbuf == CADRE_IN_PLACE) {
             sbuf = (char *)rbuf + displs[c.me] * c.es;
             sendcount = counts[c.me];
@@ -444,15 +454,8 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
     CADRE_CHECK(check_root(&c, root));
     CADRE_CHECK(check_count(&c, recvcount, 1));
     if (c.me == root) {
-        CADRE_CHECK(check_vec(&c, "sendcounts", counts));
-        CADRE_CHECK(check_vec(&c, "displs", displs));
-        int any = 0;
-        for (int i = 0; i < c.n; i++) {
-            CADRE_CHECK(check_count(&c, counts[i], 1));
-            if (counts[i] && displs[i] > SIZE_MAX / c.es - counts[i])
-                return cadre__error(CADRE_ERR_ARG, "%s: displs[%d] %zu overflows", fn, i, displs[i]);
-            any |= counts[i] != 0;
-        }
+        int any;
+        CADRE_CHECK(check_layout(&c, "sendcounts", counts, displs, &any));
         CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, (size_t)any));
         if (rbuf == CADRE_IN_PLACE) {
             rbuf = (char *)sbuf + displs[c.me] * c.es;
@@ -518,15 +521,8 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     REQ_CHECK(fn, req);
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
-    CADRE_CHECK(check_vec(&c, "recvcounts", counts));
-    CADRE_CHECK(check_vec(&c, "displs", displs));
-    int any = 0;
-    for (int i = 0; i < c.n; i++) {
-        CADRE_CHECK(check_count(&c, counts[i], 1));
-        if (counts[i] && displs[i] > SIZE_MAX / c.es - counts[i])
-            return cadre__error(CADRE_ERR_ARG, "%s: displs[%d] %zu overflows", fn, i, displs[i]);
-        any |= counts[i] != 0;
-    }
+    int any;
+    CADRE_CHECK(check_layout(&c, "recvcounts", counts, displs, &any));
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, (size_t)any));
     if (sbuf == CADRE_IN_PLACE) {
         sbuf = (char *)rbuf + displs[c.me] * c.es;
