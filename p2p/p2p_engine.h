@@ -190,6 +190,14 @@ int cadre__p2p_shm_pending(void);
 void cadre__futex_wait(_Atomic uint32_t *word, uint32_t val, double timeout_s);
 void cadre__futex_wake(_Atomic uint32_t *word);
 /* Rings a doorbell: wakes its sleepers, if any. */
+/* The area of every shm segment that the shared-memory collectives use
+ * (coll/coll_fast.c), and how to reach it: the area of world rank w as this
+ * process maps it (its own for w == rank; NULL when w is not reached through
+ * shm), and a wake-up for w's sleeping threads. */
+#define CADRE_SHM_COLL_BYTES ((size_t)72 << 10)
+void *cadre__shm_coll_area(int w);
+void cadre__shm_wake(int w);
+
 static inline void cadre__bell_ring(struct cadre_p2p_doorbell *b)
 {
     atomic_thread_fence(memory_order_seq_cst);

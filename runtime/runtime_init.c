@@ -72,6 +72,7 @@ int cadre_finalize(void)
 {
     CADRE_CHECK(cadre__check_initialized("cadre_finalize"));
     atomic_store(&state, ST_FINALIZED);
+    cadre__coll_finalize();
     cadre__p2p_finalize();
     cadre__comm_world.magic = 0;
     return cadre__bootstrap_finalize();
