@@ -36,6 +36,7 @@
 struct fast_buf {
     _Atomic uint64_t seq; /* ctx << 32 | call number, once data is in place */
     uint64_t sig;
+    uint64_t prev_sig;    /* the call before, for calls that nobody read (a bcast's roots) */
     unsigned char data[FAST_BYTES];
 } __attribute__((aligned(64)));
 
@@ -52,6 +53,8 @@ struct coll_fast {
     int slot, n, me;
     uint64_t ctx;  /* context id, shifted into the high half */
     uint32_t seq;  /* calls made */
+    uint64_t last_sig; /* signature of the call before */
+    uint64_t cur_sig;  /* ... and of this one */
     struct fast_slot **peer; /* each member's slot, this rank's too */
     int *world;
     uint32_t *seen_done;
@@ -137,6 +140,9 @@ struct coll_fast *cadre__fast_get(struct cadre_comm *c)
 /* ---- waiting ------------------------------------------------------------------- */
 struct waiter {
     const char *fn;
+    struct cadre_comm *comm;
+    uint64_t sig;
+    int32_t tag;
     int spins;
     double nap, since;
 };
@@ -163,6 +169,17 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
     double now = cadre__now();
     if (!w->since)
         w->since = now;
+    /* Another rank found a mismatch; or a peer sent this call's tag a
+     * message: it runs a scheduled collective where this rank runs one
+     * from the slots, so the calls differ. */
+    if (cadre__coll_any_poisoned())
+        CADRE_CHECK(cadre__coll_poisoned(cadre__coll_ctx(w->comm), w->fn));
+    uint64_t theirs = 0;
+    int src = cadre__p2p_probe_coll(cadre__coll_ctx(w->comm), w->tag, &theirs);
+    if (src >= 0 && theirs != w->sig) {
+        cadre__coll_poison(w->comm, src, theirs, w->sig);
+        return cadre__sig_mismatch(w->fn, src, theirs, F->me, w->sig);
+    }
     eng_lock();
     cadre__p2p_check_peers();
     int dead = e->peers[F->world[q]].state == PEER_DEAD;
@@ -185,9 +202,11 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
 /* ---- one call --------------------------------------------------------------------- */
 /* Starts call number f on comm (also taking a collective sequence number, so
  * that the tags of later scheduled collectives stay aligned on all ranks). */
-static uint32_t begin(struct cadre_comm *c, struct coll_fast *F)
+static uint32_t begin(struct cadre_comm *c, struct coll_fast *F, struct waiter *w)
 {
-    cadre__coll_next_tag(c);
+    w->comm = c;
+    w->tag = cadre__coll_next_tag(c);
+    F->cur_sig = w->sig;
     return ++F->seq;
 }
 
@@ -215,6 +234,7 @@ static void publish(struct coll_fast *F, uint32_t f, uint64_t sig, const void *d
     if (len)
         memcpy(b->data, data, len);
     b->sig = sig;
+    b->prev_sig = F->last_sig;
     atomic_store_explicit(&b->seq, F->ctx | f, memory_order_release);
     for (int q = 0; q < F->n; q++)
         if (q != F->me)
@@ -228,19 +248,28 @@ static int fetch(struct coll_fast *F, uint32_t f, int q, uint64_t sig, struct wa
     struct fast_buf *b = &F->peer[q]->buf[f & 1];
     while (atomic_load_explicit(&b->seq, memory_order_acquire) != (F->ctx | f))
         CADRE_CHECK(idle(F, w, q, "joined it"));
-    if (b->sig != sig)
+    if (b->sig != sig) {
+        cadre__coll_poison(w->comm, q, b->sig, sig);
         return cadre__sig_mismatch(w->fn, q, b->sig, F->me, sig);
+    }
+    if (b->prev_sig != F->last_sig) {
+        /* The call before differed where nobody read the other's data
+         * (two ranks both the root of a bcast): it surfaces now. */
+        cadre__coll_poison(w->comm, q, b->prev_sig, F->last_sig);
+        return cadre__sig_mismatch(w->fn, q, b->prev_sig, F->me, F->last_sig);
+    }
     *data = b->data;
     return CADRE_SUCCESS;
 }
 
 static int end(struct coll_fast *F, uint32_t f, int rc)
 {
+    F->last_sig = F->cur_sig;
     atomic_store_explicit(&F->peer[F->me]->done, F->ctx | f, memory_order_release);
     return rc;
 }
 
-#define WAITER(fn_) {.fn = (fn_), .nap = 50e-6}
+#define WAITER(fn_) {.fn = (fn_), .nap = 50e-6, .sig = sig}
 
 /* ---- the collectives ------------------------------------------------------------------ */
 int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
@@ -248,7 +277,7 @@ int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, co
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
-    uint32_t f = begin(c, F);
+    uint32_t f = begin(c, F, &w);
     size_t es = cadre_datatype_size(dt), bytes = count * es;
     int rc = wait_free(F, f, &w);
     if (rc != CADRE_SUCCESS)
@@ -274,7 +303,7 @@ int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
-    uint32_t f = begin(c, F);
+    uint32_t f = begin(c, F, &w);
     size_t es = cadre_datatype_size(dt), bytes = count * es;
     int rc = wait_free(F, f, &w);
     if (rc != CADRE_SUCCESS)
@@ -301,7 +330,7 @@ int cadre__fast_bcast(struct cadre_comm *c, const char *fn, uint64_t sig, void *
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
-    uint32_t f = begin(c, F);
+    uint32_t f = begin(c, F, &w);
     int rc = CADRE_SUCCESS;
     if (F->me == root) {
         if ((rc = wait_free(F, f, &w)) == CADRE_SUCCESS)
@@ -318,7 +347,7 @@ int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig)
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
-    uint32_t f = begin(c, F);
+    uint32_t f = begin(c, F, &w);
     int rc = wait_free(F, f, &w);
     if (rc != CADRE_SUCCESS)
         return end(F, f, rc);
@@ -339,7 +368,7 @@ int cadre__fast_exchange(struct cadre_comm *c, const char *fn, uint64_t sig, con
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
-    uint32_t f = begin(c, F);
+    uint32_t f = begin(c, F, &w);
     int rc = CADRE_SUCCESS;
     if (only_from < 0 || only_from == F->me) {
         if ((rc = wait_free(F, f, &w)) != CADRE_SUCCESS)
