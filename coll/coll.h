@@ -107,6 +107,8 @@ static inline uint32_t cadre__coll_ctx(const struct cadre_comm *c)
 /* Mismatch (coll_poison.c). */
 void cadre__coll_poison_locked(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine);
 void cadre__coll_poison(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine);
+/* Rank `dead` of c failed: fail c's collectives here and at the live ranks. */
+void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead);
 /* CADRE_ERR_MISMATCH (recorded, naming fn) when ctx is poisoned. */
 int cadre__coll_poisoned(uint32_t ctx, const char *fn);
 int cadre__coll_any_poisoned(void);

@@ -77,9 +77,11 @@ static int cma(struct coll_sched *s, int rank, void *local, uint64_t remote, siz
                             : process_vm_readv(pid, &lv, 1, &rv, 1, 0);
         if (got < 0 && errno == EINTR)
             continue;
-        if (got < 0 && errno == ESRCH)
+        if (got < 0 && errno == ESRCH) {
+            cadre__coll_poison_peer_locked(s->comm, rank);
             return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d, pid %d) is gone",
                                 s->op_name, rank, w, (int)pid);
+        }
         if (got <= 0)
             return cadre__error(CADRE_ERR_INTERNAL, "%s: process_vm_%s of %zu bytes at rank %d: %s",
                                 s->op_name, write ? "writev" : "readv", n, rank,

@@ -184,9 +184,13 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
     cadre__p2p_check_peers();
     int dead = e->peers[F->world[q]].state == PEER_DEAD;
     eng_unlock();
-    if (dead)
+    if (dead) {
+        eng_lock();
+        cadre__coll_poison_peer_locked(w->comm, q);
+        eng_unlock();
         return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d) failed: %s", w->fn, q,
                             F->world[q], e->peers[F->world[q]].why);
+    }
     if (now - w->since > e->timeout)
         return cadre__error(CADRE_ERR_TIMEOUT,
                             "%s: call %u on this communicator made no progress for %g s "

@@ -6,6 +6,9 @@
  * poisoned on every rank: the call in progress and every later collective on
  * it fail with the same text, so that no rank hangs waiting for a partner
  * that went elsewhere (like an NCCL communicator after an asynchronous error).
+ * A rank that finds a member dead tells the others the same way, so that a
+ * rank waiting on a live partner that left the collective for that reason
+ * does not wait for it in vain: every survivor gets CADRE_ERR_PEER.
  */
 #include <stdio.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 
 static struct {
     uint32_t ctx;
+    int code; /* CADRE_ERR_MISMATCH or CADRE_ERR_PEER */
     char text[320];
 } poisoned[MAX_POISONED];
 static _Atomic int npoisoned;
@@ -27,7 +31,7 @@ static int world_of(const struct cadre_comm *c, int rank)
 }
 
 /* Lock held. */
-static void record(uint32_t ctx, const char *text)
+static void record(uint32_t ctx, int code, const char *text)
 {
     int n = atomic_load(&npoisoned);
     for (int i = 0; i < n; i++)
@@ -36,6 +40,7 @@ static void record(uint32_t ctx, const char *text)
     if (n == MAX_POISONED)
         return;
     poisoned[n].ctx = ctx;
+    poisoned[n].code = code;
     snprintf(poisoned[n].text, sizeof poisoned[n].text, "%s", text);
     atomic_store(&npoisoned, n + 1);
     cadre__p2p_kick();
@@ -53,26 +58,53 @@ void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
 {
     (void)peer;
     char text[300];
+    if (!h->sreq && !h->rreq) { /* a rank failed */
+        snprintf(text, sizeof text, "rank %d failed (rank %d found out)", (int)h->off,
+                 (int)h->src);
+        record(h->ctx, CADRE_ERR_PEER, text);
+        return;
+    }
     describe(text, sizeof text, (int)h->off, h->sreq, (int)h->src, h->rreq);
-    record(h->ctx, text);
+    record(h->ctx, CADRE_ERR_MISMATCH, text);
+}
+
+/* Tells the live ranks of c; sreq = a, rreq = b, off = other. */
+static void tell(struct cadre_comm *c, int other, uint64_t a, uint64_t b)
+{
+    struct cadre_engine *e = &cadre__eng;
+    uint32_t ctx = cadre__coll_ctx(c);
+    for (int q = 0; q < c->size; q++) {
+        int w = world_of(c, q);
+        if (q == c->rank || q == other || e->peers[w].state != PEER_OK)
+            continue;
+        struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .ctx = ctx, .src = c->rank,
+                                  .tag = CADRE_P2P_POISON_TAG, .sreq = a, .rreq = b,
+                                  .off = (uint64_t)other};
+        (void)cadre__p2p_post(w, &h, NULL, NULL);
+    }
+}
+
+void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead)
+{
+    char text[300];
+    snprintf(text, sizeof text, "rank %d failed (this rank, %d, found out)", dead, c->rank);
+    uint32_t ctx = cadre__coll_ctx(c);
+    int n = atomic_load(&npoisoned);
+    for (int i = 0; i < n; i++)
+        if (poisoned[i].ctx == ctx)
+            return; /* told already */
+    record(ctx, CADRE_ERR_PEER, text);
+    tell(c, dead, 0, 0);
 }
 
 /* Lock held: poisons comm here and at every other rank, after this rank
  * (`me`, whose call is `mine`) found that rank `other` called `theirs`. */
 void cadre__coll_poison_locked(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine)
 {
-    uint32_t ctx = cadre__coll_ctx(c);
     char text[300];
     describe(text, sizeof text, other, theirs, c->rank, mine);
-    record(ctx, text);
-    for (int q = 0; q < c->size; q++) {
-        if (q == c->rank)
-            continue;
-        struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .ctx = ctx, .src = c->rank,
-                                  .tag = CADRE_P2P_POISON_TAG, .sreq = theirs, .rreq = mine,
-                                  .off = (uint64_t)other};
-        (void)cadre__p2p_post(world_of(c, q), &h, NULL, NULL);
-    }
+    record(cadre__coll_ctx(c), CADRE_ERR_MISMATCH, text);
+    tell(c, -1, theirs, mine);
 }
 
 void cadre__coll_poison(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine)
@@ -87,9 +119,12 @@ int cadre__coll_poisoned(uint32_t ctx, const char *fn)
     int n = atomic_load_explicit(&npoisoned, memory_order_acquire);
     for (int i = 0; i < n; i++)
         if (poisoned[i].ctx == ctx)
-            return cadre__error(CADRE_ERR_MISMATCH,
-                                "%s: the ranks of this communicator disagreed on a collective: %s",
-                                fn, poisoned[i].text);
+            return poisoned[i].code == CADRE_ERR_PEER
+                       ? cadre__error(CADRE_ERR_PEER, "%s: %s", fn, poisoned[i].text)
+                       : cadre__error(CADRE_ERR_MISMATCH,
+                                      "%s: the ranks of this communicator disagreed on a "
+                                      "collective: %s",
+                                      fn, poisoned[i].text);
     return CADRE_SUCCESS;
 }
 

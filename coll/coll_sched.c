@@ -198,8 +198,10 @@ static int advance(struct coll_sched *s, int *finished)
 {
     int events = 0;
     *finished = 0;
-    if (cadre__coll_any_poisoned() && cadre__coll_poisoned(s->ctx, s->op_name) != CADRE_SUCCESS) {
-        s->error = CADRE_ERR_MISMATCH;
+    int prc;
+    if (cadre__coll_any_poisoned() &&
+        (prc = cadre__coll_poisoned(s->ctx, s->op_name)) != CADRE_SUCCESS) {
+        s->error = prc;
         snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
         drop_reqs(s);
         *finished = 1;
@@ -239,6 +241,9 @@ static int advance(struct coll_sched *s, int *finished)
                                         s->comm->rank, s->sig);
                     snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
                     cadre__coll_poison_locked(s->comm, r->status.source, r->peer_sig, s->sig);
+                } else if (r->error == CADRE_ERR_PEER && r->peer >= 0) {
+                    snprintf(s->errmsg, sizeof s->errmsg, "%s", r->errmsg);
+                    cadre__coll_poison_peer_locked(s->comm, r->peer);
                 } else if (r->error == CADRE_ERR_TRUNCATE)
                     snprintf(s->errmsg, sizeof s->errmsg,
                              "%s: rank %d sent more data than this rank expects (do the ranks "

@@ -92,10 +92,37 @@ static void test_senders_lose_receiver(void)
     }
 }
 
+/* A rank SIGKILLed in a loop of allreduces: every survivor gets
+ * CADRE_ERR_PEER within 5 s and finalizes (16 MiB through the direct
+ * algorithm, 8 bytes through the shared-memory slots, 16 MiB over TCP). */
+static void test_coll_peer_killed(void)
+{
+    const char *envs[] = {"", "COLL_PEERFAIL_COUNT=2", "CADRE_TRANSPORT=tcp"};
+    for (int i = 0; i < 3; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "env %s %s --keep-going -n 4 %s", envs[i], CADRERUN,
+                 build_path("tests/ranks/coll_peerfail"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+        int oks = 0;
+        for (int k = 0; k < 4; k++) {
+            char line[64];
+            snprintf(line, sizeof line, "coll_peerfail: rank %d ok", k);
+            oks += count_lines(r.out, line);
+        }
+        CHECK_MSG(r.exit_code == 137 && oks == 3 && !r.timed_out,
+                  "%s: exit %d, %d ok lines\n--- stdout\n%s--- stderr\n%s", envs[i],
+                  r.exit_code, oks, r.out, r.err);
+        CU_ASSERT(count_shm_leftovers() == 0);
+        run_free(&r);
+    }
+}
+
 void suite_ranks(void)
 {
     CU_pSuite s = CU_add_suite("ranks", NULL, NULL);
     CU_add_test(s, "programs of ranks.list under cadrerun", test_ranks_list);
     CU_add_test(s, "a peer killed mid-transfer gives CADRE_ERR_PEER", test_peer_killed);
     CU_add_test(s, "senders that lose their receiver mid-stream", test_senders_lose_receiver);
+    CU_add_test(s, "a rank killed in a loop of allreduces", test_coll_peer_killed);
 }
