@@ -313,8 +313,10 @@ static int slot_ok(const struct slot *s, int bulk)
     const struct cadre_p2p_hdr *h = &s->hdr;
     if (h->type < 1 || h->type > CADRE_P2P_TYPE_MAX)
         return 0;
+    /* drain_lane reads an INLINE payload from the header: a DATA fragment
+     * so marked would be read far past it. */
     if (bulk)
-        return h->type == CADRE_P2P_DATA && h->len <= S.frag;
+        return h->type == CADRE_P2P_DATA && h->len <= S.frag && !(h->flags & CADRE_P2P_INLINE);
     if (h->type == CADRE_P2P_DATA)
         return 0;
     if (h->flags & CADRE_P2P_INLINE)
