@@ -162,6 +162,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     close(fd);
+    free(buf);
     int st;
     if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         fprintf(stderr, "tcp_pingpong: the echo process failed\n");

@@ -52,6 +52,38 @@ struct cadre_p2p_hdr {
     uint64_t seq;  /* per (sender, receiver) sequence number, checked by receivers */
 };
 
+/* ---- checking what a peer sent (p2p_wire.c) -------------------------------- */
+/* Every type from 1 to CADRE_P2P_TYPE_MAX, as a mask of (1u << type). */
+#define CADRE_P2P_TYPES_ALL ((2u << CADRE_P2P_TYPE_MAX) - 2u)
+#define CADRE_P2P_TYPE_BIT(t) (1u << (t))
+
+/* What one receiving path accepts: a transport's lane, or the engine. */
+struct cadre_p2p_wire {
+    uint32_t types;       /* mask of the types this path carries */
+    uint64_t max_payload; /* EAGER and DATA payload bytes */
+    uint64_t max_inline;  /* INLINE-flagged EAGER payload; 0 = the flag means nothing here */
+    int nranks;           /* EAGER/RTS sources are < nranks; 0 = not checked here */
+    uint64_t seq;         /* the sequence number expected next (not DATA); 0 = not checked */
+};
+
+/* Results of cadre__p2p_hdr_check. */
+#define CADRE_P2P_HDR_OK 0
+#define CADRE_P2P_HDR_CORRUPT 1 /* the stream from this peer cannot be trusted: fail the peer */
+#define CADRE_P2P_HDR_IGNORE 2  /* sound framing, unusable fields: drop this message, warn */
+
+/* Checks a header a peer sent before anything acts on it. On a bad header
+ * returns CORRUPT or IGNORE and writes why: what the peer did, a phrase to
+ * follow "rank N" ("sent a message of unknown type 9 (corrupt stream)").
+ * Needs nothing else: the fuzz target calls it alone. */
+int cadre__p2p_hdr_check(const struct cadre_p2p_hdr *h, const struct cadre_p2p_wire *w, char *why,
+                         size_t whylen);
+
+/* Whether messages of this type carry h->len payload bytes after the header. */
+static inline int cadre__p2p_has_payload(unsigned type)
+{
+    return type == CADRE_P2P_EAGER || type == CADRE_P2P_DATA;
+}
+
 /* ---- transports ---------------------------------------------------------- */
 /* Return values of send(). */
 #define CADRE_P2P_SENT 0   /* taken whole: the payload may be reused now */

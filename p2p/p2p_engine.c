@@ -269,6 +269,7 @@ static void *progress_thread(void *arg)
         cadre__p2p_sleep(0.01);
         idle = 0;
     }
+    cadre__req_drop_spare();
     return NULL;
 }
 

@@ -72,6 +72,9 @@ struct cadre_request {
 /* Creates a request (zeroed, magic set). NULL on ENOMEM. */
 struct cadre_request *cadre__req_new(int kind, const char *op);
 void cadre__req_free(struct cadre_request *req);
+/* Frees the calling thread's cached request: a thread that frees requests
+ * calls it before it ends (its thread-local cache would be lost). */
+void cadre__req_drop_spare(void);
 /* Gives the request a wire id so RTS/CTS/DATA can name it. */
 int cadre__req_register(struct cadre_request *req);
 /* Looks up a request by wire id; NULL when unknown (stale or forged). */

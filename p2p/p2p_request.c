@@ -34,6 +34,12 @@ struct cadre_request *cadre__req_new(int kind, const char *op)
     return r;
 }
 
+void cadre__req_drop_spare(void)
+{
+    free(spare);
+    spare = NULL;
+}
+
 static void req_unregister(struct cadre_request *r)
 {
     if (!r->id)

@@ -329,20 +329,18 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
     return CADRE_P2P_SENT;
 }
 
-/* Validates what a peer wrote before acting on it: a corrupt slot fails that
- * peer, it never makes us read out of bounds. */
-static int slot_ok(const struct slot *s, int bulk)
+/* What the two lanes of a ring may hold. A corrupt slot fails that peer, it
+ * never makes us read out of bounds (an inline payload is read from the
+ * header, any other from the slot's data). */
+static int slot_check(const struct slot *s, int bulk, char *why, size_t whylen)
 {
-    const struct cadre_p2p_hdr *h = &s->hdr;
-    if (h->type < 1 || h->type > CADRE_P2P_TYPE_MAX)
-        return 0;
-    if (bulk)
-        return h->type == CADRE_P2P_DATA && h->len <= S.frag;
-    if (h->type == CADRE_P2P_DATA)
-        return 0;
-    if (h->flags & CADRE_P2P_INLINE)
-        return h->type == CADRE_P2P_EAGER && h->len <= CADRE_P2P_INLINE_MAX;
-    return h->type != CADRE_P2P_EAGER || h->len <= SLOT_DATA;
+    struct cadre_p2p_wire w = {
+        .types = bulk ? CADRE_P2P_TYPE_BIT(CADRE_P2P_DATA)
+                      : CADRE_P2P_TYPES_ALL & ~CADRE_P2P_TYPE_BIT(CADRE_P2P_DATA),
+        .max_payload = bulk ? S.frag : SLOT_DATA,
+        .max_inline = CADRE_P2P_INLINE_MAX,
+    };
+    return cadre__p2p_hdr_check(&s->hdr, &w, why, whylen);
 }
 
 static int drain_lane(int w, struct shm_peer *p, struct lane *l, int bulk, int max)
@@ -352,8 +350,11 @@ static int drain_lane(int w, struct shm_peer *p, struct lane *l, int bulk, int m
         struct slot *s = lane_slot(l, l->pos);
         if (atomic_load_explicit(&s->seq, memory_order_acquire) != l->pos + 1)
             break;
-        if (!slot_ok(s, bulk)) {
-            cadre__p2p_peer_failed(w, "wrote a corrupt message into shared memory");
+        char why[160];
+        if (slot_check(s, bulk, why, sizeof why) != CADRE_P2P_HDR_OK) {
+            char what[256];
+            snprintf(what, sizeof what, "wrote a corrupt message into shared memory: %s", why);
+            cadre__p2p_peer_failed(w, what);
             return n;
         }
         struct cadre_p2p_hdr h = s->hdr;

@@ -99,7 +99,7 @@ static inline double tcp_now(void)
 
 static inline int tcp_has_payload(uint8_t type)
 {
-    return type == CADRE_P2P_EAGER || type == CADRE_P2P_DATA;
+    return cadre__p2p_has_payload(type);
 }
 
 /* No Nagle delay; keepalive probes so that a peer whose node died without a

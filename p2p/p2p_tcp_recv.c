@@ -16,6 +16,10 @@
 
 static struct tcp_state *const tcp = &cadre__p2p_tcp_state;
 
+/* The framing a socket carries; the engine checks the rest. */
+static const struct cadre_p2p_wire tcp_wire = {.types = CADRE_P2P_TYPES_ALL,
+                                               .max_payload = TCP_MAX_PAYLOAD};
+
 void cadre__p2p_tcp_in_close(struct tcp_in *c)
 {
     if (c->fd < 0)
@@ -95,11 +99,10 @@ static int in_parse(struct tcp_in *c, int budget)
             break;
         struct cadre_p2p_hdr h;
         memcpy(&h, c->rbuf + c->rpos, TCP_HDR);
-        if (h.type < 1 || h.type > CADRE_P2P_TYPE_MAX ||
-            (tcp_has_payload(h.type) && h.len > TCP_MAX_PAYLOAD)) {
-            cadre__p2p_tcp_peer_fail(c->peer,
-                                     "corrupt message header from rank %d (type %u, len %llu)",
-                                     c->peer, h.type, (unsigned long long)h.len);
+        char why[160];
+        if (cadre__p2p_hdr_check(&h, &tcp_wire, why, sizeof why) != CADRE_P2P_HDR_OK) {
+            cadre__p2p_tcp_peer_fail(c->peer, "corrupt message header from rank %d: %s", c->peer,
+                                     why);
             return -1;
         }
         size_t plen = tcp_has_payload(h.type) ? (size_t)h.len : 0;

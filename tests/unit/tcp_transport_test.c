@@ -861,6 +861,7 @@ static int s_kill_send(void)
     int st;
     CHECK(waitpid(me.child[1], &st, 0) == me.child[1] && WIFSIGNALED(st));
     T->finalize();
+    free(buf);
     return 0;
 }
 

@@ -1,9 +1,11 @@
 /* Runs every multi-rank program of tests/ranks/ranks.list through cadrerun.
  * A line is: name nranks [VAR=VALUE ...]; each program checks its own results
  * and exits non-zero (saying why) on any mismatch. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -118,6 +120,74 @@ static void test_coll_peer_killed(void)
     }
 }
 
+/* Entries of directory `dir` whose names start with `prefix`, listed in
+ * `left` (removed, so that later tests start clean); returns how many. */
+static int leftovers(const char *dir, const char *prefix, char *left, size_t len)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            strncmp(e->d_name, prefix, strlen(prefix)))
+            continue;
+        n++;
+        size_t l = strlen(left);
+        snprintf(left + l, len - l, "%s/%s ", dir, e->d_name);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s/%s'", dir, e->d_name);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cannot remove %s/%s\n", dir, e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Nothing is left behind by jobs that move data over shared memory and
+ * TCP, nor by one whose rank is SIGKILLed mid-transfer: no entry of the job
+ * in /dev/shm (segments are memfds; PMIx keeps its files in the job's temp
+ * dir), none in /tmp, and the TMPDIR given to cadrerun, where the job's temp
+ * dir goes, is empty again. The job's names start with "cadre-<cadrerun's
+ * pid>-", which keeps other jobs on the machine out of the count. */
+static void test_nothing_left(void)
+{
+    static const struct {
+        const char *env, *args, *prog;
+        int code;
+    } jobs[] = {
+        {"P2P_TESTS=pingpong,fanin,background", "-n 3", "tests/ranks/p2p_test", 0},
+        {"P2P_TESTS=pingpong,fanin CADRE_TRANSPORT=tcp", "-n 3", "tests/ranks/p2p_test", 0},
+        {"", "--keep-going -n 3", "tests/ranks/p2p_peerfail", 137},
+        {"CADRE_TRANSPORT=tcp", "--keep-going -n 3", "tests/ranks/p2p_peerfail", 137},
+    };
+    char tmpdir[] = "/tmp/cadre-nl.XXXXXX";
+    CU_ASSERT_FATAL(mkdtemp(tmpdir) != NULL);
+    for (size_t k = 0; k < sizeof jobs / sizeof jobs[0]; k++) {
+        char cmd[4096];
+        /* exec: the pid run_start reports is cadrerun's */
+        snprintf(cmd, sizeof cmd, "exec env TMPDIR=%s %s %s %s %s", tmpdir, jobs[k].env, CADRERUN,
+                 jobs[k].args, build_path(jobs[k].prog));
+        struct run_job j;
+        struct run_result r;
+        CU_ASSERT_FATAL(run_start(cmd, NULL, 90, &j) == 0);
+        pid_t pid = j.pid;
+        CU_ASSERT_FATAL(run_finish(&j, &r) == 0);
+        CHECK_MSG(r.exit_code == jobs[k].code && !r.timed_out,
+                  "%s %s: exit %d, expected %d\n--- stdout\n%s--- stderr\n%s", jobs[k].env,
+                  jobs[k].prog, r.exit_code, jobs[k].code, r.out, r.err);
+        char prefix[64], left[2048] = "";
+        snprintf(prefix, sizeof prefix, "cadre-%d-", (int)pid);
+        int n = leftovers("/dev/shm", prefix, left, sizeof left) +
+                leftovers("/tmp", prefix, left, sizeof left) +
+                leftovers(tmpdir, "", left, sizeof left);
+        CHECK_MSG(n == 0, "%s %s left: %s", jobs[k].env, jobs[k].prog, left);
+        run_free(&r);
+    }
+    CU_ASSERT(rmdir(tmpdir) == 0);
+}
+
 void suite_ranks(void)
 {
     CU_pSuite s = CU_add_suite("ranks", NULL, NULL);
@@ -125,4 +195,6 @@ void suite_ranks(void)
     CU_add_test(s, "a peer killed mid-transfer gives CADRE_ERR_PEER", test_peer_killed);
     CU_add_test(s, "senders that lose their receiver mid-stream", test_senders_lose_receiver);
     CU_add_test(s, "a rank killed in a loop of allreduces", test_coll_peer_killed);
+    CU_add_test(s, "nothing left in /dev/shm or the temp dir, a rank killed or not",
+                test_nothing_left);
 }
