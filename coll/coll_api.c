@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "coll_algos.h"
+#include "gpu/gpu.h"
 
 /* ---- CADRE_ALGO ------------------------------------------------------------------ */
 enum coll_kind {
@@ -174,6 +175,7 @@ static int finish(struct coll_sched *s, int build_rc, cadre_request_t *req)
         cadre__sched_free(s);
         return build_rc;
     }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_sched(s, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     return req ? cadre__sched_start(s, req) : cadre__sched_run(s);
 }
 
@@ -627,8 +629,11 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
             cadre__sched_free(&s);
             return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for the in-place copy", fn);
         }
-        if (sspan)
-            memcpy(copy, rbuf, sspan * c.es);
+        /* A first round of its own, so that the device path can stage it. */
+        if (cadre__sched_copy(&s, copy, rbuf, sspan * c.es) || cadre__sched_barrier(&s)) {
+            cadre__sched_free(&s);
+            return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+        }
         sbuf = copy;
     } else {
         CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sspan * c.es));

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
 #include "coll.h"
 
 static uint32_t next_ctx = 2;
@@ -238,6 +239,7 @@ int cadre_comm_free(cadre_comm_t *comm)
     struct cadre_comm *c = cadre__comm_get(*comm, fn, &rc);
     if (!c)
         return rc;
+    cadre__gpu_comm_free(c);
     c->magic = 0;
     free(c->world_ranks);
     free(c);
