@@ -8,6 +8,7 @@
 
 #include "coll_fast.h"
 #include "coll_sig.h"
+#include "gpu/gpu.h"
 
 /* ---- CADRE_ALGO ------------------------------------------------------------------ */
 enum coll_kind {
@@ -66,6 +67,15 @@ static int algo_forced(int kind)
 {
     pthread_once(&algo_once, parse_algo);
     return forced[kind];
+}
+
+/* The shared-memory slots serve this call. Not in a process with a GPU
+ * bound: its buffers may be device memory, which the device path (gpu/)
+ * stages from the schedules; the slots and the direct algorithms copy with
+ * the CPU. */
+static int shm_ok(struct cadre_comm *c)
+{
+    return !cadre__gpu_enabled() && cadre__fast_get(c);
 }
 
 /* ---- argument checks ------------------------------------------------------------------- */
@@ -177,6 +187,7 @@ static int finish(struct coll_sched *s, int build_rc, cadre_request_t *req)
         cadre__sched_free(s);
         return build_rc;
     }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_sched(s, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     return req ? cadre__sched_start(s, req) : cadre__sched_run(s);
 }
 
@@ -201,7 +212,7 @@ static int barrier_impl(const char *fn, cadre_comm_t comm, cadre_request_t *req,
     REQ_CHECK(fn, req);
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, CADRE_UINT8));
-    if (!nb && cadre__fast_get(c.comm))
+    if (!nb && shm_ok(c.comm))
         return cadre__fast_barrier(c.comm, fn, cadre__sig(SIG_BARRIER, SIG_NO_DT, SIG_NO_OP, 7,
                                                          SIG_NO_ROOT, 0));
     struct coll_sched s;
@@ -229,13 +240,13 @@ static int bcast_impl(const char *fn, void *buf, size_t count, cadre_datatype_t 
     CADRE_CHECK(check_count(&c, count, 1));
     CADRE_CHECK(check_buf(&c, "buf", buf, count * c.es));
     int a = algo_forced(K_BCAST);
-    if (!nb && !a && count * c.es <= FAST_BYTES && cadre__fast_get(c.comm))
+    if (!nb && !a && count * c.es <= FAST_BYTES && shm_ok(c.comm))
         return cadre__fast_bcast(c.comm, fn, cadre__sig(SIG_BCAST, dt, SIG_NO_OP, 7, root, count),
                                  buf, count * c.es, root);
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     size_t bytes = count * c.es;
-    int direct = cadre__direct_usable(c.comm);
+    int direct = !cadre__gpu_enabled() && cadre__direct_usable(c.comm);
     if (a == 3 && !direct)
         a = 0;
     if (!a)
@@ -275,7 +286,7 @@ static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
             sbuf = rbuf;
     }
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
-    if (!nb && !algo_forced(K_REDUCE) && bytes <= FAST_BYTES && cadre__fast_get(c.comm))
+    if (!nb && !algo_forced(K_REDUCE) && bytes <= FAST_BYTES && shm_ok(c.comm))
         return cadre__fast_reduce(c.comm, fn, cadre__sig(SIG_REDUCE, dt, op, 7, root, count), sbuf,
                                   rbuf, count, dt, op, root);
     struct coll_sched s;
@@ -313,13 +324,13 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
         sbuf = rbuf;
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
     int a = algo_forced(K_ALLREDUCE);
-    if (!nb && !a && bytes <= FAST_BYTES && cadre__fast_get(c.comm))
+    if (!nb && !a && bytes <= FAST_BYTES && shm_ok(c.comm))
         return cadre__fast_allreduce(c.comm, fn, cadre__sig(SIG_ALLREDUCE, dt, op, 7, SIG_NO_ROOT,
                                                             count),
                                      sbuf, rbuf, count, dt, op);
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int direct = cadre__direct_usable(c.comm);
+    int direct = !cadre__gpu_enabled() && cadre__direct_usable(c.comm);
     if (a == 3 && !direct)
         a = 0;
     if (!a)
@@ -398,7 +409,7 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes * (size_t)c.n));
     int a = algo_forced(K_REDUCE_SCATTER);
-    if (!nb && !a && bytes * (size_t)c.n <= FAST_BYTES && cadre__fast_get(c.comm)) {
+    if (!nb && !a && bytes * (size_t)c.n <= FAST_BYTES && shm_ok(c.comm)) {
         struct rs_take t = {rbuf, bytes * (size_t)c.me, recvcount, dt, op == CADRE_AVG ? CADRE_SUM : op};
         int rc = cadre__fast_exchange(c.comm, fn, cadre__sig(SIG_REDUCE_SCATTER, dt, op, 7,
                                                              SIG_NO_ROOT, recvcount),
@@ -409,7 +420,7 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     }
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int direct = cadre__direct_usable(c.comm);
+    int direct = !cadre__gpu_enabled() && cadre__direct_usable(c.comm);
     if (a == 2 && !direct)
         a = 0;
     if (!a)
@@ -623,7 +634,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     size_t most = 0;
     for (int i = 0; i < c.n; i++)
         most = counts[i] > most ? counts[i] : most;
-    if (!nb && !a && most * c.es <= FAST_BYTES && cadre__fast_get(c.comm)) {
+    if (!nb && !a && most * c.es <= FAST_BYTES && shm_ok(c.comm)) {
         struct block_take t = {.rbuf = rbuf, .counts = counts, .displs = displs, .es = c.es};
         return cadre__fast_exchange(c.comm, fn,
                                     cadre__sig(equal ? SIG_ALLGATHER : SIG_ALLGATHERV, dt, SIG_NO_OP,
@@ -633,7 +644,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int pow2 = (c.n & (c.n - 1)) == 0;
-    int direct = cadre__direct_usable(c.comm);
+    int direct = !cadre__gpu_enabled() && cadre__direct_usable(c.comm);
     size_t total = 0;
     for (int i = 0; i < c.n; i++)
         total += counts[i] * c.es;
@@ -735,8 +746,11 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
             cadre__sched_free(&s);
             return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for the in-place copy", fn);
         }
-        if (sspan)
-            memcpy(copy, rbuf, sspan * c.es);
+        /* A first round of its own, so that the device path can stage it. */
+        if (cadre__sched_copy(&s, copy, rbuf, sspan * c.es) || cadre__sched_barrier(&s)) {
+            cadre__sched_free(&s);
+            return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+        }
         sbuf = copy;
     } else {
         CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sspan * c.es));
@@ -770,7 +784,7 @@ static int alltoall_impl(const char *fn, const void *sbuf, void *rbuf, size_t co
     CADRE_CHECK(check_count(&c, count, (size_t)c.n));
     size_t bytes = count * c.es;
     if (!nb && !algo_forced(K_ALLTOALL) && bytes * (size_t)c.n <= FAST_BYTES &&
-        cadre__fast_get(c.comm)) {
+        shm_ok(c.comm)) {
         if (sbuf == CADRE_IN_PLACE)
             sbuf = rbuf;
         CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes * (size_t)c.n));

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "coll_fast.h"
+#include "gpu/gpu.h"
 
 static uint32_t next_ctx = 2;
 
@@ -38,6 +39,7 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, struct c
 
 static void free_comm(struct cadre_comm *c)
 {
+    cadre__gpu_comm_free(c);
     cadre__fast_release(c);
     c->magic = 0;
     free(c->world_ranks);

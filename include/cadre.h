@@ -130,6 +130,12 @@ int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm);
 int cadre_comm_free(cadre_comm_t *comm);
 /* World rank of `rank` of comm. */
 int cadre_comm_world_rank(cadre_comm_t comm, int rank, int *world_rank);
+/* The CUDA stream (a cudaStream_t; NULL = the legacy default stream) on which
+ * blocking calls with device buffers are enqueued, and after whose work the
+ * nonblocking ones start. Local; CADRE_ERR_UNSUPPORTED for a non-NULL stream
+ * without CUDA or without a bound device. */
+int cadre_comm_set_stream(cadre_comm_t comm, void *stream);
+int cadre_comm_get_stream(cadre_comm_t comm, void **stream);
 
 /* ---------------------------------------------------------------------------
  * Point-to-point. Messages between a pair of ranks on one communicator with

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
 #include "p2p_engine.h"
 
 struct p2p_args {
@@ -134,6 +135,7 @@ int cadre_send(const void *buf, size_t count, cadre_datatype_t dt, int dst, int 
 {
     struct p2p_args a;
     CADRE_CHECK(check_args("cadre_send", buf, count, dt, dst, tag, comm, 0, &a));
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_send(buf, count, dt, dst, tag, a.comm, NULL); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct cadre_engine *e = &cadre__eng;
     /* Fast path: a small message that the transport takes at once needs no
      * request at all. */
@@ -172,6 +174,7 @@ int cadre_recv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, c
 {
     struct p2p_args a;
     CADRE_CHECK(check_args("cadre_recv", buf, count, dt, src, tag, comm, 1, &a));
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_recv(buf, count, dt, src, tag, a.comm, NULL, status); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct cadre_request *r = make_req(REQ_RECV, "cadre_recv", buf, &a, src, tag);
     if (!r)
         return cadre__error(CADRE_ERR_NOMEM, "cadre_recv: no memory for a request");
@@ -186,6 +189,7 @@ static int post_nb(int kind, const char *fn, const void *buf, size_t count, cadr
         return cadre__error(CADRE_ERR_ARG, "%s: req is NULL", fn);
     struct p2p_args a;
     CADRE_CHECK(check_args(fn, buf, count, dt, peer, tag, comm, kind == REQ_RECV, &a));
+    if (cadre__gpu_enabled()) { int g = kind == REQ_SEND ? cadre__gpu_send(buf, count, dt, peer, tag, a.comm, req) : cadre__gpu_recv((void *)buf, count, dt, peer, tag, a.comm, req, NULL); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct cadre_request *r = make_req(kind, fn, buf, &a, peer, tag);
     if (!r)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", fn);
@@ -214,6 +218,7 @@ int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, 
     struct p2p_args sa, ra;
     CADRE_CHECK(check_args(fn, sendbuf, sendcount, dt, dst, sendtag, comm, 0, &sa));
     CADRE_CHECK(check_args(fn, recvbuf, recvcount, dt, src, recvtag, comm, 1, &ra));
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_sendrecv(sendbuf, sendcount, dst, sendtag, recvbuf, recvcount, src, recvtag, dt, sa.comm, status); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct cadre_request *rr = make_req(REQ_RECV, fn, recvbuf, &ra, src, recvtag);
     struct cadre_request *sr = make_req(REQ_SEND, fn, sendbuf, &sa, dst, sendtag);
     if (!rr || !sr) {
@@ -282,6 +287,7 @@ int cadre_wait(cadre_request_t *req, cadre_status_t *status)
         return CADRE_SUCCESS;
     }
     *req = CADRE_REQUEST_NULL;
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_wait(r, status); if (g != CADRE__GPU_NOT_MINE) return g; }
     return wait_and_finish(r, "cadre_wait", status);
 }
 

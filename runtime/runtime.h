@@ -109,6 +109,9 @@ extern struct cadre_proc_info cadre__proc;
  * begun; otherwise records "<fn>: called before cadre_init" (or after
  * finalize) and returns CADRE_ERR_STATE. */
 int cadre__check_initialized(const char *fn);
+/* Registers fn to run at the start of cadre_finalize, while the library is
+ * still usable (upper layers drain their work there); once per fn. */
+void cadre__at_finalize(void (*fn)(void));
 
 /* ---- communicators ------------------------------------------------------ */
 #define CADRE_COMM_MAGIC 0x636f6d6du
@@ -119,6 +122,7 @@ struct cadre_comm {
     int *world_ranks; /* world rank of each member; NULL for the world itself */
     uint32_t coll_seq; /* collectives started on this communicator */
     void *fast;        /* its shared-memory slot (coll/coll_fast.c), or NULL */
+    void *gpu;         /* device-path state (gpu/gpu_internal.h), made on first use */
 };
 extern struct cadre_comm cadre__comm_world;
 /* Releases what the collective layer keeps for the world (cadre_finalize). */

@@ -3,6 +3,9 @@
 
 #include "runtime.h"
 
+/* gpu/gpu.h: whether the device path looks at buffers at all. */
+int cadre__gpu_on;
+
 #if HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -31,6 +34,7 @@ int cadre__device_bind(void)
         return cadre__error(CADRE_ERR_DEVICE, "cadre_init: cudaSetDevice(%d) failed: %s", dev,
                             cudaGetErrorString(err));
     cadre__proc.device = dev;
+    cadre__gpu_on = cadre__config_bool(CADRE_CFG_GPU_BUFFERS);
     CADRE_INFO(DEVICE, "bound CUDA device %d of %d", dev, n);
     return CADRE_SUCCESS;
 }

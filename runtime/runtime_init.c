@@ -68,9 +68,24 @@ int cadre_init(int *argc, char ***argv)
     return CADRE_SUCCESS;
 }
 
+static void (*fini_hooks[8])(void);
+static int nfini_hooks;
+
+void cadre__at_finalize(void (*fn)(void))
+{
+    for (int i = 0; i < nfini_hooks; i++)
+        if (fini_hooks[i] == fn)
+            return;
+    if (nfini_hooks < 8)
+        fini_hooks[nfini_hooks++] = fn;
+}
+
 int cadre_finalize(void)
 {
     CADRE_CHECK(cadre__check_initialized("cadre_finalize"));
+    for (int i = nfini_hooks - 1; i >= 0; i--)
+        fini_hooks[i]();
+    nfini_hooks = 0;
     atomic_store(&state, ST_FINALIZED);
     cadre__coll_finalize();
     cadre__p2p_finalize();

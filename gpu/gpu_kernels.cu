@@ -1,0 +1,195 @@
+/*
+ * gpu_kernels.cu - reduction kernels for every datatype and op of cadre.h
+ * (half and bfloat16 computed in float32, rounded once per element), with
+ * 16-byte vector loads when both buffers are 16-byte aligned; the AVG
+ * division; the stream-wait spin kernel and the tests' busy kernel.
+ * The semantics match the host kernels of coll/coll_reduce.c bit for bit:
+ * integer SUM/PROD wrap, MAX/MIN of floats propagate NaN.
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "gpu/gpu.h"
+
+namespace {
+
+enum { SUM = CADRE_SUM, PROD = CADRE_PROD, MAX = CADRE_MAX, MIN = CADRE_MIN };
+
+/* The type arithmetic is done in: wrapping unsigned for integer SUM/PROD,
+ * float for the 16-bit floats. */
+template <typename T> struct Acc { typedef T type; };
+template <> struct Acc<__half> { typedef float type; };
+template <> struct Acc<__nv_bfloat16> { typedef float type; };
+
+__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T to_acc(T v) { return v; }
+template <typename T> __device__ __forceinline__ T from_acc(typename Acc<T>::type v) { return (T)v; }
+template <> __device__ __forceinline__ __half from_acc<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+template <typename T> struct Wrap { typedef T type; };
+template <> struct Wrap<int8_t> { typedef uint8_t type; };
+template <> struct Wrap<int32_t> { typedef uint32_t type; };
+template <> struct Wrap<int64_t> { typedef uint64_t type; };
+
+template <typename A> __device__ __forceinline__ bool is_nan(A v) { return v != v; }
+
+template <typename T, int OP> __device__ __forceinline__ T apply(T x, T y)
+{
+    typedef typename Acc<T>::type A;
+    A a = to_acc(x), b = to_acc(y);
+    if (OP == SUM || OP == PROD) {
+        typedef typename Wrap<A>::type W;
+        W r = OP == SUM ? (W)((W)a + (W)b) : (W)((W)a * (W)b);
+        return from_acc<T>((A)r);
+    }
+    if (is_nan(a))
+        return from_acc<T>(a);
+    if (is_nan(b))
+        return from_acc<T>(b);
+    return from_acc<T>(OP == MAX ? (a > b ? a : b) : (a < b ? a : b));
+}
+
+template <typename T, int OP>
+__global__ void __launch_bounds__(512) k_reduce(T *__restrict__ dst, const T *__restrict__ src,
+                                                size_t n, bool vec)
+{
+    constexpr int V = 16 / sizeof(T);
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t nv = vec ? n / V : 0;
+    uint4 *d4 = reinterpret_cast<uint4 *>(dst);
+    const uint4 *s4 = reinterpret_cast<const uint4 *>(src);
+    for (size_t i = tid; i < nv; i += stride) {
+        uint4 a = d4[i], b = s4[i];
+        T *pa = reinterpret_cast<T *>(&a);
+        const T *pb = reinterpret_cast<const T *>(&b);
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            pa[k] = apply<T, OP>(pa[k], pb[k]);
+        d4[i] = a;
+    }
+    for (size_t i = nv * V + tid; i < n; i += stride)
+        dst[i] = apply<T, OP>(dst[i], src[i]);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(512) k_scale(T *buf, size_t n, int divisor)
+{
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride) {
+        typedef typename Acc<T>::type A;
+        buf[i] = from_acc<T>(to_acc(buf[i]) / (A)divisor);
+    }
+}
+
+__global__ void k_spin_wait(volatile unsigned int *flag, unsigned int value)
+{
+    while (*flag < value)
+        __nanosleep(500);
+}
+
+__device__ __forceinline__ unsigned long long globaltimer()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ void k_busy(unsigned long long ns, volatile unsigned int *release)
+{
+    unsigned long long t0 = globaltimer();
+    for (;;) {
+        if (release ? *release != 0 : globaltimer() - t0 >= ns)
+            break;
+        __nanosleep(1000);
+    }
+}
+
+void grid_for(size_t work, unsigned *blocks)
+{
+    size_t b = (work + 511) / 512;
+    *blocks = b < 1 ? 1 : b > 2048 ? 2048 : (unsigned)b;
+}
+
+template <typename T, int OP>
+cudaError_t launch_reduce(void *dst, const void *src, size_t n, cudaStream_t st)
+{
+    bool vec = (((uintptr_t)dst | (uintptr_t)src) & 15) == 0;
+    unsigned blocks;
+    grid_for(vec ? n / (16 / sizeof(T)) + 1 : n, &blocks);
+    k_reduce<T, OP><<<blocks, 512, 0, st>>>((T *)dst, (const T *)src, n, vec);
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t reduce_t(void *dst, const void *src, size_t n, int op, cudaStream_t st)
+{
+    switch (op) {
+    case SUM: return launch_reduce<T, SUM>(dst, src, n, st);
+    case PROD: return launch_reduce<T, PROD>(dst, src, n, st);
+    case MAX: return launch_reduce<T, MAX>(dst, src, n, st);
+    case MIN: return launch_reduce<T, MIN>(dst, src, n, st);
+    }
+    return cudaErrorInvalidValue;
+}
+
+} // namespace
+
+extern "C" int cadre__gpu_reduce(void *dst, const void *src, size_t n, int dt, int op,
+                                 void *stream)
+{
+    if (!n)
+        return cudaSuccess;
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (dt) {
+    case CADRE_INT8: return reduce_t<int8_t>(dst, src, n, op, st);
+    case CADRE_UINT8: return reduce_t<uint8_t>(dst, src, n, op, st);
+    case CADRE_INT32: return reduce_t<int32_t>(dst, src, n, op, st);
+    case CADRE_UINT32: return reduce_t<uint32_t>(dst, src, n, op, st);
+    case CADRE_INT64: return reduce_t<int64_t>(dst, src, n, op, st);
+    case CADRE_UINT64: return reduce_t<uint64_t>(dst, src, n, op, st);
+    case CADRE_FLOAT16: return reduce_t<__half>(dst, src, n, op, st);
+    case CADRE_BFLOAT16: return reduce_t<__nv_bfloat16>(dst, src, n, op, st);
+    case CADRE_FLOAT32: return reduce_t<float>(dst, src, n, op, st);
+    case CADRE_FLOAT64: return reduce_t<double>(dst, src, n, op, st);
+    }
+    return cudaErrorInvalidValue;
+}
+
+extern "C" int cadre__gpu_scale(void *buf, size_t n, int dt, int divisor, void *stream)
+{
+    if (!n)
+        return cudaSuccess;
+    cudaStream_t st = (cudaStream_t)stream;
+    unsigned blocks;
+    grid_for(n, &blocks);
+    switch (dt) {
+    case CADRE_FLOAT16: k_scale<__half><<<blocks, 512, 0, st>>>((__half *)buf, n, divisor); break;
+    case CADRE_BFLOAT16:
+        k_scale<__nv_bfloat16><<<blocks, 512, 0, st>>>((__nv_bfloat16 *)buf, n, divisor);
+        break;
+    case CADRE_FLOAT32: k_scale<float><<<blocks, 512, 0, st>>>((float *)buf, n, divisor); break;
+    case CADRE_FLOAT64: k_scale<double><<<blocks, 512, 0, st>>>((double *)buf, n, divisor); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+extern "C" int cadre__gpu_spin_wait(volatile unsigned int *flag, unsigned int value, void *stream)
+{
+    k_spin_wait<<<1, 1, 0, (cudaStream_t)stream>>>(flag, value);
+    return cudaGetLastError();
+}
+
+extern "C" int cadre__gpu_busy_kernel(unsigned long long ns, volatile unsigned int *release,
+                                      void *stream)
+{
+    k_busy<<<1, 1, 0, (cudaStream_t)stream>>>(ns, release);
+    return cudaGetLastError();
+}

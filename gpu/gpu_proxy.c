@@ -1,0 +1,1061 @@
+/*
+ * gpu_proxy.c - collectives and point-to-point on CUDA device buffers, with
+ * the stream semantics of torch.distributed over NCCL (API.md, "Host and
+ * device buffers").
+ *
+ * Design (first version: correct everywhere, staged through host memory).
+ *
+ *   A device-buffer call never waits on the host for the device. It enqueues
+ *   on a stream X (the communicator's stream for a blocking call; for a
+ *   nonblocking call the communicator's internal stream, which first waits
+ *   for an event recorded on the communicator's stream):
+ *
+ *       D2H copies of the device data the operation reads -> pinned staging
+ *       event `ready`
+ *       wait until flag == 1   (cuStreamWaitValue32 on a host-mapped word;
+ *                               a one-thread spin kernel where stream memory
+ *                               operations are unavailable, CADRE_GPU_WAIT)
+ *       H2D copies of what the operation wrote <- pinned staging
+ *       event `done`
+ *
+ *   and hands an op to the proxy, one thread per process. The proxy sees
+ *   `ready` complete (cudaEventQuery, never a blocking CUDA call), runs the
+ *   host operation on the staging buffers with the host engine (the very
+ *   schedules and p2p protocols the host tests exercise), then stores 1 in
+ *   the flag, which releases X; it sees `done` complete and recycles the
+ *   staging memory, the flag and the events. Later work on X is ordered after
+ *   the H2D copies, so it sees the result; the host never waited.
+ *
+ *   Ordering between ranks: a collective's schedule is built, and its tag
+ *   (the communicator's collective sequence number) taken, in the calling
+ *   thread at call time, so collectives match across ranks in program order
+ *   however late the proxy starts them. A device receive is posted to the
+ *   host engine at call time too (into staging: the engine never touches the
+ *   user's buffer), so it matches in posting order. A device send can only be
+ *   posted once its data has reached staging; the proxy posts device sends in
+ *   call order (a send whose data is not ready holds back the later ones), so
+ *   device sends keep their order among themselves. Limitation: a host-buffer
+ *   send issued after a device-buffer send to the same rank with the same tag
+ *   and communicator may overtake it.
+ *
+ *   Nonblocking calls return a generic request (polled by the engine) that
+ *   completes when `done` has completed, so cadre_test reports completion on
+ *   the device and cadre_wait_timeout blocks the host until then. cadre_wait
+ *   only makes the communicator's stream wait for `done`
+ *   (cudaStreamWaitEvent).
+ *
+ *   Deadlock: the proxy only polls; it never blocks on the device or on the
+ *   calling threads, and the calling threads never block on the device
+ *   (staging memory, flags and events come from pools grown on demand; the
+ *   pools are freed at cadre_finalize only, since cudaFreeHost synchronizes
+ *   the device). A stream blocked on a flag occupies no SM with
+ *   cuStreamWaitValue32, so ranks sharing a GPU (cadrerun --ranks-per-gpu)
+ *   each progress: what releases one rank's stream is that rank's proxy and
+ *   the host engine, never another stream of the GPU. With the spin-kernel
+ *   fallback each blocked stream holds one thread block; time slicing
+ *   between the processes' contexts (or MPS) keeps the others running.
+ *   Internal streams are created non-blocking so that they never wait for
+ *   the legacy default stream. As with NCCL, operations must be issued in
+ *   the same order on every rank, and a receive enqueued before a send on
+ *   the same stream waits for it on both sides (use the nonblocking calls).
+ *
+ *   Errors: a failure of the host operation still stores the flag (the
+ *   stream must not hang; the receive buffers are then undefined), is logged
+ *   once, completes the request with its status, and becomes the
+ *   communicator's sticky error: the next device-buffer call on it returns
+ *   that status with the message.
+ */
+#include "config.h"
+
+#if HAVE_CUDA
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll/coll.h"
+#include "gpu/gpu_internal.h"
+#include "p2p/p2p_engine.h"
+
+/* ---- driver entry points (no link against libcuda: it is absent where no
+ *      driver is installed, and libcadre must load there) ------------------ */
+typedef CUresult (*pfn_ptr_attrs)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
+typedef CUresult (*pfn_wait32)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+static pfn_ptr_attrs p_ptr_attrs;
+static pfn_wait32 p_wait32;
+static int wait_mode; /* 1 = stream memory op, 0 = spin kernel */
+static pthread_once_t sym_once = PTHREAD_ONCE_INIT;
+
+static void load_syms(void)
+{
+    enum cudaDriverEntryPointQueryResult q;
+    void *f = NULL;
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &f, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        p_ptr_attrs = (pfn_ptr_attrs)f;
+    f = NULL;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &f, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        p_wait32 = (pfn_wait32)f;
+    cudaGetLastError();
+    const char *m = cadre__config_str(CADRE_CFG_GPU_WAIT);
+    wait_mode = p_wait32 && strcmp(m, "kernel") != 0;
+    CADRE_INFO(DEVICE, "device streams wait with %s", wait_mode ? "cuStreamWaitValue32" :
+                                                                  "a spin kernel");
+}
+
+/* ---- memory kinds ----------------------------------------------------------------- */
+/* 1 for device or managed memory, with the allocation's range; 0 for host
+ * memory (pageable or pinned). */
+static int classify(const void *p, char **base, size_t *size)
+{
+    pthread_once(&sym_once, load_syms);
+    if (p_ptr_attrs) {
+        CUpointer_attribute at[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                     CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                     CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                     CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+        unsigned int mtype = 0, managed = 0;
+        CUdeviceptr start = 0;
+        size_t sz = 0;
+        void *data[4] = {&mtype, &managed, &start, &sz};
+        if (p_ptr_attrs(4, at, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+            return 0;
+        if (mtype != CU_MEMORYTYPE_DEVICE && !managed)
+            return 0;
+        *base = (char *)(uintptr_t)start;
+        *size = sz ? sz : SIZE_MAX - (uintptr_t)p;
+        return 1;
+    }
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+        return 0;
+    *base = (char *)(uintptr_t)p;
+    *size = SIZE_MAX - (uintptr_t)p;
+    return 1;
+}
+
+static int cuda_fail(cudaError_t e, const char *fn, const char *what)
+{
+    cudaGetLastError();
+    return cadre__error(CADRE_ERR_DEVICE, "%s: %s failed: %s", fn, what, cudaGetErrorString(e));
+}
+
+/* ---- pools: pinned staging, flags, events ----------------------------------------------- */
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct stage {
+    char *p;
+    size_t cap;
+    struct stage *next;
+};
+static struct stage *stage_free;
+static struct stage *stage_all[4096];
+static int nstage_all;
+
+static struct stage *stage_get(size_t bytes, const char *fn, int *rc)
+{
+    size_t cap = 4096;
+    while (cap < bytes)
+        cap <<= 1;
+    pthread_mutex_lock(&pool_lock);
+    for (struct stage **pp = &stage_free; *pp; pp = &(*pp)->next) {
+        if ((*pp)->cap == cap) {
+            struct stage *s = *pp;
+            *pp = s->next;
+            pthread_mutex_unlock(&pool_lock);
+            return s;
+        }
+    }
+    struct stage *s = NULL;
+    if (nstage_all < (int)(sizeof stage_all / sizeof *stage_all))
+        s = calloc(1, sizeof *s);
+    if (!s) {
+        pthread_mutex_unlock(&pool_lock);
+        *rc = cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a staging buffer", fn);
+        return NULL;
+    }
+    cudaError_t e = cudaHostAlloc((void **)&s->p, cap, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        pthread_mutex_unlock(&pool_lock);
+        free(s);
+        *rc = cuda_fail(e, fn, "cudaHostAlloc of a staging buffer");
+        return NULL;
+    }
+    s->cap = cap;
+    stage_all[nstage_all++] = s;
+    pthread_mutex_unlock(&pool_lock);
+    return s;
+}
+
+static void stage_put(struct stage *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&pool_lock);
+    s->next = stage_free;
+    stage_free = s;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+#define FLAGS_PER_BLOCK 1024
+struct flag {
+    volatile unsigned int *host; /* host-mapped word; under UVA also its device address */
+    struct flag *next;
+};
+static struct flag *flag_free;
+static void *flag_blocks[64];
+static int nflag_blocks;
+
+static struct flag *flag_get(const char *fn, int *rc)
+{
+    pthread_mutex_lock(&pool_lock);
+    if (!flag_free) {
+        unsigned int *words = NULL;
+        struct flag *f = calloc(FLAGS_PER_BLOCK, sizeof *f);
+        cudaError_t e = cudaErrorMemoryAllocation;
+        if (f && nflag_blocks < 64)
+            e = cudaHostAlloc((void **)&words, FLAGS_PER_BLOCK * sizeof *words,
+                              cudaHostAllocMapped | cudaHostAllocPortable);
+        if (e != cudaSuccess) {
+            pthread_mutex_unlock(&pool_lock);
+            free(f);
+            *rc = cuda_fail(e, fn, "cudaHostAlloc of completion flags");
+            return NULL;
+        }
+        flag_blocks[nflag_blocks++] = words;
+        for (int i = 0; i < FLAGS_PER_BLOCK; i++) {
+            f[i].host = &words[i];
+            f[i].next = flag_free;
+            flag_free = &f[i];
+        }
+    }
+    struct flag *f = flag_free;
+    flag_free = f->next;
+    pthread_mutex_unlock(&pool_lock);
+    *f->host = 0;
+    return f;
+}
+
+static void flag_put(struct flag *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&pool_lock);
+    f->next = flag_free;
+    flag_free = f;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+static cudaEvent_t ev_free[256];
+static int nev_free;
+
+static int ev_get(cudaEvent_t *ev, const char *fn)
+{
+    pthread_mutex_lock(&pool_lock);
+    if (nev_free) {
+        *ev = ev_free[--nev_free];
+        pthread_mutex_unlock(&pool_lock);
+        return CADRE_SUCCESS;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    cudaError_t e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
+    return e == cudaSuccess ? CADRE_SUCCESS : cuda_fail(e, fn, "cudaEventCreate");
+}
+
+static void ev_put(cudaEvent_t ev)
+{
+    if (!ev)
+        return;
+    pthread_mutex_lock(&pool_lock);
+    if (nev_free < 256) {
+        ev_free[nev_free++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (ev)
+        cudaEventDestroy(ev);
+}
+
+/* ---- operations -------------------------------------------------------------------- */
+enum { OP_SCHED, OP_SEND, OP_RECV };
+enum { ST_WAIT_READY, ST_RUNNING, ST_WAIT_DEVICE };
+
+struct gpu_op {
+    int kind, state;
+    const char *fn;
+    struct cadre_comm *comm;
+    struct gpu_comm *gc;
+    cudaEvent_t ready, done;
+    struct flag *flag;
+    struct stage *stage;
+    struct coll_sched *s;   /* OP_SCHED: built on the staging buffers */
+    cadre_request_t hreq;   /* the host operation once started */
+    /* OP_SEND: what the proxy posts */
+    size_t count;
+    cadre_datatype_t dt;
+    int peer, tag;
+    /* outcome */
+    int error;
+    char errmsg[256];
+    cadre_status_t status;
+    _Atomic int dev_done; /* `done` completed: the user request may complete */
+    _Atomic int refs;     /* the proxy, and the user request if any */
+    struct gpu_op *next;
+};
+
+static void op_unref(struct gpu_op *op)
+{
+    if (atomic_fetch_sub(&op->refs, 1) != 1)
+        return;
+    ev_put(op->ready);
+    ev_put(op->done);
+    free(op);
+}
+
+static cadre_comm_t handle_of(struct cadre_comm *c)
+{
+    return c == &cadre__comm_world ? CADRE_COMM_WORLD : (cadre_comm_t)c;
+}
+
+/* ---- the proxy thread ------------------------------------------------------------- */
+static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t q_cond = PTHREAD_COND_INITIALIZER;
+static struct gpu_op *q_head, *q_tail; /* handed over, not yet seen by the proxy */
+static _Atomic int q_live;             /* ops not yet recycled */
+static int proxy_running, proxy_stop;
+static pthread_t proxy_tid;
+
+static void record_failure(struct gpu_op *op, int rc, const char *msg)
+{
+    op->error = rc;
+    snprintf(op->errmsg, sizeof op->errmsg, "%s", msg);
+    CADRE_WARN(DEVICE, "%s on device buffers failed: %s", op->fn, msg);
+    int zero = 0;
+    if (atomic_compare_exchange_strong(&op->gc->async_error, &zero, -1)) {
+        snprintf(op->gc->async_msg, sizeof op->gc->async_msg, "an earlier %s failed: %s", op->fn,
+                 msg);
+        atomic_store(&op->gc->async_error, rc);
+    }
+}
+
+static void release_stream(struct gpu_op *op)
+{
+    __atomic_store_n(op->flag->host, 1u, __ATOMIC_RELEASE);
+    op->state = ST_WAIT_DEVICE;
+}
+
+static int start_host_op(struct gpu_op *op)
+{
+    int rc;
+    if (op->kind == OP_SCHED) {
+        rc = cadre__sched_start(op->s, &op->hreq);
+        free(op->s);
+        op->s = NULL;
+    } else {
+        rc = cadre_isend(op->stage->p, op->count, op->dt, op->peer, op->tag, handle_of(op->comm),
+                         &op->hreq);
+    }
+    return rc;
+}
+
+/* One pass over the ops; returns whether anything moved. */
+static int proxy_pass(struct gpu_op **list)
+{
+    int moved = 0, send_blocked = 0;
+    for (struct gpu_op **pp = list; *pp;) {
+        struct gpu_op *op = *pp;
+        if (op->state == ST_WAIT_READY && !(op->kind == OP_SEND && send_blocked)) {
+            cudaError_t e = cudaEventQuery(op->ready);
+            if (e == cudaSuccess) {
+                moved = 1;
+                int rc = start_host_op(op);
+                if (rc != CADRE_SUCCESS) {
+                    record_failure(op, rc, cadre_last_error());
+                    release_stream(op);
+                } else {
+                    op->state = ST_RUNNING;
+                }
+            } else if (e != cudaErrorNotReady) {
+                cudaGetLastError();
+                char m[200];
+                snprintf(m, sizeof m, "the stream failed before the operation: %s",
+                         cudaGetErrorString(e));
+                record_failure(op, CADRE_ERR_DEVICE, m);
+                release_stream(op);
+            } else if (op->kind == OP_SEND) {
+                send_blocked = 1;
+            }
+        }
+        if (op->state == ST_RUNNING) {
+            int done = 0;
+            cadre_status_t st;
+            int rc = cadre_test(&op->hreq, &done, &st);
+            if (done || rc != CADRE_SUCCESS) {
+                moved = 1;
+                op->status = st;
+                if (rc != CADRE_SUCCESS)
+                    record_failure(op, rc, cadre_last_error());
+                release_stream(op);
+            }
+        }
+        if (op->state == ST_WAIT_DEVICE) {
+            cudaError_t e = cudaEventQuery(op->done);
+            if (e == cudaSuccess || e != cudaErrorNotReady) {
+                if (e != cudaSuccess) {
+                    cudaGetLastError();
+                    if (!op->error)
+                        record_failure(op, CADRE_ERR_DEVICE, cudaGetErrorString(e));
+                }
+                moved = 1;
+                *pp = op->next;
+                stage_put(op->stage);
+                flag_put(op->flag);
+                op->stage = NULL;
+                op->flag = NULL;
+                atomic_fetch_sub(&op->gc->pending, 1);
+                atomic_fetch_sub(&q_live, 1);
+                atomic_store_explicit(&op->dev_done, 1, memory_order_release);
+                op_unref(op);
+                continue;
+            }
+        }
+        pp = &op->next;
+    }
+    return moved;
+}
+
+static void *proxy_main(void *arg)
+{
+    (void)arg;
+    cudaSetDevice(cadre__proc.device);
+    struct gpu_op *list = NULL, **tail = &list;
+    unsigned idle = 0;
+    for (;;) {
+        pthread_mutex_lock(&q_lock);
+        while (!list && !q_head && !proxy_stop)
+            pthread_cond_wait(&q_cond, &q_lock);
+        if (q_head) {
+            *tail = q_head;
+            q_head = q_tail = NULL;
+        }
+        int stop = proxy_stop;
+        pthread_mutex_unlock(&q_lock);
+        if (!list && stop)
+            break;
+        if (proxy_pass(&list)) {
+            idle = 0;
+        } else if (++idle > 64) {
+            /* Nothing moved for a while (a long kernel ahead of the
+             * operation): back off to 50 us between looks. */
+            struct timespec ts = {0, idle > 1000 ? 50000 : 2000};
+            nanosleep(&ts, NULL);
+        } else {
+            sched_yield();
+        }
+        tail = &list;
+        while (*tail)
+            tail = &(*tail)->next;
+    }
+    return NULL;
+}
+
+static void drain(void)
+{
+    double t0 = cadre__now(), limit = cadre__config_dbl(CADRE_CFG_TIMEOUT);
+    while (atomic_load(&q_live) > 0) {
+        if (cadre__now() - t0 > limit) {
+            CADRE_WARN(DEVICE, "cadre_finalize: %d device operations still pending after %g s",
+                       atomic_load(&q_live), limit);
+            return;
+        }
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void gpu_finalize(void)
+{
+    drain();
+    pthread_mutex_lock(&q_lock);
+    int running = proxy_running;
+    proxy_stop = 1;
+    pthread_cond_signal(&q_cond);
+    pthread_mutex_unlock(&q_lock);
+    if (running && atomic_load(&q_live) == 0) {
+        pthread_join(proxy_tid, NULL);
+        proxy_running = 0;
+        for (int i = 0; i < nstage_all; i++) {
+            cudaFreeHost(stage_all[i]->p);
+            free(stage_all[i]);
+        }
+        nstage_all = 0;
+        stage_free = NULL;
+        while (nev_free)
+            cudaEventDestroy(ev_free[--nev_free]);
+    }
+}
+
+static int proxy_submit(struct gpu_op *op)
+{
+    pthread_mutex_lock(&q_lock);
+    if (!proxy_running) {
+        proxy_stop = 0;
+        if (pthread_create(&proxy_tid, NULL, proxy_main, NULL) != 0) {
+            pthread_mutex_unlock(&q_lock);
+            return cadre__error(CADRE_ERR_INTERNAL, "%s: cannot start the device proxy thread",
+                                op->fn);
+        }
+        proxy_running = 1;
+        cadre__at_finalize(gpu_finalize);
+    }
+    atomic_fetch_add(&q_live, 1);
+    atomic_fetch_add(&op->gc->pending, 1);
+    op->next = NULL;
+    if (q_tail)
+        q_tail->next = op;
+    else
+        q_head = op;
+    q_tail = op;
+    pthread_cond_signal(&q_cond);
+    pthread_mutex_unlock(&q_lock);
+    return CADRE_SUCCESS;
+}
+
+/* ---- the user request of a nonblocking device call ------------------------------- */
+static void unlink_generic(struct cadre_request *r)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (r->prev)
+        r->prev->next = r->next;
+    else if (e->generic == r)
+        e->generic = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->next = r->prev = NULL;
+}
+
+static int ureq_poll(struct cadre_request *r)
+{
+    struct gpu_op *op = r->priv;
+    if (!atomic_load_explicit(&op->dev_done, memory_order_acquire))
+        return 0;
+    unlink_generic(r);
+    op->status.error = op->error;
+    r->status = op->status;
+    if (op->error)
+        cadre__req_complete(r, op->error, "%s", op->errmsg);
+    else
+        cadre__req_complete(r, CADRE_SUCCESS, NULL);
+    return 1;
+}
+
+static void ureq_cancel(struct cadre_request *r)
+{
+    unlink_generic(r);
+}
+
+static void ureq_release(struct cadre_request *r)
+{
+    if (r->priv)
+        op_unref(r->priv);
+    r->priv = NULL;
+}
+
+static int attach_request(struct gpu_op *op, cadre_request_t *req)
+{
+    struct cadre_request *r = cadre__req_new(REQ_GENERIC, op->fn);
+    if (!r)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", op->fn);
+    r->comm = op->comm;
+    r->peer = op->peer;
+    r->tag = op->tag;
+    r->priv = op;
+    atomic_fetch_add(&op->refs, 1);
+    r->poll = ureq_poll;
+    r->cancel = ureq_cancel;
+    r->release = ureq_release;
+    r->last_activity = cadre__now();
+    eng_lock();
+    r->user = 1;
+    atomic_fetch_add(&cadre__eng.outstanding, 1);
+    r->next = cadre__eng.generic;
+    if (r->next)
+        r->next->prev = r;
+    cadre__eng.generic = r;
+    eng_unlock();
+    cadre__p2p_kick();
+    *req = r;
+    return CADRE_SUCCESS;
+}
+
+int cadre__gpu_wait(struct cadre_request *r, cadre_status_t *status)
+{
+    if (r->poll != ureq_poll)
+        return CADRE__GPU_NOT_MINE;
+    struct gpu_op *op = r->priv;
+    if (atomic_load(&r->done)) {
+        int rc = r->error;
+        if (status)
+            *status = r->status;
+        if (rc != CADRE_SUCCESS)
+            cadre__error(rc, "%s", r->errmsg);
+        cadre__req_free(r);
+        return rc;
+    }
+    struct gpu_comm *gc = op->gc;
+    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)gc->stream, op->done, 0);
+    if (status)
+        *status = (cadre_status_t){.source = op->kind == OP_SEND ? -1 : op->peer,
+                                   .tag = op->tag, .count = op->count};
+    /* The proxy finishes the operation; a failure from now on becomes the
+     * communicator's sticky error. */
+    eng_lock();
+    cadre__p2p_abandon(r);
+    eng_unlock();
+    if (e != cudaSuccess)
+        return cuda_fail(e, "cadre_wait", "cudaStreamWaitEvent on the communicator's stream");
+    return CADRE_SUCCESS;
+}
+
+void cadre__gpu_comm_free(struct cadre_comm *c)
+{
+    struct gpu_comm *g = c->gpu;
+    if (!g)
+        return;
+    /* The proxy's ops point at the communicator: let them finish. */
+    while (atomic_load(&g->pending) > 0) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    if (g->internal)
+        cudaStreamDestroy((cudaStream_t)g->internal);
+    free(g);
+    c->gpu = NULL;
+}
+
+/* ---- making an op -------------------------------------------------------------------- */
+/* The common part: comm state, sticky error, events, flag, the stream. */
+static int op_new(const char *fn, struct cadre_comm *comm, int nonblocking, struct gpu_op **out,
+                  cudaStream_t *stream)
+{
+    struct gpu_comm *gc = cadre__gpu_comm(comm);
+    if (!gc)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    int ae = atomic_load(&gc->async_error);
+    if (ae > 0)
+        return cadre__error(ae, "%s: %s", fn, gc->async_msg);
+    struct gpu_op *op = calloc(1, sizeof *op);
+    if (!op)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    op->fn = fn;
+    op->comm = comm;
+    op->gc = gc;
+    atomic_init(&op->refs, 1);
+    int rc;
+    if ((rc = ev_get(&op->ready, fn)) != CADRE_SUCCESS || (rc = ev_get(&op->done, fn)) != CADRE_SUCCESS ||
+        !(op->flag = flag_get(fn, &rc)))
+        goto fail;
+    cudaStream_t us = (cudaStream_t)gc->stream;
+    if (!nonblocking) {
+        *stream = us;
+    } else {
+        if (!gc->internal) {
+            cudaStream_t ns;
+            cudaError_t e = cudaStreamCreateWithFlags(&ns, cudaStreamNonBlocking);
+            if (e != cudaSuccess) {
+                rc = cuda_fail(e, fn, "cudaStreamCreate of the internal stream");
+                goto fail;
+            }
+            gc->internal = ns;
+        }
+        /* The internal stream starts after what is on the user's stream:
+         * `done` serves as the order point until it is recorded for real. */
+        cudaError_t e = cudaEventRecord(op->done, us);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent((cudaStream_t)gc->internal, op->done, 0);
+        if (e != cudaSuccess) {
+            rc = cuda_fail(e, fn, "ordering after the communicator's stream");
+            goto fail;
+        }
+        *stream = (cudaStream_t)gc->internal;
+    }
+    *out = op;
+    return CADRE_SUCCESS;
+fail:
+    flag_put(op->flag);
+    op_unref(op);
+    return rc;
+}
+
+static void op_discard(struct gpu_op *op)
+{
+    stage_put(op->stage);
+    flag_put(op->flag);
+    if (op->s) {
+        cadre__sched_free(op->s);
+        free(op->s);
+    }
+    op_unref(op);
+}
+
+static int enqueue_wait(struct gpu_op *op, cudaStream_t st)
+{
+    if (wait_mode) {
+        CUresult r = p_wait32((CUstream)st, (CUdeviceptr)(uintptr_t)op->flag->host, 1,
+                              CU_STREAM_WAIT_VALUE_GEQ);
+        if (r == CUDA_SUCCESS)
+            return CADRE_SUCCESS;
+        CADRE_INFO(DEVICE, "cuStreamWaitValue32 failed (%d): streams wait with a spin kernel",
+                   (int)r);
+        wait_mode = 0;
+    }
+    int e = cadre__gpu_spin_wait(op->flag->host, 1, st);
+    return e == 0 ? CADRE_SUCCESS : cuda_fail((cudaError_t)e, op->fn, "the stream wait kernel");
+}
+
+/* ---- collectives ---------------------------------------------------------------------- */
+struct rng {
+    char *lo, *hi;
+    int rd, wr;
+};
+
+static int rng_cmp(const void *a, const void *b)
+{
+    const struct rng *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static int add_rng(struct rng **v, int *n, int *cap, const void *p, size_t bytes, int rd, int wr)
+{
+    if (!bytes || !p)
+        return CADRE_SUCCESS;
+    if (*n == *cap) {
+        int nc = *cap ? *cap * 2 : 32;
+        struct rng *nv = realloc(*v, (size_t)nc * sizeof *nv);
+        if (!nv)
+            return CADRE_ERR_NOMEM;
+        *v = nv;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = (struct rng){(char *)p, (char *)p + bytes, rd, wr};
+    return CADRE_SUCCESS;
+}
+
+static int in_tmp(const struct coll_sched *s, const char *lo, const char *hi)
+{
+    for (int i = 0; i < s->ntmp; i++) {
+        const char *t = s->tmp[i];
+        if (lo >= t && hi <= t + malloc_usable_size(s->tmp[i]))
+            return 1;
+    }
+    return 0;
+}
+
+/* Device intervals of a schedule, each with its place in staging. */
+struct dint {
+    char *lo, *hi;
+    int in, out; /* copy in before (D2H), out after (H2D) */
+    size_t off;
+};
+
+static char *remap(const struct dint *d, int nd, const void *p, char *stage)
+{
+    const char *c = p;
+    for (int i = 0; i < nd; i++)
+        if (c >= d[i].lo && c < d[i].hi)
+            return stage + d[i].off + (size_t)(c - d[i].lo);
+    return (char *)p;
+}
+
+int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req)
+{
+    const char *fn = s->op_name;
+    struct rng *v = NULL;
+    int n = 0, cap = 0, rc = CADRE_SUCCESS;
+    for (int i = 0; i < s->nsteps && rc == CADRE_SUCCESS; i++) {
+        struct coll_step *st = &s->steps[i];
+        switch (st->kind) {
+        case CS_SEND: rc = add_rng(&v, &n, &cap, st->src, st->n, 1, 0); break;
+        case CS_RECV: rc = add_rng(&v, &n, &cap, st->dst, st->n, 0, 1); break;
+        case CS_REDUCE:
+            rc = add_rng(&v, &n, &cap, st->dst, st->n * s->elsize, 1, 1);
+            if (rc == CADRE_SUCCESS)
+                rc = add_rng(&v, &n, &cap, st->src, st->n * s->elsize, 1, 0);
+            break;
+        case CS_COPY:
+            rc = add_rng(&v, &n, &cap, st->dst, st->n, 0, 1);
+            if (rc == CADRE_SUCCESS)
+                rc = add_rng(&v, &n, &cap, st->src, st->n, 1, 0);
+            break;
+        }
+    }
+    if (rc == CADRE_SUCCESS && s->scale_buf)
+        rc = add_rng(&v, &n, &cap, s->scale_buf, s->scale_n * s->elsize, 1, 1);
+    if (rc != CADRE_SUCCESS) {
+        free(v);
+        return CADRE__GPU_NOT_MINE; /* the host path reports ENOMEM as it must */
+    }
+    qsort(v, (size_t)n, sizeof *v, rng_cmp);
+
+    /* Merge into intervals; classify each (splitting at allocation ends). */
+    struct dint *d = NULL;
+    int nd = 0, host_user = 0;
+    size_t total = 0;
+    for (int i = 0; i < n;) {
+        char *lo = v[i].lo, *hi = v[i].hi, *wfront = lo;
+        int rd = 0;
+        int j = i;
+        for (; j < n && v[j].lo <= hi; j++) {
+            if (v[j].hi > hi)
+                hi = v[j].hi;
+            rd |= v[j].rd;
+            if (v[j].wr && v[j].lo <= wfront && v[j].hi > wfront)
+                wfront = v[j].hi;
+        }
+        int wr = 0;
+        for (int k = i; k < j; k++)
+            wr |= v[k].wr;
+        i = j;
+        if (in_tmp(s, lo, hi))
+            continue;
+        while (lo < hi) {
+            char *base;
+            size_t size;
+            if (!classify(lo, &base, &size)) {
+                host_user = 1;
+                break;
+            }
+            char *end = (size_t)(hi - base) > size ? base + size : hi;
+            if (end <= lo)
+                end = hi;
+            struct dint *nd2 = realloc(d, (size_t)(nd + 1) * sizeof *d);
+            if (!nd2) {
+                free(v);
+                free(d);
+                cadre__sched_free(s);
+                return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+            }
+            d = nd2;
+            d[nd] = (struct dint){lo, end, rd || wfront < end || end != hi, wr, total};
+            total += ((size_t)(end - lo) + 255) & ~(size_t)255;
+            nd++;
+            lo = end;
+        }
+    }
+    free(v);
+    if (!nd) {
+        free(d);
+        return CADRE__GPU_NOT_MINE;
+    }
+    if (host_user) {
+        free(d);
+        cadre__sched_free(s);
+        return cadre__error(CADRE_ERR_ARG,
+                            "%s: rank %d passed a host buffer and a device buffer; one call takes "
+                            "buffers of one kind",
+                            fn, s->comm->rank);
+    }
+
+    struct gpu_op *op;
+    cudaStream_t X;
+    rc = op_new(fn, s->comm, req != NULL, &op, &X);
+    if (rc != CADRE_SUCCESS) {
+        free(d);
+        cadre__sched_free(s);
+        return rc;
+    }
+    op->kind = OP_SCHED;
+    op->peer = -1;
+    op->tag = s->tag;
+    if (!(op->stage = stage_get(total, fn, &rc)) || !(op->s = malloc(sizeof *op->s))) {
+        if (rc == CADRE_SUCCESS)
+            rc = cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+        free(d);
+        cadre__sched_free(s);
+        op_discard(op);
+        return rc;
+    }
+    char *stg = op->stage->p;
+    for (int i = 0; i < s->nsteps; i++) {
+        struct coll_step *st = &s->steps[i];
+        st->dst = remap(d, nd, st->dst, stg);
+        st->src = remap(d, nd, st->src, stg);
+    }
+    if (s->scale_buf)
+        s->scale_buf = remap(d, nd, s->scale_buf, stg);
+    *op->s = *s;
+    memset(s, 0, sizeof *s);
+
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < nd && e == cudaSuccess; i++)
+        if (d[i].in)
+            e = cudaMemcpyAsync(stg + d[i].off, d[i].lo, (size_t)(d[i].hi - d[i].lo),
+                                cudaMemcpyDeviceToHost, X);
+    if (e == cudaSuccess)
+        e = cudaEventRecord(op->ready, X);
+    if (e != cudaSuccess) {
+        free(d);
+        rc = cuda_fail(e, fn, "enqueueing the copies to staging");
+        op_discard(op);
+        return rc;
+    }
+    /* From here the stream holds our wait: the op must reach the proxy. */
+    rc = enqueue_wait(op, X);
+    for (int i = 0; i < nd && e == cudaSuccess && rc == CADRE_SUCCESS; i++)
+        if (d[i].out)
+            e = cudaMemcpyAsync(d[i].lo, stg + d[i].off, (size_t)(d[i].hi - d[i].lo),
+                                cudaMemcpyHostToDevice, X);
+    free(d);
+    if (e == cudaSuccess && rc == CADRE_SUCCESS)
+        e = cudaEventRecord(op->done, X);
+    if (rc == CADRE_SUCCESS && e != cudaSuccess)
+        rc = cuda_fail(e, fn, "enqueueing the copies from staging");
+    if (rc != CADRE_SUCCESS) {
+        op_discard(op);
+        return rc;
+    }
+    if (req && (rc = attach_request(op, req)) != CADRE_SUCCESS) {
+        op_discard(op);
+        return rc;
+    }
+    rc = proxy_submit(op);
+    return rc;
+}
+
+/* ---- point-to-point ----------------------------------------------------------------- */
+static int p2p_classify(const char *fn, const void *buf, size_t bytes)
+{
+    char *base;
+    size_t size;
+    if (!bytes || !classify(buf, &base, &size))
+        return 0;
+    if ((size_t)((const char *)buf - base) + bytes > size)
+        return cadre__error(CADRE_ERR_ARG, "%s: the %zu bytes at %p run past the end of their "
+                                           "device allocation",
+                            fn, bytes, buf);
+    return 1;
+}
+
+static int p2p_op(int kind, const char *fn, void *buf, size_t count, cadre_datatype_t dt,
+                  int peer, int tag, struct cadre_comm *comm, cadre_request_t *req)
+{
+    size_t bytes = count * cadre_datatype_size(dt);
+    struct gpu_op *op;
+    cudaStream_t X;
+    int rc = op_new(fn, comm, req != NULL, &op, &X);
+    if (rc != CADRE_SUCCESS)
+        return rc;
+    op->kind = kind;
+    op->count = count;
+    op->dt = dt;
+    op->peer = peer;
+    op->tag = tag;
+    if (!(op->stage = stage_get(bytes, fn, &rc))) {
+        op_discard(op);
+        return rc;
+    }
+    cudaError_t e = cudaSuccess;
+    if (kind == OP_SEND) {
+        e = cudaMemcpyAsync(op->stage->p, buf, bytes, cudaMemcpyDeviceToHost, X);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(op->ready, X);
+    } else {
+        /* Posted now, into staging: it matches in posting order. */
+        rc = cadre_irecv(op->stage->p, count, dt, peer, tag, handle_of(comm), &op->hreq);
+        op->state = ST_RUNNING;
+    }
+    if (e != cudaSuccess)
+        rc = cuda_fail(e, fn, "enqueueing the copy to staging");
+    if (rc != CADRE_SUCCESS) {
+        op_discard(op);
+        return rc;
+    }
+    rc = enqueue_wait(op, X);
+    if (rc == CADRE_SUCCESS && kind == OP_RECV)
+        e = cudaMemcpyAsync(buf, op->stage->p, bytes, cudaMemcpyHostToDevice, X);
+    if (rc == CADRE_SUCCESS && e == cudaSuccess)
+        e = cudaEventRecord(op->done, X);
+    if (rc == CADRE_SUCCESS && e != cudaSuccess)
+        rc = cuda_fail(e, fn, "enqueueing on the stream");
+    if (rc == CADRE_SUCCESS && req)
+        rc = attach_request(op, req);
+    if (rc != CADRE_SUCCESS) {
+        /* A posted receive must not outlive the op: give it a moment, then
+         * abandon it (its staging stays with the engine until then). */
+        if (op->hreq) {
+            eng_lock();
+            cadre__p2p_abandon(op->hreq);
+            eng_unlock();
+            op->stage = NULL; /* may still be written: leak rather than reuse */
+        }
+        op_discard(op);
+        return rc;
+    }
+    return proxy_submit(op);
+}
+
+int cadre__gpu_send(const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag,
+                    struct cadre_comm *comm, cadre_request_t *req)
+{
+    const char *fn = req ? "cadre_isend" : "cadre_send";
+    int k = p2p_classify(fn, buf, count * cadre_datatype_size(dt));
+    if (k <= 0)
+        return k == 0 ? CADRE__GPU_NOT_MINE : k;
+    return p2p_op(OP_SEND, fn, (void *)buf, count, dt, dst, tag, comm, req);
+}
+
+int cadre__gpu_recv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag,
+                    struct cadre_comm *comm, cadre_request_t *req, cadre_status_t *status)
+{
+    const char *fn = req ? "cadre_irecv" : "cadre_recv";
+    int k = p2p_classify(fn, buf, count * cadre_datatype_size(dt));
+    if (k <= 0)
+        return k == 0 ? CADRE__GPU_NOT_MINE : k;
+    int rc = p2p_op(OP_RECV, fn, buf, count, dt, src, tag, comm, req);
+    /* The data arrives later: the status says what was asked for. */
+    if (rc == CADRE_SUCCESS && status)
+        *status = (cadre_status_t){.source = src, .tag = tag, .count = count};
+    return rc;
+}
+
+int cadre__gpu_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag,
+                        void *recvbuf, size_t recvcount, int src, int recvtag, cadre_datatype_t dt,
+                        struct cadre_comm *comm, cadre_status_t *status)
+{
+    const char *fn = "cadre_sendrecv";
+    size_t es = cadre_datatype_size(dt);
+    int ks = p2p_classify(fn, sendbuf, sendcount * es);
+    int kr = p2p_classify(fn, recvbuf, recvcount * es);
+    if (ks < 0 || kr < 0)
+        return ks < 0 ? ks : kr;
+    if (!ks && !kr)
+        return CADRE__GPU_NOT_MINE;
+    if ((sendcount && recvcount && ks != kr))
+        return cadre__error(CADRE_ERR_ARG,
+                            "%s: rank %d passed a host buffer and a device buffer; one call takes "
+                            "buffers of one kind",
+                            fn, comm->rank);
+    /* The receive is posted at once; the send goes out when its data is in
+     * staging; the stream then waits for both. */
+    int rc = CADRE_SUCCESS;
+    if (sendcount)
+        rc = p2p_op(OP_SEND, fn, (void *)sendbuf, sendcount, dt, dst, sendtag, comm, NULL);
+    if (rc == CADRE_SUCCESS && recvcount)
+        rc = p2p_op(OP_RECV, fn, recvbuf, recvcount, dt, src, recvtag, comm, NULL);
+    if (rc == CADRE_SUCCESS && status)
+        *status = (cadre_status_t){.source = src, .tag = recvtag, .count = recvcount};
+    return rc;
+}
+#endif /* HAVE_CUDA */
