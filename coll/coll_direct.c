@@ -27,18 +27,24 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include <sched.h>
+
 #include "coll_algos.h"
+#include "coll_fast.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
-/* Bytes reduced at a time: two such buffers stay in a core's 1 MiB L2. */
-#define DIRECT_CHUNK ((size_t)256 << 10)
+/* Bytes reduced at a time: a few such buffers stay in a core's 1 MiB L2. */
+#define DIRECT_CHUNK ((size_t)128 << 10)
+#define RING_K 4
+/* From this size the two-rank allreduce streams its halves (below). */
+#define DIRECT_STREAM_MIN ((size_t)8 << 20)
 
 struct direct {
-    uint64_t mine[2];   /* this rank's send and receive buffer addresses */
-    uint64_t *peer;     /* [2*rank] send, [2*rank+1] receive address of each rank */
+    uint64_t mine[3];   /* this rank's send and receive buffers, and its ring */
+    uint64_t *peer;     /* [3*rank + 0, 1, 2]: the same of each rank */
     const void *sbuf;
     void *rbuf;
     size_t count;       /* allreduce: the vector; reduce_scatter: the block; bcast: buf */
@@ -99,11 +105,12 @@ static unsigned char *scratch;
 
 static int get_scratch(struct coll_sched *s, unsigned char **acc, unsigned char **tmp)
 {
-    if (!scratch && posix_memalign((void **)&scratch, 4096, 2 * DIRECT_CHUNK))
+    /* acc doubles as the ring of allreduce_pair_stream: RING_K chunks. */
+    if (!scratch && posix_memalign((void **)&scratch, 4096, (RING_K + 1) * DIRECT_CHUNK))
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name), scratch = NULL,
                CADRE_ERR_NOMEM;
     *acc = scratch;
-    *tmp = scratch + DIRECT_CHUNK;
+    *tmp = scratch + RING_K * DIRECT_CHUNK;
     return CADRE_SUCCESS;
 }
 
@@ -146,7 +153,7 @@ static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine
         if (q == me)
             continue;
         unsigned char *dst = first ? acc : tmp;
-        CADRE_CHECK(cma(s, q, dst, d->peer[2 * q] + sboff, bytes, 0));
+        CADRE_CHECK(cma(s, q, dst, d->peer[3 * q] + sboff, bytes, 0));
         if (!first)
             cadre__coll_reduce(acc, tmp, m, s->dt, s->op);
         first = 0;
@@ -167,6 +174,7 @@ static void share(size_t count, size_t es, int n, int r, size_t *lo, size_t *hi)
 }
 
 static int allreduce_pair(struct coll_sched *s, struct direct *d);
+static int allreduce_pair_stream(struct coll_sched *s, struct direct *d);
 
 static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
 {
@@ -175,8 +183,12 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
     /* The pair algorithm reads the peer's input while the peer writes its
      * output: only where no rank works in place. Every rank decides from
      * the same addresses. */
-    if (n == 2 && d->peer[0] != d->peer[1] && d->peer[2] != d->peer[3])
-        return allreduce_pair(s, d);
+    if (n == 2 && d->peer[0] != d->peer[1] && d->peer[3] != d->peer[4])
+        return d->count * s->elsize >= DIRECT_STREAM_MIN &&
+                       cadre__direct_flags(world_of(s->comm, 0)) &&
+                       cadre__direct_flags(world_of(s->comm, 1))
+                   ? allreduce_pair_stream(s, d)
+                   : allreduce_pair(s, d);
     size_t es = s->elsize, lo, hi;
     share(d->count, es, n, me, &lo, &hi);
     unsigned char *acc, *tmp;
@@ -188,7 +200,7 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
         copy_out((char *)d->rbuf + off * es, acc, bytes);
         for (int q = 0; q < n; q++)
             if (q != me)
-                CADRE_CHECK(cma(s, q, acc, d->peer[2 * q + 1] + off * es, bytes, 1));
+                CADRE_CHECK(cma(s, q, acc, d->peer[3 * q + 1] + off * es, bytes, 1));
     }
     return CADRE_SUCCESS;
 }
@@ -207,11 +219,84 @@ static int allreduce_pair(struct coll_sched *s, struct direct *d)
     size_t step = DIRECT_CHUNK / es;
     for (size_t off = 0; off < d->count; off += step) {
         size_t m = d->count - off < step ? d->count - off : step, bytes = m * es;
-        CADRE_CHECK(cma(s, peer, acc, d->peer[2 * peer] + off * es, bytes, 0));
+        CADRE_CHECK(cma(s, peer, acc, d->peer[3 * peer] + off * es, bytes, 0));
         cadre__coll_reduce(acc, (const char *)d->sbuf + off * es, m, s->dt, s->op);
         copy_out((char *)d->rbuf + off * es, acc, bytes);
     }
     return CADRE_SUCCESS;
+}
+
+/* Waits until rank q's flag (`which`: 0 produced, 1 consumed) reaches
+ * key|want. Lock held: the engine's checks run from here. */
+static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint32_t want)
+{
+    struct cadre_engine *e = &cadre__eng;
+    struct direct_flags *f = cadre__direct_flags(world_of(s->comm, q));
+    _Atomic uint64_t *w = which ? &f->cons : &f->prod;
+    double since = 0;
+    for (unsigned spins = 0;; spins++) {
+        uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+        if ((v & ~0xffffffffull) == key && (uint32_t)v >= want)
+            return CADRE_SUCCESS;
+        if (e->oversubscribed)
+            sched_yield();
+        if ((spins & 0xffff) != 0xffff)
+            continue;
+        cadre__p2p_check_peers();
+        if (e->peers[world_of(s->comm, q)].state == PEER_DEAD) {
+            cadre__coll_poison_peer_locked(s->comm, q);
+            return cadre__error(CADRE_ERR_PEER, "%s: rank %d failed", s->op_name, q);
+        }
+        double now = cadre__now();
+        if (!since)
+            since = now;
+        else if (now - since > e->timeout)
+            return cadre__error(CADRE_ERR_TIMEOUT, "%s: rank %d made no progress for %g s",
+                                s->op_name, q, e->timeout);
+    }
+}
+
+/* Two ranks, large vectors: each rank reduces its half in chunks into a
+ * ring of chunk buffers in its cache and streams the chunk into its output;
+ * the other rank, right behind, copies the chunk from that ring (from the
+ * cache, not from memory) into its own output. Counters in the shm
+ * segments pace the two. Memory sees each input read once and each output
+ * written once: the least an allreduce can do. */
+static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
+{
+    int me = s->comm->rank, peer = !me;
+    size_t es = s->elsize, lo, hi, plo, phi;
+    share(d->count, es, 2, me, &lo, &hi);
+    share(d->count, es, 2, peer, &plo, &phi);
+    unsigned char *ring, *tmp;
+    CADRE_CHECK(get_scratch(s, &ring, &tmp));
+    struct direct_flags *mine = cadre__direct_flags(cadre__proc.rank);
+    uint64_t key = ((uint64_t)(uint32_t)s->tag << 32) ^ ((uint64_t)s->ctx << 62);
+    key &= ~0xffffffffull;
+    size_t step = DIRECT_CHUNK / es;
+    uint32_t nme = (uint32_t)((hi - lo + step - 1) / step), npeer = (uint32_t)((phi - plo + step - 1) / step);
+    for (uint32_t i = 0; i < nme || i < npeer; i++) {
+        if (i < nme) {
+            size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
+            unsigned char *acc = ring + (size_t)(i % RING_K) * DIRECT_CHUNK;
+            if (i >= RING_K)
+                CADRE_CHECK(wait_flag(s, peer, 1, key, i - RING_K + 1));
+            CADRE_CHECK(cma(s, peer, acc, d->peer[3 * peer] + off * es, m * es, 0));
+            cadre__coll_reduce(acc, (const char *)d->sbuf + off * es, m, s->dt, s->op);
+            copy_out((char *)d->rbuf + off * es, acc, m * es);
+            atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
+        }
+        if (i < npeer) {
+            size_t off = plo + (size_t)i * step, m = phi - off < step ? phi - off : step;
+            CADRE_CHECK(wait_flag(s, peer, 0, key, i + 1));
+            CADRE_CHECK(cma(s, peer, tmp, d->peer[3 * peer + 2] + (size_t)(i % RING_K) * DIRECT_CHUNK,
+                            m * es, 0));
+            copy_out((char *)d->rbuf + off * es, tmp, m * es);
+            atomic_store_explicit(&mine->cons, key | (i + 1), memory_order_release);
+        }
+    }
+    /* The ring is reused by the next call: the peer must be done with it. */
+    return wait_flag(s, peer, 1, key, nme);
 }
 
 static int reduce_scatter_call(struct coll_sched *s, const struct coll_step *st)
@@ -241,7 +326,7 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
         if (d->counts[q])
-            CADRE_CHECK(cma(s, q, rb + d->displs[q] * es, d->peer[2 * q], d->counts[q] * es, 0));
+            CADRE_CHECK(cma(s, q, rb + d->displs[q] * es, d->peer[3 * q], d->counts[q] * es, 0));
     }
     return CADRE_SUCCESS;
 }
@@ -257,29 +342,31 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
          * reads the second. */
         size_t half = bytes / 2 / 64 * 64;
         if (me == root)
-            return cma(s, !me, buf, d->peer[2 * !me + 1], half, 1);
-        return cma(s, root, buf + half, d->peer[2 * root + 1] + half, bytes - half, 0);
+            return cma(s, !me, buf, d->peer[3 * !me + 1], half, 1);
+        return cma(s, root, buf + half, d->peer[3 * root + 1] + half, bytes - half, 0);
     }
     if (me == root)
         return CADRE_SUCCESS;
-    return cma(s, root, buf, d->peer[2 * root + 1], bytes, 0);
+    return cma(s, root, buf, d->peer[3 * root + 1], bytes, 0);
 }
 
 /* Rounds 1 and 3 around the CS_CALL of round 2. */
 static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
 {
     int n = s->comm->size, me = s->comm->rank;
+    unsigned char *ring = NULL, *tmp;
+    CADRE_CHECK(get_scratch(s, &ring, &tmp));
     d->mine[0] = (uint64_t)(uintptr_t)d->sbuf;
     d->mine[1] = (uint64_t)(uintptr_t)d->rbuf;
-    d->peer = cadre__sched_alloc(s, (size_t)n * 2 * sizeof *d->peer);
+    d->mine[2] = (uint64_t)(uintptr_t)ring;
+    d->peer = cadre__sched_alloc(s, (size_t)n * 3 * sizeof *d->peer);
     if (!d->peer)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
-    d->peer[2 * me] = d->mine[0];
-    d->peer[2 * me + 1] = d->mine[1];
+    memcpy(&d->peer[3 * me], d->mine, sizeof d->mine);
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
         CADRE_CHECK(cadre__sched_send(s, q, d->mine, sizeof d->mine));
-        CADRE_CHECK(cadre__sched_recv(s, q, &d->peer[2 * q], 2 * sizeof *d->peer));
+        CADRE_CHECK(cadre__sched_recv(s, q, &d->peer[3 * q], sizeof d->mine));
     }
     CADRE_CHECK(cadre__sched_barrier(s));
     CADRE_CHECK(cadre__sched_call(s, fn, d));

@@ -46,8 +46,15 @@ struct fast_slot {
     struct fast_buf buf[2];
 };
 
-_Static_assert(FAST_NSLOTS * sizeof(struct fast_slot) <= CADRE_SHM_COLL_BYTES,
-               "the fast slots must fit the shm segment's collective area");
+#define FLAGS_OFF ((size_t)FAST_NSLOTS * sizeof(struct fast_slot))
+_Static_assert(FLAGS_OFF + sizeof(struct direct_flags) <= CADRE_SHM_COLL_BYTES,
+               "the fast slots and the direct flags must fit the shm segment's collective area");
+
+struct direct_flags *cadre__direct_flags(int w)
+{
+    unsigned char *area = cadre__shm_coll_area(w);
+    return area ? (struct direct_flags *)(area + FLAGS_OFF) : NULL;
+}
 
 struct coll_fast {
     int slot, n, me;

@@ -18,6 +18,17 @@ void cadre__fast_release(struct cadre_comm *c);
 /* c->fast, set up on first use for the world. */
 struct coll_fast *cadre__fast_get(struct cadre_comm *c);
 
+/* Pacing counters of the direct algorithms (coll_direct.c), one pair per
+ * process in its shm segment: values are call key | chunk count. NULL when
+ * world rank w has no segment mapped here. */
+struct direct_flags {
+    _Atomic uint64_t prod;
+    char pad1[56];
+    _Atomic uint64_t cons;
+    char pad2[56];
+};
+struct direct_flags *cadre__direct_flags(int w);
+
 int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
                           void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op);
 int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
