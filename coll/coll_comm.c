@@ -31,6 +31,7 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, struct c
     c->rank = rank;
     c->size = size;
     c->world_ranks = w;
+    cadre__comm_register(c);
     *out = c;
     return CADRE_SUCCESS;
 }
@@ -238,6 +239,7 @@ int cadre_comm_free(cadre_comm_t *comm)
     struct cadre_comm *c = cadre__comm_get(*comm, fn, &rc);
     if (!c)
         return rc;
+    cadre__comm_unregister(c);
     c->magic = 0;
     free(c->world_ranks);
     free(c);
