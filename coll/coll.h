@@ -18,7 +18,14 @@
 
 #include "p2p/p2p_engine.h"
 
-enum coll_step_kind { CS_SEND = 1, CS_RECV, CS_REDUCE, CS_COPY };
+enum coll_step_kind { CS_SEND = 1, CS_RECV, CS_REDUCE, CS_COPY, CS_CALL };
+
+struct coll_sched;
+struct coll_step;
+/* A CS_CALL step: local work that is not a plain reduce or copy (the direct
+ * algorithms' reads and writes of the peers' buffers). Returns a status; on
+ * failure it has set cadre_last_error. */
+typedef int (*coll_call_fn)(struct coll_sched *s, const struct coll_step *st);
 
 struct coll_step {
     uint8_t kind;
@@ -26,6 +33,8 @@ struct coll_step {
     void *dst;       /* CS_RECV buffer, CS_REDUCE / CS_COPY destination */
     const void *src; /* CS_SEND buffer, CS_REDUCE / CS_COPY source */
     size_t n;        /* bytes for SEND/RECV/COPY, elements for REDUCE */
+    coll_call_fn call; /* CS_CALL */
+    void *arg;         /* CS_CALL */
 };
 
 struct coll_sched {
@@ -67,6 +76,7 @@ int cadre__sched_send(struct coll_sched *s, int peer, const void *buf, size_t by
 int cadre__sched_recv(struct coll_sched *s, int peer, void *buf, size_t bytes);
 int cadre__sched_reduce(struct coll_sched *s, void *dst, const void *src, size_t count);
 int cadre__sched_copy(struct coll_sched *s, void *dst, const void *src, size_t bytes);
+int cadre__sched_call(struct coll_sched *s, coll_call_fn fn, void *arg);
 /* Ends the current round: later steps wait for everything before. */
 int cadre__sched_barrier(struct coll_sched *s);
 /* Scratch memory that lives as long as the schedule (NULL on ENOMEM). */

@@ -27,4 +27,18 @@ int cadre__algo_alltoallv_pairwise(struct coll_sched *s, const void *sbuf, const
                                    const size_t *sdispls, void *rbuf, const size_t *rcounts,
                                    const size_t *rdispls);
 
+/* Direct algorithms (coll_direct.c): only where cadre__direct_usable(). */
+int cadre__direct_usable(const struct cadre_comm *c);
+int cadre__algo_allreduce_direct(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count);
+int cadre__algo_reduce_scatter_direct(struct coll_sched *s, const void *sbuf, void *rbuf,
+                                      size_t recvcount);
+int cadre__algo_allgatherv_direct(struct coll_sched *s, const void *sbuf, void *rbuf,
+                                  const size_t *counts, const size_t *displs);
+int cadre__algo_bcast_direct(struct coll_sched *s, void *buf, size_t count, int root);
+/* Sizes (bytes of the whole vector) from which "auto" picks them. */
+#define DIRECT_MIN_ALLREDUCE ((size_t)64 << 10)
+#define DIRECT_MIN_REDUCE_SCATTER ((size_t)64 << 10)
+#define DIRECT_MIN_ALLGATHER ((size_t)64 << 10)
+#define DIRECT_MIN_BCAST ((size_t)64 << 10)
+
 #endif

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_algos.h"
+#include "coll_fast.h"
+#include "coll_sig.h"
 
 /* ---- CADRE_ALGO ------------------------------------------------------------------ */
 enum coll_kind {
@@ -19,13 +20,13 @@ static const char *const kind_names[K_COUNT] = {"barrier", "bcast", "reduce", "a
 /* The algorithms each collective has; the first is the name "auto" picks from. */
 static const char *const algos[K_COUNT][3] = {
     [K_BARRIER] = {"dissemination"},
-    [K_BCAST] = {"binomial", "pipeline"},
+    [K_BCAST] = {"binomial", "pipeline", "direct"},
     [K_REDUCE] = {"binomial"},
-    [K_ALLREDUCE] = {"recursive_doubling", "ring"},
+    [K_ALLREDUCE] = {"recursive_doubling", "ring", "direct"},
     [K_GATHER] = {"linear"},
-    [K_ALLGATHER] = {"ring", "recursive_doubling"},
+    [K_ALLGATHER] = {"ring", "recursive_doubling", "direct"},
     [K_SCATTER] = {"linear"},
-    [K_REDUCE_SCATTER] = {"ring"},
+    [K_REDUCE_SCATTER] = {"ring", "direct"},
     [K_ALLTOALL] = {"pairwise"},
 };
 static int forced[K_COUNT]; /* index+1 into algos[k], 0 = choose by size */
@@ -198,6 +199,9 @@ static int barrier_impl(const char *fn, cadre_comm_t comm, cadre_request_t *req,
     REQ_CHECK(fn, req);
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, CADRE_UINT8));
+    if (!nb && cadre__fast_get(c.comm))
+        return cadre__fast_barrier(c.comm, fn, cadre__sig(SIG_BARRIER, SIG_NO_DT, SIG_NO_OP, 7,
+                                                         SIG_NO_ROOT, 0));
     struct coll_sched s;
     begin(&s, &c, CADRE_UINT8, CADRE_SUM);
     return finish(&s, cadre__algo_barrier_dissemination(&s), req);
@@ -221,14 +225,22 @@ static int bcast_impl(const char *fn, void *buf, size_t count, cadre_datatype_t 
     CADRE_CHECK(check_root(&c, root));
     CADRE_CHECK(check_count(&c, count, 1));
     CADRE_CHECK(check_buf(&c, "buf", buf, count * c.es));
+    int a = algo_forced(K_BCAST);
+    if (!nb && !a && count * c.es <= FAST_BYTES && cadre__fast_get(c.comm))
+        return cadre__fast_bcast(c.comm, fn, cadre__sig(SIG_BCAST, dt, SIG_NO_OP, 7, root, count),
+                                 buf, count * c.es, root);
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
-    int a = algo_forced(K_BCAST);
     size_t bytes = count * c.es;
+    int direct = cadre__direct_usable(c.comm);
+    if (a == 3 && !direct)
+        a = 0;
     if (!a)
-        a = bytes <= ((size_t)256 << 10) || c.n <= 2 ? 1 : 2;
-    int rc = a == 1 ? cadre__algo_bcast_binomial(&s, buf, count, root)
-                    : cadre__algo_bcast_pipeline(&s, buf, count, root);
+        a = direct && bytes >= DIRECT_MIN_BCAST ? 3
+            : bytes <= ((size_t)256 << 10) || c.n <= 2 ? 1 : 2;
+    int rc = a == 1   ? cadre__algo_bcast_binomial(&s, buf, count, root)
+             : a == 2 ? cadre__algo_bcast_pipeline(&s, buf, count, root)
+                      : cadre__algo_bcast_direct(&s, buf, count, root);
     return finish(&s, rc, req);
 }
 int cadre_bcast(void *buf, size_t count, cadre_datatype_t dt, int root, cadre_comm_t comm)
@@ -259,6 +271,9 @@ static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
             sbuf = rbuf;
     }
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
+    if (!nb && !algo_forced(K_REDUCE) && bytes <= FAST_BYTES && cadre__fast_get(c.comm))
+        return cadre__fast_reduce(c.comm, fn, cadre__sig(SIG_REDUCE, dt, op, 7, root, count), sbuf,
+                                  rbuf, count, dt, op, root);
     struct coll_sched s;
     begin(&s, &c, dt, op);
     int rc = cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
@@ -292,13 +307,23 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     if (sbuf == CADRE_IN_PLACE)
         sbuf = rbuf;
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
+    int a = algo_forced(K_ALLREDUCE);
+    if (!nb && !a && bytes <= FAST_BYTES && cadre__fast_get(c.comm))
+        return cadre__fast_allreduce(c.comm, fn, cadre__sig(SIG_ALLREDUCE, dt, op, 7, SIG_NO_ROOT,
+                                                            count),
+                                     sbuf, rbuf, count, dt, op);
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int a = algo_forced(K_ALLREDUCE);
+    int direct = cadre__direct_usable(c.comm);
+    if (a == 3 && !direct)
+        a = 0;
     if (!a)
-        a = bytes <= ((size_t)64 << 10) || count < (size_t)c.n ? 1 : 2;
-    int rc = a == 1 ? cadre__algo_allreduce_rd(&s, sbuf, rbuf, count)
-                    : cadre__algo_allreduce_ring(&s, sbuf, rbuf, count);
+        a = direct && bytes >= DIRECT_MIN_ALLREDUCE           ? 3
+            : bytes <= ((size_t)64 << 10) || count < (size_t)c.n ? 1
+                                                                  : 2;
+    int rc = a == 1   ? cadre__algo_allreduce_rd(&s, sbuf, rbuf, count)
+             : a == 2 ? cadre__algo_allreduce_ring(&s, sbuf, rbuf, count)
+                      : cadre__algo_allreduce_direct(&s, sbuf, rbuf, count);
     avg_after(&s, op, rbuf, count);
     return finish(&s, rc, req);
 }
@@ -311,6 +336,41 @@ int cadre_iallreduce(const void *sendbuf, void *recvbuf, size_t count, cadre_dat
                      cadre_op_t op, cadre_comm_t comm, cadre_request_t *req)
 {
     return allreduce_impl("cadre_iallreduce", sendbuf, recvbuf, count, dt, op, comm, req, 1);
+}
+
+/* ---- takers of the shared-memory exchange (coll_fast.c) --------------------------------- */
+struct rs_take {
+    void *rbuf;
+    size_t off, count;
+    cadre_datatype_t dt;
+    cadre_op_t op;
+};
+static void rs_take(void *arg, int q, const unsigned char *d)
+{
+    struct rs_take *t = arg;
+    if (q == 0)
+        memcpy(t->rbuf, d + t->off, t->count * cadre_datatype_size(t->dt));
+    else
+        cadre__coll_reduce(t->rbuf, d + t->off, t->count, t->dt, t->op);
+}
+
+struct block_take {
+    char *rbuf;
+    const size_t *counts, *displs; /* allgatherv */
+    size_t es, off, bytes;         /* alltoall: block `off` of each rank to q*bytes */
+};
+static void gather_take(void *arg, int q, const unsigned char *d)
+{
+    struct block_take *t = arg;
+    char *dst = t->rbuf + t->displs[q] * t->es;
+    if (t->counts[q] && (const unsigned char *)dst != d)
+        memmove(dst, d, t->counts[q] * t->es);
+}
+static void alltoall_take(void *arg, int q, const unsigned char *d)
+{
+    struct block_take *t = arg;
+    if (t->bytes)
+        memcpy(t->rbuf + (size_t)q * t->bytes, d + t->off, t->bytes);
 }
 
 /* ---- reduce_scatter ------------------------------------------------------------------------ */
@@ -331,9 +391,25 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     }
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes * (size_t)c.n));
+    int a = algo_forced(K_REDUCE_SCATTER);
+    if (!nb && !a && bytes * (size_t)c.n <= FAST_BYTES && cadre__fast_get(c.comm)) {
+        struct rs_take t = {rbuf, bytes * (size_t)c.me, recvcount, dt, op == CADRE_AVG ? CADRE_SUM : op};
+        int rc = cadre__fast_exchange(c.comm, fn, cadre__sig(SIG_REDUCE_SCATTER, dt, op, 7,
+                                                             SIG_NO_ROOT, recvcount),
+                                      sbuf, bytes * (size_t)c.n, 1, -1, rs_take, &t);
+        if (rc == CADRE_SUCCESS && op == CADRE_AVG)
+            cadre__coll_scale(rbuf, recvcount, dt, c.n);
+        return rc;
+    }
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int rc = cadre__algo_reduce_scatter_ring(&s, sbuf, rbuf, recvcount);
+    int direct = cadre__direct_usable(c.comm);
+    if (a == 2 && !direct)
+        a = 0;
+    if (!a)
+        a = direct && bytes * (size_t)c.n >= DIRECT_MIN_REDUCE_SCATTER ? 2 : 1;
+    int rc = a == 2 ? cadre__algo_reduce_scatter_direct(&s, sbuf, rbuf, recvcount)
+                    : cadre__algo_reduce_scatter_ring(&s, sbuf, rbuf, recvcount);
     avg_after(&s, op, rbuf, recvcount);
     return finish(&s, rc, req);
 }
@@ -532,15 +608,34 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
                             fn, c.me, sendcount, c.me, counts[c.me]);
     }
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sendcount * c.es));
+    int a = algo_forced(K_ALLGATHER);
+    size_t most = 0;
+    for (int i = 0; i < c.n; i++)
+        most = counts[i] > most ? counts[i] : most;
+    if (!nb && !a && most * c.es <= FAST_BYTES && cadre__fast_get(c.comm)) {
+        struct block_take t = {.rbuf = rbuf, .counts = counts, .displs = displs, .es = c.es};
+        return cadre__fast_exchange(c.comm, fn,
+                                    cadre__sig(equal ? SIG_ALLGATHER : SIG_ALLGATHERV, dt, SIG_NO_OP,
+                                               7, SIG_NO_ROOT, equal ? sendcount : 0),
+                                    sbuf, sendcount * c.es, 1, -1, gather_take, &t);
+    }
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
-    int a = algo_forced(K_ALLGATHER);
     int pow2 = (c.n & (c.n - 1)) == 0;
+    int direct = cadre__direct_usable(c.comm);
+    size_t total = 0;
+    for (int i = 0; i < c.n; i++)
+        total += counts[i] * c.es;
+    if (a == 3 && !direct)
+        a = 0;
     if (!a)
-        a = equal && pow2 && sendcount * c.es * (size_t)c.n <= ((size_t)64 << 10) ? 2 : 1;
-    int rc = a == 2 && equal && pow2
-                 ? cadre__algo_allgather_rd(&s, sbuf, rbuf, sendcount)
-                 : cadre__algo_allgatherv_ring(&s, sbuf, sendcount, rbuf, counts, displs);
+        a = direct && total >= DIRECT_MIN_ALLGATHER                                     ? 3
+            : equal && pow2 && sendcount * c.es * (size_t)c.n <= ((size_t)64 << 10) ? 2
+                                                                                      : 1;
+    int rc = a == 3                    ? cadre__algo_allgatherv_direct(&s, sbuf, rbuf, counts, displs)
+             : a == 2 && equal && pow2 ? cadre__algo_allgather_rd(&s, sbuf, rbuf, sendcount)
+                                       : cadre__algo_allgatherv_ring(&s, sbuf, sendcount, rbuf,
+                                                                     counts, displs);
     return finish(&s, rc, req);
 }
 int cadre_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
@@ -659,6 +754,18 @@ static int alltoall_impl(const char *fn, const void *sbuf, void *rbuf, size_t co
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_count(&c, count, (size_t)c.n));
+    size_t bytes = count * c.es;
+    if (!nb && !algo_forced(K_ALLTOALL) && bytes * (size_t)c.n <= FAST_BYTES &&
+        cadre__fast_get(c.comm)) {
+        if (sbuf == CADRE_IN_PLACE)
+            sbuf = rbuf;
+        CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes * (size_t)c.n));
+        CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes * (size_t)c.n));
+        struct block_take t = {.rbuf = rbuf, .off = bytes * (size_t)c.me, .bytes = bytes};
+        return cadre__fast_exchange(c.comm, fn, cadre__sig(SIG_ALLTOALL, dt, SIG_NO_OP, 7,
+                                                           SIG_NO_ROOT, count),
+                                    sbuf, bytes * (size_t)c.n, 1, -1, alltoall_take, &t);
+    }
     size_t *counts, *displs;
     CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
     int rc = alltoallv_impl(fn, sbuf, counts, displs, rbuf, counts, displs, dt, comm, req, nb);

@@ -8,12 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "coll_fast.h"
 
 static uint32_t next_ctx = 2;
 
 struct entry {
     int64_t color, key, ctx;
+    int64_t fast; /* shared-memory collective slots free at this rank */
 };
 
 static int new_comm(int rank, int size, const int *world, uint32_t ctx, struct cadre_comm **out)
@@ -36,6 +37,15 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, struct c
     return CADRE_SUCCESS;
 }
 
+static void free_comm(struct cadre_comm *c)
+{
+    cadre__comm_unregister(c);
+    cadre__fast_release(c);
+    c->magic = 0;
+    free(c->world_ranks);
+    free(c);
+}
+
 static int world_of(const struct cadre_comm *c, int r)
 {
     return c->world_ranks ? c->world_ranks[r] : r;
@@ -45,11 +55,11 @@ static int world_of(const struct cadre_comm *c, int r)
 static int exchange(const char *fn, cadre_comm_t parent, struct cadre_comm *p, int64_t color,
                     int64_t key, struct entry **out)
 {
-    struct entry mine = {color, key, next_ctx};
+    struct entry mine = {color, key, next_ctx, (int64_t)cadre__fast_free_mask()};
     struct entry *all = malloc((size_t)p->size * sizeof *all);
     if (!all)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
-    int rc = cadre_allgather(&mine, all, 3, CADRE_INT64, parent);
+    int rc = cadre_allgather(&mine, all, 4, CADRE_INT64, parent);
     if (rc != CADRE_SUCCESS) {
         free(all);
         return cadre__error(rc, "%s: exchanging with the other ranks failed: %s", fn,
@@ -127,9 +137,14 @@ int cadre_comm_split(cadre_comm_t comm, int color, int key, cadre_comm_t *newcom
         if (m[i].parent_rank == p->rank)
             myrank = i;
     }
+    uint64_t fast = ~0ull;
+    for (int i = 0; i < n; i++)
+        fast &= (uint64_t)all[m[i].parent_rank].fast;
     struct cadre_comm *c;
     rc = new_comm(myrank, n, world, ctx, &c);
     free(all), free(m), free(world);
+    if (rc == CADRE_SUCCESS && (rc = cadre__fast_setup(c, fast)) != CADRE_SUCCESS)
+        free_comm(c);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
     *newcomm = c;
@@ -179,6 +194,9 @@ int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t 
         }
     }
     uint32_t ctx = agreed_ctx(all, p->size);
+    uint64_t fast = ~0ull;
+    for (int i = 0; i < n; i++)
+        fast &= (uint64_t)all[ranks[i]].fast;
     free(all);
     next_ctx = ctx + 2;
     if (myrank < 0) {
@@ -193,6 +211,8 @@ int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t 
     struct cadre_comm *c;
     rc = new_comm(myrank, n, world, ctx, &c);
     free(world);
+    if (rc == CADRE_SUCCESS && (rc = cadre__fast_setup(c, fast)) != CADRE_SUCCESS)
+        free_comm(c);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
     *newcomm = c;
@@ -211,6 +231,9 @@ int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm)
     struct entry *all;
     CADRE_CHECK(exchange(fn, comm, p, 0, 0, &all));
     uint32_t ctx = agreed_ctx(all, p->size);
+    uint64_t fast = ~0ull;
+    for (int i = 0; i < p->size; i++)
+        fast &= (uint64_t)all[i].fast;
     free(all);
     next_ctx = ctx + 2;
     int *world = malloc((size_t)p->size * sizeof *world);
@@ -221,6 +244,8 @@ int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm)
     struct cadre_comm *c;
     rc = new_comm(p->rank, p->size, world, ctx, &c);
     free(world);
+    if (rc == CADRE_SUCCESS && (rc = cadre__fast_setup(c, fast)) != CADRE_SUCCESS)
+        free_comm(c);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
     *newcomm = c;
@@ -239,10 +264,7 @@ int cadre_comm_free(cadre_comm_t *comm)
     struct cadre_comm *c = cadre__comm_get(*comm, fn, &rc);
     if (!c)
         return rc;
-    cadre__comm_unregister(c);
-    c->magic = 0;
-    free(c->world_ranks);
-    free(c);
+    free_comm(c);
     *comm = CADRE_COMM_NULL;
     return CADRE_SUCCESS;
 }

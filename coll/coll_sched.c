@@ -73,6 +73,11 @@ int cadre__sched_copy(struct coll_sched *s, void *dst, const void *src, size_t b
     return add_step(s, (struct coll_step){.kind = CS_COPY, .dst = dst, .src = src, .n = bytes});
 }
 
+int cadre__sched_call(struct coll_sched *s, coll_call_fn fn, void *arg)
+{
+    return add_step(s, (struct coll_step){.kind = CS_CALL, .call = fn, .arg = arg});
+}
+
 int cadre__sched_barrier(struct coll_sched *s)
 {
     int start = s->nrounds ? s->round_end[s->nrounds - 1] : 0;
@@ -152,16 +157,26 @@ static int post_round(struct coll_sched *s)
     return CADRE_SUCCESS;
 }
 
-static void run_local(struct coll_sched *s)
+/* The round's local steps, in order; stops at the first that fails. */
+static int run_local(struct coll_sched *s)
 {
     int from = s->round ? s->round_end[s->round - 1] : 0, to = s->round_end[s->round];
     for (int i = from; i < to; i++) {
         struct coll_step *st = &s->steps[i];
-        if (st->kind == CS_REDUCE)
+        if (st->kind == CS_REDUCE) {
             cadre__coll_reduce(st->dst, st->src, st->n, s->dt, s->op);
-        else if (st->kind == CS_COPY)
+        } else if (st->kind == CS_COPY) {
             memmove(st->dst, st->src, st->n);
+        } else if (st->kind == CS_CALL) {
+            int rc = st->call(s, st);
+            if (rc != CADRE_SUCCESS) {
+                s->error = rc;
+                snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
+                return rc;
+            }
+        }
     }
+    return CADRE_SUCCESS;
 }
 
 static void drop_reqs(struct coll_sched *s)
@@ -214,7 +229,10 @@ static int advance(struct coll_sched *s, int *finished)
             *finished = 1;
             return events;
         }
-        run_local(s);
+        if (run_local(s) != CADRE_SUCCESS) {
+            *finished = 1;
+            return events;
+        }
         s->round++;
         s->posted = 0;
         events++;

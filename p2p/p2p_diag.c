@@ -360,3 +360,20 @@ void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *wh
     free(out);
     pthread_mutex_unlock(&diag_lock);
 }
+
+int cadre__p2p_coll_timed_out(struct cadre_comm *c, const char *fn, uint32_t seq, int q,
+                              const char *what)
+{
+    struct cadre_request *r = cadre__req_new(REQ_GENERIC, fn);
+    if (!r)
+        return cadre__error(CADRE_ERR_TIMEOUT, "%s: #%u made no progress for %g s (CADRE_TIMEOUT): "
+                            "rank %d has not %s", fn, (unsigned)seq, cadre__eng.timeout, q, what);
+    r->comm = c;
+    r->tag = (int32_t)(seq - 1);
+    char comm[32], head[160], sum[1024];
+    cadre__state_comm_name(c->context_id, comm, sizeof comm);
+    snprintf(head, sizeof head, "#%u on %s (%d ranks)", (unsigned)seq, comm, c->size);
+    cadre__p2p_diagnose(r, fn, head, NULL, sum, sizeof sum);
+    cadre__req_free(r);
+    return cadre__error(CADRE_ERR_TIMEOUT, "%s", sum);
+}

@@ -183,6 +183,11 @@ int cadre__p2p_timed_out(struct cadre_request *req, const char *fn);
  * the operation, `stage` says what it waited for (p2p; may be NULL). */
 void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *what,
                          const char *stage, char *sum, size_t sumlen);
+/* The same for collective number seq on c that runs without a request (the
+ * shared-memory collectives): records the error, returns CADRE_ERR_TIMEOUT.
+ * q and what say what it waited for ("rank 2 has not joined it"). */
+int cadre__p2p_coll_timed_out(struct cadre_comm *c, const char *fn, uint32_t seq, int q,
+                              const char *what);
 /* STATE_Q and STATE_R from world rank `peer`; lock held. */
 void cadre__p2p_state_incoming(int peer, const struct cadre_p2p_hdr *h);
 void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg);
@@ -198,6 +203,14 @@ int cadre__p2p_shm_pending(void);
 void cadre__futex_wait(_Atomic uint32_t *word, uint32_t val, double timeout_s);
 void cadre__futex_wake(_Atomic uint32_t *word);
 /* Rings a doorbell: wakes its sleepers, if any. */
+/* The area of every shm segment that the shared-memory collectives use
+ * (coll/coll_fast.c), and how to reach it: the area of world rank w as this
+ * process maps it (its own for w == rank; NULL when w is not reached through
+ * shm), and a wake-up for w's sleeping threads. */
+#define CADRE_SHM_COLL_BYTES ((size_t)72 << 10)
+void *cadre__shm_coll_area(int w);
+void cadre__shm_wake(int w);
+
 static inline void cadre__bell_ring(struct cadre_p2p_doorbell *b)
 {
     atomic_thread_fence(memory_order_seq_cst);

@@ -110,6 +110,29 @@ static void lanes_for(unsigned char *ring, uint32_t nslots, uint32_t nfrags, siz
     *bulk = (struct lane){ring + bulk_off, 64 + frag, nfrags, 0};
 }
 
+static struct cadre_p2p_doorbell *peer_bell(struct shm_peer *p);
+
+/* The collectives' area (coll/coll_fast.c) follows the rings. */
+static size_t coll_area_off(void)
+{
+    return sizeof(struct seg_hdr) + (size_t)S.nlocal * S.ring_bytes;
+}
+
+void *cadre__shm_coll_area(int w)
+{
+    if (w == cadre__proc.rank)
+        return S.seg ? S.seg + coll_area_off() : NULL;
+    if (!S.peers || !S.peers[w].mapped)
+        return NULL;
+    return S.peers[w].seg + coll_area_off();
+}
+
+void cadre__shm_wake(int w)
+{
+    if (S.peers && S.peers[w].mapped)
+        cadre__bell_ring(peer_bell(&S.peers[w]));
+}
+
 static int shm_init(void)
 {
     S.nlocal = cadre__proc.local_size;
@@ -124,7 +147,7 @@ static int shm_init(void)
     size_t bulk_off;
     S.ring_bytes = ring_layout(S.nslots, S.nfrags, S.frag, &bulk_off);
     S.ring_bytes = (S.ring_bytes + 4095) & ~(size_t)4095;
-    S.seg_size = sizeof(struct seg_hdr) + (size_t)S.nlocal * S.ring_bytes;
+    S.seg_size = coll_area_off() + CADRE_SHM_COLL_BYTES;
     S.seg_size = (S.seg_size + 4095) & ~(size_t)4095;
 
     S.fd = memfd_create("cadre-shm", MFD_CLOEXEC);
@@ -219,7 +242,7 @@ static int shm_wireup(void)
             continue;
         if (b.local_rank < 0 || b.local_rank >= S.nlocal || b.ring_bytes != S.ring_bytes ||
             b.frag != S.frag || b.nslots != S.nslots || b.nfrags != S.nfrags ||
-            b.size < sizeof(struct seg_hdr) + (size_t)S.nlocal * S.ring_bytes)
+            b.size < coll_area_off() + CADRE_SHM_COLL_BYTES)
             return cadre__error(CADRE_ERR_ARG,
                                 "shm: rank %d has a different shared-memory layout (are "
                                 "CADRE_SHM_* set alike on every rank?)",

@@ -118,8 +118,11 @@ struct cadre_comm {
     int rank, size;
     int *world_ranks; /* world rank of each member; NULL for the world itself */
     uint32_t coll_seq; /* collectives started on this communicator */
+    void *fast;        /* its shared-memory slot (coll/coll_fast.c), or NULL */
 };
 extern struct cadre_comm cadre__comm_world;
+/* Releases what the collective layer keeps for the world (cadre_finalize). */
+void cadre__coll_finalize(void);
 /* Validates a user handle and returns the object; records an error naming fn
  * and returns NULL for NULL, freed or foreign handles. */
 struct cadre_comm *cadre__comm_get(cadre_comm_t comm, const char *fn, int *status);

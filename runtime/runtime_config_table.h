@@ -14,4 +14,5 @@ X(SHM_NFRAGS, INT, "8", "fragments in flight per pair of ranks in shared memory"
 X(LAUNCHER_NGPUS, INT, "-1", "GPUs cadrerun assumes the node has, for the default -n and CADRE_GPU; -1 = count /proc/driver/nvidia/gpus, honouring CUDA_VISIBLE_DEVICES")
 X(LAUNCHER_KILL_GRACE, DBL, "2", "seconds cadrerun waits after sending SIGTERM to the ranks of a job it stops before it sends SIGKILL")
 X(LAUNCHER_DRAIN, DBL, "1", "seconds cadrerun keeps forwarding output after the last rank exited, while descendants of ranks still hold the output pipes")
+X(CHECK, INT, "1", "1: ranks compare their collective calls and fail with CADRE_ERR_MISMATCH when they differ; 0: no check")
 X(ALGO, STR, "", "collective algorithms to force, e.g. allreduce=ring,bcast=pipeline; see cadre(7) for the names")

@@ -79,6 +79,7 @@ int cadre_finalize(void)
     CADRE_CHECK(cadre__check_initialized("cadre_finalize"));
     atomic_store(&state, ST_FINALIZED);
     cadre__state_enter("cadre_finalize", NULL, 0, 0, -1, -1);
+    cadre__coll_finalize();
     cadre__p2p_finalize();
     cadre__comm_unregister(&cadre__comm_world);
     cadre__comm_world.magic = 0;

@@ -1,0 +1,366 @@
+/*
+ * Direct algorithms for communicators whose ranks share one node.
+ *
+ * Instead of moving data through the point-to-point rings (a copy into
+ * shared memory by the sender, a copy out by the receiver), a rank reads the
+ * peers' user buffers and writes into them with process_vm_readv/writev
+ * (one copy, done by the kernel). The same permission that lets the shm
+ * transport take the peers' segments with pidfd_getfd allows it, so these
+ * algorithms are offered exactly when every member is reached through shm.
+ *
+ * Each schedule has three rounds:
+ *   1. every rank sends every other its buffer addresses;
+ *   2. a CS_CALL step does the copies and reductions of this rank's share;
+ *   3. every rank sends every other an empty message, so that no rank
+ *      returns (and lets its caller reuse the buffers) while a peer still
+ *      reads or writes them.
+ *
+ * allreduce: rank r reduces slice r of the vector (reading slice r of every
+ * peer's input in chunks that stay in cache) and writes the result into its
+ * own output and into every peer's. Each input byte is read once and each
+ * output byte written once, which is what this machine's memory allows; and
+ * since one rank computes each slice, every rank gets the same bits.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "coll_algos.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* Bytes reduced at a time: two such buffers stay in a core's 1 MiB L2. */
+#define DIRECT_CHUNK ((size_t)256 << 10)
+
+struct direct {
+    uint64_t mine[2];   /* this rank's send and receive buffer addresses */
+    uint64_t *peer;     /* [2*rank] send, [2*rank+1] receive address of each rank */
+    const void *sbuf;
+    void *rbuf;
+    size_t count;       /* allreduce: the vector; reduce_scatter: the block; bcast: buf */
+    int root;           /* bcast */
+    const size_t *counts, *displs; /* allgatherv: copies owned by the schedule */
+};
+
+static int world_of(const struct cadre_comm *c, int rank)
+{
+    return c->world_ranks ? c->world_ranks[rank] : rank;
+}
+
+int cadre__direct_usable(const struct cadre_comm *c)
+{
+    if (c->size < 2 || !cadre__eng.peers)
+        return 0;
+    for (int i = 0; i < c->size; i++) {
+        if (i == c->rank)
+            continue;
+        const struct cadre_peer *p = &cadre__eng.peers[world_of(c, i)];
+        if (p->tp != &cadre__p2p_shm || p->pid <= 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Copies n bytes between local memory and rank `rank`'s address space. */
+static int cma(struct coll_sched *s, int rank, void *local, uint64_t remote, size_t n, int write)
+{
+    int w = world_of(s->comm, rank);
+    pid_t pid = cadre__eng.peers[w].pid;
+    char *l = local;
+    while (n) {
+        struct iovec lv = {l, n}, rv = {(void *)(uintptr_t)remote, n};
+        ssize_t got = write ? process_vm_writev(pid, &lv, 1, &rv, 1, 0)
+                            : process_vm_readv(pid, &lv, 1, &rv, 1, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0 && errno == ESRCH)
+            return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d, pid %d) is gone",
+                                s->op_name, rank, w, (int)pid);
+        if (got <= 0)
+            return cadre__error(CADRE_ERR_INTERNAL, "%s: process_vm_%s of %zu bytes at rank %d: %s",
+                                s->op_name, write ? "writev" : "readv", n, rank,
+                                got < 0 ? strerror(errno) : "no progress");
+        l += got;
+        remote += (uint64_t)got;
+        n -= (size_t)got;
+    }
+    return CADRE_SUCCESS;
+}
+
+/* Two chunk buffers. Local steps run under the engine lock, one at a time,
+ * so one pair serves every schedule of the process. */
+static unsigned char *scratch;
+
+static int get_scratch(struct coll_sched *s, unsigned char **acc, unsigned char **tmp)
+{
+    if (!scratch && posix_memalign((void **)&scratch, 4096, 2 * DIRECT_CHUNK))
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name), scratch = NULL,
+               CADRE_ERR_NOMEM;
+    *acc = scratch;
+    *tmp = scratch + DIRECT_CHUNK;
+    return CADRE_SUCCESS;
+}
+
+/* Copies a chunk out of the cache into memory that will not be read soon:
+ * streaming stores skip reading the destination lines first, which a plain
+ * copy does, so the output costs one write instead of a read and a write. */
+static void copy_out(void *dst, const void *src, size_t n)
+{
+#if defined(__SSE2__)
+    char *d = dst;
+    const char *s = src;
+    while (n && ((uintptr_t)d & 15)) {
+        *d++ = *s++;
+        n--;
+    }
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)s + 1),
+                c = _mm_loadu_si128((const __m128i *)s + 2), e = _mm_loadu_si128((const __m128i *)s + 3);
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)d + 1, b);
+        _mm_stream_si128((__m128i *)d + 2, c);
+        _mm_stream_si128((__m128i *)d + 3, e);
+    }
+    _mm_sfence();
+    memcpy(d, s, n);
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
+/* Reduces elements [off, off+m) over all ranks into acc: rank q's part of
+ * its send buffer sits at base[q] + off*es (base of this rank is local). */
+static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine, size_t sboff,
+                        size_t m, unsigned char *acc, unsigned char *tmp)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    size_t bytes = m * s->elsize;
+    int first = 1;
+    for (int q = 0; q < n; q++) {
+        if (q == me)
+            continue;
+        unsigned char *dst = first ? acc : tmp;
+        CADRE_CHECK(cma(s, q, dst, d->peer[2 * q] + sboff, bytes, 0));
+        if (!first)
+            cadre__coll_reduce(acc, tmp, m, s->dt, s->op);
+        first = 0;
+    }
+    cadre__coll_reduce(acc, mine + sboff, m, s->dt, s->op);
+    return CADRE_SUCCESS;
+}
+
+/* The share [lo, hi) of a vector of `count` elements that rank r owns,
+ * cut at cache-line multiples. */
+static void share(size_t count, size_t es, int n, int r, size_t *lo, size_t *hi)
+{
+    size_t align = es >= 64 ? 1 : 64 / es;
+    size_t per = (count + (size_t)n - 1) / (size_t)n;
+    per = (per + align - 1) / align * align;
+    *lo = (size_t)r * per < count ? (size_t)r * per : count;
+    *hi = *lo + per < count ? *lo + per : count;
+}
+
+static int allreduce_pair(struct coll_sched *s, struct direct *d);
+
+static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
+{
+    struct direct *d = st->arg;
+    int n = s->comm->size, me = s->comm->rank;
+    /* The pair algorithm reads the peer's input while the peer writes its
+     * output: only where no rank works in place. Every rank decides from
+     * the same addresses. */
+    if (n == 2 && d->peer[0] != d->peer[1] && d->peer[2] != d->peer[3])
+        return allreduce_pair(s, d);
+    size_t es = s->elsize, lo, hi;
+    share(d->count, es, n, me, &lo, &hi);
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(get_scratch(s, &acc, &tmp));
+    size_t step = DIRECT_CHUNK / es;
+    for (size_t off = lo; off < hi; off += step) {
+        size_t m = hi - off < step ? hi - off : step, bytes = m * es;
+        CADRE_CHECK(reduce_chunk(s, d, d->sbuf, off * es, m, acc, tmp));
+        copy_out((char *)d->rbuf + off * es, acc, bytes);
+        for (int q = 0; q < n; q++)
+            if (q != me)
+                CADRE_CHECK(cma(s, q, acc, d->peer[2 * q + 1] + off * es, bytes, 1));
+    }
+    return CADRE_SUCCESS;
+}
+
+/* Two ranks: each reads the other's whole input and computes the whole
+ * result itself, so that nobody writes into another process's memory: a
+ * write there costs the kernel a read of the line first, while the reads
+ * land in this core's cache. a+b and b+a are the same bits, so both ranks
+ * still get the same result. */
+static int allreduce_pair(struct coll_sched *s, struct direct *d)
+{
+    int peer = !s->comm->rank;
+    size_t es = s->elsize;
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(get_scratch(s, &acc, &tmp));
+    size_t step = DIRECT_CHUNK / es;
+    for (size_t off = 0; off < d->count; off += step) {
+        size_t m = d->count - off < step ? d->count - off : step, bytes = m * es;
+        CADRE_CHECK(cma(s, peer, acc, d->peer[2 * peer] + off * es, bytes, 0));
+        cadre__coll_reduce(acc, (const char *)d->sbuf + off * es, m, s->dt, s->op);
+        copy_out((char *)d->rbuf + off * es, acc, bytes);
+    }
+    return CADRE_SUCCESS;
+}
+
+static int reduce_scatter_call(struct coll_sched *s, const struct coll_step *st)
+{
+    struct direct *d = st->arg;
+    size_t es = s->elsize, base = (size_t)s->comm->rank * d->count * es;
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(get_scratch(s, &acc, &tmp));
+    size_t step = DIRECT_CHUNK / es;
+    for (size_t off = 0; off < d->count; off += step) {
+        size_t m = d->count - off < step ? d->count - off : step;
+        CADRE_CHECK(reduce_chunk(s, d, d->sbuf, base + off * es, m, acc, tmp));
+        copy_out((char *)d->rbuf + off * es, acc, m * es);
+    }
+    return CADRE_SUCCESS;
+}
+
+static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
+{
+    struct direct *d = st->arg;
+    int n = s->comm->size, me = s->comm->rank;
+    size_t es = s->elsize;
+    char *rb = d->rbuf;
+    if (d->counts[me] && (const char *)d->sbuf != rb + d->displs[me] * es)
+        memcpy(rb + d->displs[me] * es, d->sbuf, d->counts[me] * es);
+    /* Start with the next rank so the ranks do not all read rank 0 at once. */
+    for (int i = 1; i < n; i++) {
+        int q = (me + i) % n;
+        if (d->counts[q])
+            CADRE_CHECK(cma(s, q, rb + d->displs[q] * es, d->peer[2 * q], d->counts[q] * es, 0));
+    }
+    return CADRE_SUCCESS;
+}
+
+static int bcast_call(struct coll_sched *s, const struct coll_step *st)
+{
+    struct direct *d = st->arg;
+    int n = s->comm->size, me = s->comm->rank, root = d->root;
+    size_t bytes = d->count * s->elsize;
+    char *buf = d->rbuf;
+    if (n == 2) {
+        /* Both cores copy: the root writes the first half, the other rank
+         * reads the second. */
+        size_t half = bytes / 2 / 64 * 64;
+        if (me == root)
+            return cma(s, !me, buf, d->peer[2 * !me + 1], half, 1);
+        return cma(s, root, buf + half, d->peer[2 * root + 1] + half, bytes - half, 0);
+    }
+    if (me == root)
+        return CADRE_SUCCESS;
+    return cma(s, root, buf, d->peer[2 * root + 1], bytes, 0);
+}
+
+/* Rounds 1 and 3 around the CS_CALL of round 2. */
+static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    d->mine[0] = (uint64_t)(uintptr_t)d->sbuf;
+    d->mine[1] = (uint64_t)(uintptr_t)d->rbuf;
+    d->peer = cadre__sched_alloc(s, (size_t)n * 2 * sizeof *d->peer);
+    if (!d->peer)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
+    d->peer[2 * me] = d->mine[0];
+    d->peer[2 * me + 1] = d->mine[1];
+    for (int i = 1; i < n; i++) {
+        int q = (me + i) % n;
+        CADRE_CHECK(cadre__sched_send(s, q, d->mine, sizeof d->mine));
+        CADRE_CHECK(cadre__sched_recv(s, q, &d->peer[2 * q], 2 * sizeof *d->peer));
+    }
+    CADRE_CHECK(cadre__sched_barrier(s));
+    CADRE_CHECK(cadre__sched_call(s, fn, d));
+    CADRE_CHECK(cadre__sched_barrier(s));
+    for (int i = 1; i < n; i++) {
+        int q = (me + i) % n;
+        CADRE_CHECK(cadre__sched_send(s, q, NULL, 0));
+        CADRE_CHECK(cadre__sched_recv(s, q, NULL, 0));
+    }
+    return cadre__sched_barrier(s);
+}
+
+static struct direct *new_direct(struct coll_sched *s)
+{
+    struct direct *d = cadre__sched_alloc(s, sizeof *d);
+    if (!d)
+        cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
+    else
+        memset(d, 0, sizeof *d);
+    return d;
+}
+
+int cadre__algo_allreduce_direct(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count)
+{
+    struct direct *d = new_direct(s);
+    if (!d)
+        return CADRE_ERR_NOMEM;
+    d->sbuf = sbuf;
+    d->rbuf = rbuf;
+    d->count = count;
+    return build(s, d, allreduce_call);
+}
+
+int cadre__algo_reduce_scatter_direct(struct coll_sched *s, const void *sbuf, void *rbuf,
+                                      size_t recvcount)
+{
+    struct direct *d = new_direct(s);
+    if (!d)
+        return CADRE_ERR_NOMEM;
+    d->sbuf = sbuf;
+    d->rbuf = rbuf;
+    d->count = recvcount;
+    if (sbuf == rbuf) {
+        /* In place the result lands on block 0 of the input, which rank 0
+         * may still be reading: reduce into scratch, copy after round 3. */
+        void *out = cadre__sched_alloc(s, recvcount * s->elsize);
+        if (!out)
+            return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
+        d->rbuf = out;
+        CADRE_CHECK(build(s, d, reduce_scatter_call));
+        CADRE_CHECK(cadre__sched_copy(s, rbuf, out, recvcount * s->elsize));
+        return cadre__sched_barrier(s);
+    }
+    return build(s, d, reduce_scatter_call);
+}
+
+int cadre__algo_allgatherv_direct(struct coll_sched *s, const void *sbuf, void *rbuf,
+                                  const size_t *counts, const size_t *displs)
+{
+    struct direct *d = new_direct(s);
+    if (!d)
+        return CADRE_ERR_NOMEM;
+    size_t n = (size_t)s->comm->size;
+    size_t *v = cadre__sched_alloc(s, 2 * n * sizeof *v);
+    if (!v)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
+    memcpy(v, counts, n * sizeof *v);
+    memcpy(v + n, displs, n * sizeof *v);
+    d->counts = v;
+    d->displs = v + n;
+    d->sbuf = sbuf;
+    d->rbuf = rbuf;
+    return build(s, d, allgatherv_call);
+}
+
+int cadre__algo_bcast_direct(struct coll_sched *s, void *buf, size_t count, int root)
+{
+    struct direct *d = new_direct(s);
+    if (!d)
+        return CADRE_ERR_NOMEM;
+    d->sbuf = buf;
+    d->rbuf = buf;
+    d->count = count;
+    d->root = root;
+    return build(s, d, bcast_call);
+}

@@ -1,0 +1,362 @@
+/*
+ * Shared-memory collectives for small buffers, for communicators whose ranks
+ * all share one node.
+ *
+ * Each process's shm segment ends with an area of FAST_NSLOTS slots; a
+ * communicator gets one slot index, the same on every member (agreed when it
+ * is created; the world has slot 0). A slot holds this rank's `done` counter
+ * and two buffers, used by alternate calls. In call f a rank that contributes
+ * data copies it into its buffer f%2 and then publishes f in the buffer's
+ * sequence word; the ranks that need it wait for that word and read the data
+ * straight from there, in the owner's segment; every rank then publishes f in
+ * `done`. Before writing buffer f%2 again (call f+2) a rank waits until every
+ * peer's `done` has reached f: nobody still reads it. So an 8-byte allreduce
+ * moves one cache line each way and needs no message, no request and no lock.
+ *
+ * Sequence words carry the communicator's context id in their high half, so
+ * what an earlier communicator left in a reused slot never passes for data.
+ * Each buffer also carries the call's signature (coll_sig.h): a rank that
+ * finds a peer's call differs from its own fails with CADRE_ERR_MISMATCH.
+ *
+ * Waiting spins for a while (yielding the core when ranks outnumber cores),
+ * then naps on the process's doorbell, which publishers ring; it watches the
+ * peers for failure and gives up after CADRE_TIMEOUT seconds without
+ * progress.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_fast.h"
+#include "coll_sig.h"
+
+#define FAST_NSLOTS 8
+
+struct fast_buf {
+    _Atomic uint64_t seq; /* ctx << 32 | call number, once data is in place */
+    uint64_t sig;
+    unsigned char data[FAST_BYTES];
+} __attribute__((aligned(64)));
+
+struct fast_slot {
+    _Atomic uint64_t done; /* ctx << 32 | last call this rank finished */
+    char pad[56];
+    struct fast_buf buf[2];
+};
+
+_Static_assert(FAST_NSLOTS * sizeof(struct fast_slot) <= CADRE_SHM_COLL_BYTES,
+               "the fast slots must fit the shm segment's collective area");
+
+struct coll_fast {
+    int slot, n, me;
+    uint64_t ctx;  /* context id, shifted into the high half */
+    uint32_t seq;  /* calls made */
+    struct fast_slot **peer; /* each member's slot, this rank's too */
+    int *world;
+    uint32_t *seen_done;
+};
+
+static uint64_t used_mask; /* slots this process has given to communicators */
+static int world_tried;
+
+static int world_of(const struct cadre_comm *c, int rank)
+{
+    return c->world_ranks ? c->world_ranks[rank] : rank;
+}
+
+uint64_t cadre__fast_free_mask(void)
+{
+    if (!cadre__eng.shm_active)
+        return 0;
+    /* Slot 0 is the world's, whether it took it yet or not. */
+    return ~used_mask & ((1ull << FAST_NSLOTS) - 1) & ~1ull;
+}
+
+int cadre__fast_setup(struct cadre_comm *c, uint64_t mask)
+{
+    c->fast = NULL;
+    mask &= c == &cadre__comm_world ? 1 : cadre__fast_free_mask();
+    if (!mask || c->size < 2 || !cadre__direct_usable(c))
+        return CADRE_SUCCESS;
+    int slot = __builtin_ctzll(mask);
+    struct coll_fast *F = calloc(1, sizeof *F);
+    if (!F)
+        return CADRE_ERR_NOMEM;
+    F->peer = calloc((size_t)c->size, sizeof *F->peer);
+    F->world = calloc((size_t)c->size, sizeof *F->world);
+    F->seen_done = calloc((size_t)c->size, sizeof *F->seen_done);
+    if (!F->peer || !F->world || !F->seen_done) {
+        free(F->peer), free(F->world), free(F->seen_done), free(F);
+        return CADRE_ERR_NOMEM;
+    }
+    for (int i = 0; i < c->size; i++) {
+        F->world[i] = world_of(c, i);
+        unsigned char *area = cadre__shm_coll_area(F->world[i]);
+        if (!area) {
+            free(F->peer), free(F->world), free(F->seen_done), free(F);
+            return CADRE_SUCCESS;
+        }
+        F->peer[i] = (struct fast_slot *)area + slot;
+    }
+    F->slot = slot;
+    F->n = c->size;
+    F->me = c->rank;
+    F->ctx = (uint64_t)c->context_id << 32;
+    used_mask |= 1ull << slot;
+    c->fast = F;
+    return CADRE_SUCCESS;
+}
+
+void cadre__fast_release(struct cadre_comm *c)
+{
+    struct coll_fast *F = c->fast;
+    if (c == &cadre__comm_world)
+        world_tried = 0;
+    if (!F)
+        return;
+    used_mask &= ~(1ull << F->slot);
+    free(F->peer), free(F->world), free(F->seen_done), free(F);
+    c->fast = NULL;
+}
+
+void cadre__coll_finalize(void)
+{
+    cadre__fast_release(&cadre__comm_world);
+}
+
+struct coll_fast *cadre__fast_get(struct cadre_comm *c)
+{
+    if (c->fast || c != &cadre__comm_world || world_tried)
+        return c->fast;
+    world_tried = 1;
+    cadre__fast_setup(c, 1);
+    return c->fast;
+}
+
+/* ---- waiting ------------------------------------------------------------------- */
+struct waiter {
+    const char *fn;
+    struct cadre_comm *comm;
+    uint32_t coll_seq; /* this call's collective number on comm (from 1) */
+    int spins;
+    double nap, since;
+};
+
+static inline void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* One unsuccessful look at rank q's word: spin, yield or nap; fails when q
+ * died or nothing happened for CADRE_TIMEOUT seconds. */
+static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (++w->spins < (e->oversubscribed ? 64 : 20000)) {
+        if (e->oversubscribed)
+            sched_yield();
+        else
+            relax();
+        return CADRE_SUCCESS;
+    }
+    double now = cadre__now();
+    if (!w->since)
+        w->since = now;
+    eng_lock();
+    cadre__p2p_check_peers();
+    int dead = e->peers[F->world[q]].state == PEER_DEAD;
+    eng_unlock();
+    if (dead)
+        return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d) failed: %s", w->fn, q,
+                            F->world[q], e->peers[F->world[q]].why);
+    cadre__state_stamp(now);
+    if (now - w->since > e->timeout)
+        return cadre__p2p_coll_timed_out(w->comm, w->fn, w->coll_seq, q, what);
+    cadre__p2p_sleep(w->nap);
+    if (w->nap < 10e-3)
+        w->nap *= 2;
+    w->spins -= 8;
+    return CADRE_SUCCESS;
+}
+
+/* ---- one call --------------------------------------------------------------------- */
+/* Starts call number f on comm (also taking a collective sequence number, so
+ * that the tags of later scheduled collectives stay aligned on all ranks). */
+static uint32_t begin(struct cadre_comm *c, struct coll_fast *F, struct waiter *w)
+{
+    w->coll_seq = (uint32_t)cadre__coll_next_tag(c) + 1;
+    cadre__state_enter(w->fn, NULL, c->context_id, w->coll_seq, -1, -1);
+    return ++F->seq;
+}
+
+/* Waits until every peer finished call f-2, so buffer f%2 is free. */
+static int wait_free(struct coll_fast *F, uint32_t f, struct waiter *w)
+{
+    if (f <= 2)
+        return CADRE_SUCCESS;
+    for (int q = 0; q < F->n; q++) {
+        while (F->seen_done[q] < f - 2 && q != F->me) {
+            uint64_t d = atomic_load_explicit(&F->peer[q]->done, memory_order_acquire);
+            if ((d & ~0xffffffffull) == F->ctx && (uint32_t)d >= f - 2) {
+                F->seen_done[q] = (uint32_t)d;
+                break;
+            }
+            CADRE_CHECK(idle(F, w, q, "finished the call before"));
+        }
+    }
+    return CADRE_SUCCESS;
+}
+
+static void publish(struct coll_fast *F, uint32_t f, uint64_t sig, const void *data, size_t len)
+{
+    struct fast_buf *b = &F->peer[F->me]->buf[f & 1];
+    if (len)
+        memcpy(b->data, data, len);
+    b->sig = sig;
+    atomic_store_explicit(&b->seq, F->ctx | f, memory_order_release);
+    for (int q = 0; q < F->n; q++)
+        if (q != F->me)
+            cadre__shm_wake(F->world[q]);
+}
+
+/* Rank q's data of call f, once published; checks that q made the same call. */
+static int fetch(struct coll_fast *F, uint32_t f, int q, uint64_t sig, struct waiter *w,
+                 const unsigned char **data)
+{
+    struct fast_buf *b = &F->peer[q]->buf[f & 1];
+    while (atomic_load_explicit(&b->seq, memory_order_acquire) != (F->ctx | f))
+        CADRE_CHECK(idle(F, w, q, "joined it"));
+    if (b->sig != sig)
+        return cadre__sig_mismatch(w->fn, q, b->sig, F->me, sig);
+    *data = b->data;
+    return CADRE_SUCCESS;
+}
+
+static int end(struct coll_fast *F, uint32_t f, int rc)
+{
+    atomic_store_explicit(&F->peer[F->me]->done, F->ctx | f, memory_order_release);
+    cadre__state_leave();
+    return rc;
+}
+
+#define WAITER(fn_) {.fn = (fn_), .comm = c, .nap = 50e-6}
+
+/* ---- the collectives ------------------------------------------------------------------ */
+int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                          void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op)
+{
+    struct coll_fast *F = c->fast;
+    struct waiter w = WAITER(fn);
+    uint32_t f = begin(c, F, &w);
+    size_t es = cadre_datatype_size(dt), bytes = count * es;
+    int rc = wait_free(F, f, &w);
+    if (rc != CADRE_SUCCESS)
+        return end(F, f, rc);
+    publish(F, f, sig, sbuf, bytes);
+    /* In rank order, so that every rank gets the same bits. */
+    for (int q = 0; q < F->n; q++) {
+        const unsigned char *d = F->peer[F->me]->buf[f & 1].data;
+        if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
+            return end(F, f, rc);
+        if (q == 0)
+            memcpy(rbuf, d, bytes);
+        else
+            cadre__coll_reduce(rbuf, d, count, dt, op == CADRE_AVG ? CADRE_SUM : op);
+    }
+    if (op == CADRE_AVG)
+        cadre__coll_scale(rbuf, count, dt, F->n);
+    return end(F, f, CADRE_SUCCESS);
+}
+
+int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                       void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op, int root)
+{
+    struct coll_fast *F = c->fast;
+    struct waiter w = WAITER(fn);
+    uint32_t f = begin(c, F, &w);
+    size_t es = cadre_datatype_size(dt), bytes = count * es;
+    int rc = wait_free(F, f, &w);
+    if (rc != CADRE_SUCCESS)
+        return end(F, f, rc);
+    publish(F, f, sig, sbuf, bytes);
+    if (F->me != root)
+        return end(F, f, CADRE_SUCCESS);
+    for (int q = 0; q < F->n; q++) {
+        const unsigned char *d = F->peer[F->me]->buf[f & 1].data;
+        if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
+            return end(F, f, rc);
+        if (q == 0)
+            memcpy(rbuf, d, bytes);
+        else
+            cadre__coll_reduce(rbuf, d, count, dt, op == CADRE_AVG ? CADRE_SUM : op);
+    }
+    if (op == CADRE_AVG)
+        cadre__coll_scale(rbuf, count, dt, F->n);
+    return end(F, f, CADRE_SUCCESS);
+}
+
+int cadre__fast_bcast(struct cadre_comm *c, const char *fn, uint64_t sig, void *buf, size_t bytes,
+                      int root)
+{
+    struct coll_fast *F = c->fast;
+    struct waiter w = WAITER(fn);
+    uint32_t f = begin(c, F, &w);
+    int rc = CADRE_SUCCESS;
+    if (F->me == root) {
+        if ((rc = wait_free(F, f, &w)) == CADRE_SUCCESS)
+            publish(F, f, sig, buf, bytes);
+        return end(F, f, rc);
+    }
+    const unsigned char *d;
+    if ((rc = fetch(F, f, root, sig, &w, &d)) == CADRE_SUCCESS && bytes)
+        memcpy(buf, d, bytes);
+    return end(F, f, rc);
+}
+
+int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig)
+{
+    struct coll_fast *F = c->fast;
+    struct waiter w = WAITER(fn);
+    uint32_t f = begin(c, F, &w);
+    int rc = wait_free(F, f, &w);
+    if (rc != CADRE_SUCCESS)
+        return end(F, f, rc);
+    publish(F, f, sig, NULL, 0);
+    const unsigned char *d;
+    for (int q = 0; q < F->n && rc == CADRE_SUCCESS; q++)
+        if (q != F->me)
+            rc = fetch(F, f, q, sig, &w, &d);
+    return end(F, f, rc);
+}
+
+/* Every rank publishes `len` bytes from `in`; then for every rank q whose
+ * part this rank needs, take(q, data of q) runs (rank order). The pattern of
+ * allgather(v), gather, scatter, reduce_scatter and alltoall. */
+int cadre__fast_exchange(struct cadre_comm *c, const char *fn, uint64_t sig, const void *in,
+                         size_t len, int reader, int only_from,
+                         void (*take)(void *arg, int q, const unsigned char *data), void *arg)
+{
+    struct coll_fast *F = c->fast;
+    struct waiter w = WAITER(fn);
+    uint32_t f = begin(c, F, &w);
+    int rc = CADRE_SUCCESS;
+    if (only_from < 0 || only_from == F->me) {
+        if ((rc = wait_free(F, f, &w)) != CADRE_SUCCESS)
+            return end(F, f, rc);
+        publish(F, f, sig, in, len);
+    }
+    if (!reader)
+        return end(F, f, CADRE_SUCCESS);
+    for (int q = 0; q < F->n; q++) {
+        if (only_from >= 0 && q != only_from)
+            continue;
+        const unsigned char *d = F->peer[F->me]->buf[f & 1].data;
+        if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
+            return end(F, f, rc);
+        take(arg, q, d);
+    }
+    return end(F, f, CADRE_SUCCESS);
+}

@@ -1,0 +1,32 @@
+/* Shared-memory collectives for small buffers (coll_fast.c). Blocking calls
+ * only; a communicator has them when c->fast is set (cadre__fast_get). */
+#ifndef CADRE_COLL_FAST_H
+#define CADRE_COLL_FAST_H
+
+#include "coll_algos.h"
+
+/* Bytes one rank may contribute to one call. */
+#define FAST_BYTES ((size_t)4096)
+
+struct coll_fast;
+/* Slots free in this process (bit i: slot i), 0 without shared memory. */
+uint64_t cadre__fast_free_mask(void);
+/* Gives comm the lowest slot of `mask` (agreed by all its ranks), when every
+ * member is reached through shared memory. Sets c->fast or leaves it NULL. */
+int cadre__fast_setup(struct cadre_comm *c, uint64_t mask);
+void cadre__fast_release(struct cadre_comm *c);
+/* c->fast, set up on first use for the world. */
+struct coll_fast *cadre__fast_get(struct cadre_comm *c);
+
+int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                          void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op);
+int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                       void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op, int root);
+int cadre__fast_bcast(struct cadre_comm *c, const char *fn, uint64_t sig, void *buf, size_t bytes,
+                      int root);
+int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig);
+int cadre__fast_exchange(struct cadre_comm *c, const char *fn, uint64_t sig, const void *in,
+                         size_t len, int reader, int only_from,
+                         void (*take)(void *arg, int q, const unsigned char *data), void *arg);
+
+#endif
