@@ -44,6 +44,7 @@ struct coll_sched {
     cadre_op_t op;
     size_t elsize;
     uint32_t ctx;          /* the communicator's collective context */
+    uint64_t sig;          /* the call's signature (coll_sig.h), on every message */
     int32_t tag;           /* this collective's sequence number */
 
     struct coll_step *steps;
@@ -103,6 +104,13 @@ static inline uint32_t cadre__coll_ctx(const struct cadre_comm *c)
 {
     return c->context_id | 1u;
 }
+/* Mismatch (coll_poison.c). */
+void cadre__coll_poison_locked(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine);
+void cadre__coll_poison(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine);
+/* CADRE_ERR_MISMATCH (recorded, naming fn) when ctx is poisoned. */
+int cadre__coll_poisoned(uint32_t ctx, const char *fn);
+int cadre__coll_any_poisoned(void);
+
 /* The next collective sequence number on comm, used as the tag. */
 int32_t cadre__coll_next_tag(struct cadre_comm *c);
 

@@ -89,6 +89,8 @@ static int check_comm_dt(struct call *c, const char *fn, cadre_comm_t comm, cadr
         return cadre__error(CADRE_ERR_ARG, "%s: unknown datatype %d", fn, (int)dt);
     c->n = c->comm->size;
     c->me = c->comm->rank;
+    if (cadre__coll_any_poisoned())
+        return cadre__coll_poisoned(cadre__coll_ctx(c->comm), fn);
     return CADRE_SUCCESS;
 }
 
@@ -204,6 +206,7 @@ static int barrier_impl(const char *fn, cadre_comm_t comm, cadre_request_t *req,
                                                          SIG_NO_ROOT, 0));
     struct coll_sched s;
     begin(&s, &c, CADRE_UINT8, CADRE_SUM);
+    s.sig = cadre__sig(SIG_BARRIER, SIG_NO_DT, SIG_NO_OP, 1, SIG_NO_ROOT, 0);
     return finish(&s, cadre__algo_barrier_dissemination(&s), req);
 }
 int cadre_barrier(cadre_comm_t comm)
@@ -241,6 +244,7 @@ static int bcast_impl(const char *fn, void *buf, size_t count, cadre_datatype_t 
     int rc = a == 1   ? cadre__algo_bcast_binomial(&s, buf, count, root)
              : a == 2 ? cadre__algo_bcast_pipeline(&s, buf, count, root)
                       : cadre__algo_bcast_direct(&s, buf, count, root);
+    s.sig = cadre__sig(SIG_BCAST, dt, SIG_NO_OP, a, root, count);
     return finish(&s, rc, req);
 }
 int cadre_bcast(void *buf, size_t count, cadre_datatype_t dt, int root, cadre_comm_t comm)
@@ -279,6 +283,7 @@ static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
     int rc = cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
     if (c.me == root)
         avg_after(&s, op, rbuf, count);
+    s.sig = cadre__sig(SIG_REDUCE, dt, op, 1, root, count);
     return finish(&s, rc, req);
 }
 int cadre_reduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
@@ -325,6 +330,7 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
              : a == 2 ? cadre__algo_allreduce_ring(&s, sbuf, rbuf, count)
                       : cadre__algo_allreduce_direct(&s, sbuf, rbuf, count);
     avg_after(&s, op, rbuf, count);
+    s.sig = cadre__sig(SIG_ALLREDUCE, dt, op, a, SIG_NO_ROOT, count);
     return finish(&s, rc, req);
 }
 int cadre_allreduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
@@ -411,6 +417,7 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     int rc = a == 2 ? cadre__algo_reduce_scatter_direct(&s, sbuf, rbuf, recvcount)
                     : cadre__algo_reduce_scatter_ring(&s, sbuf, rbuf, recvcount);
     avg_after(&s, op, rbuf, recvcount);
+    s.sig = cadre__sig(SIG_REDUCE_SCATTER, dt, op, a, SIG_NO_ROOT, recvcount);
     return finish(&s, rc, req);
 }
 int cadre_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount, cadre_datatype_t dt,
@@ -456,6 +463,8 @@ static int gatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int rc = cadre__algo_gatherv_linear(&s, sbuf, sendcount, rbuf, counts, displs, root);
+    s.sig = cadre__sig(strcmp(fn + strlen(fn) - 1, "v") ? SIG_GATHER : SIG_GATHERV, dt, SIG_NO_OP, 1,
+                       root, strcmp(fn + strlen(fn) - 1, "v") ? sendcount : 0);
     return finish(&s, rc, req);
 }
 
@@ -546,6 +555,8 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int rc = cadre__algo_scatterv_linear(&s, sbuf, counts, displs, rbuf, recvcount, root);
+    s.sig = cadre__sig(strcmp(fn + strlen(fn) - 1, "v") ? SIG_SCATTER : SIG_SCATTERV, dt, SIG_NO_OP, 1,
+                       root, strcmp(fn + strlen(fn) - 1, "v") ? recvcount : 0);
     return finish(&s, rc, req);
 }
 int cadre_scatterv(const void *sendbuf, const size_t sendcounts[], const size_t displs[],
@@ -636,6 +647,8 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
              : a == 2 && equal && pow2 ? cadre__algo_allgather_rd(&s, sbuf, rbuf, sendcount)
                                        : cadre__algo_allgatherv_ring(&s, sbuf, sendcount, rbuf,
                                                                      counts, displs);
+    s.sig = cadre__sig(equal ? SIG_ALLGATHER : SIG_ALLGATHERV, dt, SIG_NO_OP, a, SIG_NO_ROOT,
+                       equal ? sendcount : 0);
     return finish(&s, rc, req);
 }
 int cadre_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,
@@ -730,6 +743,7 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
     }
     /* The vectors are read at build time only. */
     int rc = cadre__algo_alltoallv_pairwise(&s, sbuf, scounts, sdispls, rbuf, rcounts, rdispls);
+    s.sig = cadre__sig(SIG_ALLTOALLV, dt, SIG_NO_OP, 1, SIG_NO_ROOT, 0);
     return finish(&s, rc, req);
 }
 int cadre_alltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],

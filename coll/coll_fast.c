@@ -36,6 +36,7 @@
 struct fast_buf {
     _Atomic uint64_t seq; /* ctx << 32 | call number, once data is in place */
     uint64_t sig;
+    uint64_t prev_sig;    /* the call before, for calls that nobody read (a bcast's roots) */
     unsigned char data[FAST_BYTES];
 } __attribute__((aligned(64)));
 
@@ -52,6 +53,8 @@ struct coll_fast {
     int slot, n, me;
     uint64_t ctx;  /* context id, shifted into the high half */
     uint32_t seq;  /* calls made */
+    uint64_t last_sig; /* signature of the call before */
+    uint64_t cur_sig;  /* ... and of this one */
     struct fast_slot **peer; /* each member's slot, this rank's too */
     int *world;
     uint32_t *seen_done;
@@ -138,7 +141,8 @@ struct coll_fast *cadre__fast_get(struct cadre_comm *c)
 struct waiter {
     const char *fn;
     struct cadre_comm *comm;
-    uint32_t coll_seq; /* this call's collective number on comm (from 1) */
+    uint64_t sig;
+    int32_t tag; /* this call's collective number on comm, less 1 */
     int spins;
     double nap, since;
 };
@@ -165,6 +169,17 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
     double now = cadre__now();
     if (!w->since)
         w->since = now;
+    /* Another rank found a mismatch; or a peer sent this call's tag a
+     * message: it runs a scheduled collective where this rank runs one
+     * from the slots, so the calls differ. */
+    if (cadre__coll_any_poisoned())
+        CADRE_CHECK(cadre__coll_poisoned(cadre__coll_ctx(w->comm), w->fn));
+    uint64_t theirs = 0;
+    int src = cadre__p2p_probe_coll(cadre__coll_ctx(w->comm), w->tag, &theirs);
+    if (src >= 0 && theirs != w->sig) {
+        cadre__coll_poison(w->comm, src, theirs, w->sig);
+        return cadre__sig_mismatch(w->fn, src, theirs, F->me, w->sig);
+    }
     eng_lock();
     cadre__p2p_check_peers();
     int dead = e->peers[F->world[q]].state == PEER_DEAD;
@@ -174,7 +189,7 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
                             F->world[q], e->peers[F->world[q]].why);
     cadre__state_stamp(now);
     if (now - w->since > e->timeout)
-        return cadre__p2p_coll_timed_out(w->comm, w->fn, w->coll_seq, q, what);
+        return cadre__p2p_coll_timed_out(w->comm, w->fn, (uint32_t)w->tag + 1, q, what);
     cadre__p2p_sleep(w->nap);
     if (w->nap < 10e-3)
         w->nap *= 2;
@@ -187,8 +202,10 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
  * that the tags of later scheduled collectives stay aligned on all ranks). */
 static uint32_t begin(struct cadre_comm *c, struct coll_fast *F, struct waiter *w)
 {
-    w->coll_seq = (uint32_t)cadre__coll_next_tag(c) + 1;
-    cadre__state_enter(w->fn, NULL, c->context_id, w->coll_seq, -1, -1);
+    w->comm = c;
+    w->tag = cadre__coll_next_tag(c);
+    F->cur_sig = w->sig;
+    cadre__state_enter(w->fn, NULL, c->context_id, (uint32_t)w->tag + 1, -1, -1);
     return ++F->seq;
 }
 
@@ -216,6 +233,7 @@ static void publish(struct coll_fast *F, uint32_t f, uint64_t sig, const void *d
     if (len)
         memcpy(b->data, data, len);
     b->sig = sig;
+    b->prev_sig = F->last_sig;
     atomic_store_explicit(&b->seq, F->ctx | f, memory_order_release);
     for (int q = 0; q < F->n; q++)
         if (q != F->me)
@@ -229,20 +247,29 @@ static int fetch(struct coll_fast *F, uint32_t f, int q, uint64_t sig, struct wa
     struct fast_buf *b = &F->peer[q]->buf[f & 1];
     while (atomic_load_explicit(&b->seq, memory_order_acquire) != (F->ctx | f))
         CADRE_CHECK(idle(F, w, q, "joined it"));
-    if (b->sig != sig)
+    if (b->sig != sig) {
+        cadre__coll_poison(w->comm, q, b->sig, sig);
         return cadre__sig_mismatch(w->fn, q, b->sig, F->me, sig);
+    }
+    if (b->prev_sig != F->last_sig) {
+        /* The call before differed where nobody read the other's data
+         * (two ranks both the root of a bcast): it surfaces now. */
+        cadre__coll_poison(w->comm, q, b->prev_sig, F->last_sig);
+        return cadre__sig_mismatch(w->fn, q, b->prev_sig, F->me, F->last_sig);
+    }
     *data = b->data;
     return CADRE_SUCCESS;
 }
 
 static int end(struct coll_fast *F, uint32_t f, int rc)
 {
+    F->last_sig = F->cur_sig;
     atomic_store_explicit(&F->peer[F->me]->done, F->ctx | f, memory_order_release);
     cadre__state_leave();
     return rc;
 }
 
-#define WAITER(fn_) {.fn = (fn_), .comm = c, .nap = 50e-6}
+#define WAITER(fn_) {.fn = (fn_), .nap = 50e-6, .sig = sig}
 
 /* ---- the collectives ------------------------------------------------------------------ */
 int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,

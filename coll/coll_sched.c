@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "coll_sig.h"
 
 int32_t cadre__coll_next_tag(struct cadre_comm *c)
 {
@@ -143,6 +144,7 @@ static int post_round(struct coll_sched *s)
         r->peer = st->peer;
         r->peer_world = world_of(s->comm, st->peer);
         r->tag = s->tag;
+        r->sig = s->sig;
         r->elsize = 1;
         r->buf = st->kind == CS_SEND ? (char *)st->src : st->dst;
         r->bytes = st->n;
@@ -196,6 +198,13 @@ static int advance(struct coll_sched *s, int *finished)
 {
     int events = 0;
     *finished = 0;
+    if (cadre__coll_any_poisoned() && cadre__coll_poisoned(s->ctx, s->op_name) != CADRE_SUCCESS) {
+        s->error = CADRE_ERR_MISMATCH;
+        snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
+        drop_reqs(s);
+        *finished = 1;
+        return 1;
+    }
     while (s->round < s->nrounds) {
         if (!s->posted) {
             int rc = post_round(s);
@@ -208,14 +217,29 @@ static int advance(struct coll_sched *s, int *finished)
                 return events;
             }
         }
-        for (int i = 0; i < s->nreqs; i++)
+        /* The round ends when all its requests are done, or at the first
+         * that failed: its partners may never come (a mismatch, a dead peer). */
+        int pending = 0, failed = 0;
+        for (int i = 0; i < s->nreqs; i++) {
             if (!atomic_load_explicit(&s->reqs[i]->done, memory_order_acquire))
-                return events;
+                pending = 1;
+            else if (s->reqs[i]->error != CADRE_SUCCESS)
+                failed = 1;
+        }
+        if (pending && !failed)
+            return events;
         for (int i = 0; i < s->nreqs; i++) {
             struct cadre_request *r = s->reqs[i];
+            if (!atomic_load_explicit(&r->done, memory_order_acquire))
+                continue;
             if (r->error != CADRE_SUCCESS && !s->error) {
                 s->error = r->error == CADRE_ERR_TRUNCATE ? CADRE_ERR_MISMATCH : r->error;
-                if (r->error == CADRE_ERR_TRUNCATE)
+                if (r->error == CADRE_ERR_MISMATCH && r->peer_sig) {
+                    cadre__sig_mismatch(s->op_name, r->status.source, r->peer_sig,
+                                        s->comm->rank, s->sig);
+                    snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
+                    cadre__coll_poison_locked(s->comm, r->status.source, r->peer_sig, s->sig);
+                } else if (r->error == CADRE_ERR_TRUNCATE)
                     snprintf(s->errmsg, sizeof s->errmsg,
                              "%s: rank %d sent more data than this rank expects (do the ranks "
                              "agree on count and datatype?)",

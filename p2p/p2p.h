@@ -31,8 +31,13 @@ enum cadre_p2p_type {
 };
 
 /* flags */
-#define CADRE_P2P_INLINE 0x1 /* shm: an EAGER payload of <= 24 bytes sits in sreq..off */
-#define CADRE_P2P_INLINE_MAX 24
+#define CADRE_P2P_INLINE 0x1 /* shm: an EAGER payload of <= 16 bytes sits in sreq..rreq */
+#define CADRE_P2P_INLINE_MAX 16
+/* Collective traffic (odd contexts): a tag above every collective sequence
+ * number that tells the communicator's ranks that two of them disagreed:
+ * EAGER, len 0, sreq = the other rank's signature, rreq = the sender's,
+ * off = the other rank. */
+#define CADRE_P2P_POISON_TAG 0x7ffffffe
 
 struct cadre_p2p_hdr {
     uint8_t type;
@@ -44,7 +49,8 @@ struct cadre_p2p_hdr {
     uint64_t len;  /* EAGER/DATA: payload bytes; RTS: message bytes; CTS: bytes accepted */
     uint64_t sreq; /* sender request id (RTS, CTS, NACK)                    */
     uint64_t rreq; /* receiver request id (CTS, DATA, NACK)                 */
-    uint64_t off;  /* DATA: byte offset in the message                      */
+    uint64_t off;  /* DATA: byte offset in the message; EAGER/RTS: the call's
+                      signature (collectives, coll/coll_sig.h), 0 for p2p */
     uint64_t seq;  /* per (sender, receiver) sequence number, checked by receivers */
 };
 

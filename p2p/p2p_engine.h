@@ -54,6 +54,8 @@ struct cadre_request {
     size_t xfer;       /* bytes that will move (receiver's min(len, capacity))  */
     size_t moved;      /* bytes moved so far                                    */
     size_t msg_len;    /* recv: the sender's full length (truncation)          */
+    uint64_t sig;      /* collectives: the call's signature (0: unchecked)     */
+    uint64_t peer_sig; /* recv failed with CADRE_ERR_MISMATCH: the sender's    */
 
     /* generic requests (collectives): progressed by the engine */
     int (*poll)(struct cadre_request *req); /* returns events; completes via cadre__req_complete */
@@ -207,6 +209,13 @@ void cadre__futex_wake(_Atomic uint32_t *word);
  * (coll/coll_fast.c), and how to reach it: the area of world rank w as this
  * process maps it (its own for w == rank; NULL when w is not reached through
  * shm), and a wake-up for w's sleeping threads. */
+/* Implemented by the collective layer (coll/coll_poison.c): a POISON
+ * message arrived (lock held); and a look for a collective message that
+ * waits unmatched with tag `tag` on context ctx (takes the lock): returns
+ * its sender's rank and signature, or -1. */
+void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h);
+int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig);
+
 #define CADRE_SHM_COLL_BYTES ((size_t)72 << 10)
 void *cadre__shm_coll_area(int w);
 void cadre__shm_wake(int w);

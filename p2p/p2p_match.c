@@ -87,9 +87,25 @@ static void complete_recv(struct cadre_request *r)
         cadre__req_complete(r, CADRE_SUCCESS, NULL);
 }
 
+/* A collective receive that matched a message of a different call. */
+static int sig_differs(struct cadre_request *r, const struct cadre_p2p_hdr *h)
+{
+    if (!r->sig || !h->off || r->sig == h->off)
+        return 0;
+    r->peer_sig = h->off;
+    set_status(r, h, 0);
+    return 1;
+}
+
 static void deliver_eager(struct cadre_request *r, const struct cadre_p2p_hdr *h, int peer,
                           const void *data)
 {
+    if (sig_differs(r, h)) {
+        r->peer_world = peer;
+        cadre__req_complete(r, CADRE_ERR_MISMATCH, "%s: rank %d made a different call", r->op,
+                            (int)h->src);
+        return;
+    }
     size_t n = h->len < r->bytes ? h->len : r->bytes;
     if (n)
         memcpy(r->buf, data, n);
@@ -107,8 +123,17 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
     r->peer_world = peer;
     r->msg_len = h->len;
     r->xfer = h->len < r->bytes ? h->len : r->bytes;
+    if (sig_differs(r, h)) {
+        /* Take nothing; the sender's collective learns from the POISON. */
+        r->xfer = 0;
+        r->msg_len = 0;
+    }
     r->remote = h->sreq;
     set_status(r, h, r->xfer);
+    if (peer == cadre__proc.rank && r->peer_sig) {
+        cadre__req_complete(r, CADRE_ERR_MISMATCH, "%s: this rank made a different call", r->op);
+        return;
+    }
     if (peer == cadre__proc.rank) {
         struct cadre_request *s = cadre__req_lookup(h->sreq);
         if (s && r->xfer)
@@ -136,7 +161,10 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
                             cadre_last_error());
         return;
     }
-    if (r->xfer == 0)
+    if (r->peer_sig)
+        cadre__req_complete(r, CADRE_ERR_MISMATCH, "%s: rank %d made a different call", r->op,
+                            (int)h->src);
+    else if (r->xfer == 0)
         complete_recv(r);
 }
 
@@ -201,7 +229,8 @@ int cadre__p2p_start_send(struct cadre_request *r)
 {
     struct cadre_engine *e = &cadre__eng;
     int w = r->peer_world;
-    struct cadre_p2p_hdr h = {.ctx = r->ctx, .src = r->comm->rank, .tag = r->tag, .len = r->bytes};
+    struct cadre_p2p_hdr h = {.ctx = r->ctx, .src = r->comm->rank, .tag = r->tag, .len = r->bytes,
+                              .off = r->sig};
     if (w == cadre__proc.rank) {
         /* To ourselves: an eager copy for small messages; large ones wait,
          * by reference, for the receive and are then copied once. */
@@ -234,6 +263,10 @@ int cadre__p2p_start_send(struct cadre_request *r)
 
 static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void *payload)
 {
+    if ((h->ctx & 1) && h->tag == CADRE_P2P_POISON_TAG) {
+        cadre__coll_poison_in(peer, h);
+        return;
+    }
     struct match_ctx *m = ctx_find(h->ctx, 1);
     if (!m) {
         CADRE_WARN(P2P, "no memory to queue a message from rank %d; dropped", peer);
@@ -373,6 +406,22 @@ void cadre__p2p_incoming(int peer, const struct cadre_p2p_hdr *h, const void *pa
     default:
         cadre__p2p_peer_failed(peer, "sent a message of unknown type (corrupt stream)");
     }
+}
+
+int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig)
+{
+    int src = -1;
+    eng_lock();
+    struct match_ctx *m = ctx_find(ctx, 0);
+    for (struct unexp *u = m ? m->unexp : NULL; u; u = u->next) {
+        if (u->h.tag == tag) {
+            src = u->h.src;
+            *sig = u->h.off;
+            break;
+        }
+    }
+    eng_unlock();
+    return src;
 }
 
 /* Posted receives waiting on a failed peer; requests with ids are failed by
