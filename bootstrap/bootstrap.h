@@ -32,6 +32,11 @@ int cadre__bootstrap_barrier(void);
 /* *data is malloc'ed; the caller frees it. CADRE_ERR_BOOTSTRAP when absent. */
 int cadre__bootstrap_get(int rank, const char *key, void **data, size_t *len);
 
+/* Calls fn (on libpmix's thread) when the launcher asks every rank for its
+ * state (cadrerun --timeout), then tells the launcher it answered. Nothing
+ * happens for a singleton or when the server does not support events. */
+void cadre__bootstrap_set_state_report(void (*fn)(void));
+
 /* Asks the PMIx server (the launcher) to end the job with code; does not
  * return when it succeeds. A singleton exits. */
 void cadre__bootstrap_abort(int code, const char *msg);

@@ -227,6 +227,70 @@ int cadre__bootstrap_get(int rank, const char *key, void **data, size_t *len)
     return CADRE_SUCCESS;
 }
 
+/* ---- cadrerun's state report ------------------------------------------------ */
+static void (*state_report_fn)(void);
+
+static void state_done_sent(pmix_status_t status, void *cbdata)
+{
+    (void)status;
+    pmix_info_t *info = cbdata;
+    PMIX_INFO_FREE(info, 2);
+}
+
+static void on_state_query(size_t id, pmix_status_t status, const pmix_proc_t *source,
+                           pmix_info_t info[], size_t ninfo, pmix_info_t results[],
+                           size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc,
+                           void *cbdata)
+{
+    (void)id;
+    (void)status;
+    (void)source;
+    (void)info;
+    (void)ninfo;
+    (void)results;
+    (void)nresults;
+    if (state_report_fn)
+        state_report_fn();
+    /* The answer goes to the host (the launcher), which counts them. On
+     * libpmix's thread a blocking call would deadlock: give a callback. */
+    pmix_info_t *done;
+    PMIX_INFO_CREATE(done, 2);
+    if (done) {
+        bool yes = true;
+        PMIX_INFO_LOAD(&done[0], PMIX_EVENT_NON_DEFAULT, &yes, PMIX_BOOL);
+        PMIX_INFO_LOAD(&done[1], PMIX_EVENT_DO_NOT_CACHE, &yes, PMIX_BOOL);
+        /* libpmix 4.2.2 hands the host only events of a wider range than
+         * PMIX_RANGE_LOCAL/RM. */
+        pmix_status_t rc = PMIx_Notify_event(CADRE_PMIX_EVENT_STATE_DONE, &myproc,
+                                             PMIX_RANGE_NAMESPACE, done, 2, state_done_sent, done);
+        if (rc != PMIX_SUCCESS)
+            PMIX_INFO_FREE(done, 2);
+    }
+    if (cbfunc)
+        cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+static void state_handler_registered(pmix_status_t status, size_t ref, void *cbdata)
+{
+    (void)ref;
+    (void)cbdata;
+    if (status != PMIX_SUCCESS)
+        CADRE_INFO(BOOTSTRAP, "no state report for cadrerun --timeout: %s",
+                   PMIx_Error_string(status));
+}
+
+void cadre__bootstrap_set_state_report(void (*fn)(void))
+{
+    state_report_fn = fn;
+    if (!using_pmix)
+        return;
+    pmix_status_t code = CADRE_PMIX_EVENT_STATE_QUERY;
+    pmix_status_t rc = PMIx_Register_event_handler(&code, 1, NULL, 0, on_state_query,
+                                                   state_handler_registered, NULL);
+    if (rc != PMIX_SUCCESS)
+        state_handler_registered(rc, 0, NULL);
+}
+
 void cadre__bootstrap_abort(int code, const char *msg)
 {
     fflush(stdout);

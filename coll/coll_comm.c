@@ -33,6 +33,7 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, struct c
     c->rank = rank;
     c->size = size;
     c->world_ranks = w;
+    cadre__comm_register(c);
     *out = c;
     return CADRE_SUCCESS;
 }
@@ -40,6 +41,7 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, struct c
 static void free_comm(struct cadre_comm *c)
 {
     cadre__gpu_comm_free(c);
+    cadre__comm_unregister(c);
     cadre__fast_release(c);
     c->magic = 0;
     free(c->world_ranks);

@@ -149,7 +149,7 @@ struct waiter {
     const char *fn;
     struct cadre_comm *comm;
     uint64_t sig;
-    int32_t tag;
+    int32_t tag; /* this call's collective number on comm, less 1 */
     int spins;
     double nap, since;
 };
@@ -198,11 +198,9 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
         return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d) failed: %s", w->fn, q,
                             F->world[q], e->peers[F->world[q]].why);
     }
+    cadre__state_stamp(now);
     if (now - w->since > e->timeout)
-        return cadre__error(CADRE_ERR_TIMEOUT,
-                            "%s: call %u on this communicator made no progress for %g s "
-                            "(CADRE_TIMEOUT): rank %d has not %s",
-                            w->fn, F->seq, e->timeout, q, what);
+        return cadre__p2p_coll_timed_out(w->comm, w->fn, (uint32_t)w->tag + 1, q, what);
     cadre__p2p_sleep(w->nap);
     if (w->nap < 10e-3)
         w->nap *= 2;
@@ -218,6 +216,7 @@ static uint32_t begin(struct cadre_comm *c, struct coll_fast *F, struct waiter *
     w->comm = c;
     w->tag = cadre__coll_next_tag(c);
     F->cur_sig = w->sig;
+    cadre__state_enter(w->fn, NULL, c->context_id, (uint32_t)w->tag + 1, -1, -1);
     return ++F->seq;
 }
 
@@ -277,6 +276,7 @@ static int end(struct coll_fast *F, uint32_t f, int rc)
 {
     F->last_sig = F->cur_sig;
     atomic_store_explicit(&F->peer[F->me]->done, F->ctx | f, memory_order_release);
+    cadre__state_leave();
     return rc;
 }
 

@@ -337,6 +337,7 @@ static int start(struct coll_sched *s, struct cadre_request **out, int user)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", name);
     }
     r->comm = s->comm;
+    r->tag = s->tag; /* for a timeout's diagnosis */
     r->priv = s;
     r->poll = sched_poll;
     r->cancel = sched_cancel;
@@ -379,11 +380,15 @@ int cadre__sched_run(struct coll_sched *s)
     *h = *s;
     memset(s, 0, sizeof *s);
     const char *name = h->op_name;
-    struct cadre_request *r;
-    CADRE_CHECK(start(h, &r, 0));
-    if (cadre__req_wait(r, 0, 1) != CADRE_SUCCESS)
-        return cadre__p2p_timed_out(r, name);
-    int rc = r->error;
+    struct cadre_request *r = NULL;
+    cadre__state_enter(name, NULL, h->comm->context_id, (uint32_t)h->tag + 1, -1, -1);
+    int rc = start(h, &r, 0);
+    if (rc == CADRE_SUCCESS && cadre__req_wait(r, 0, 1) != CADRE_SUCCESS)
+        rc = cadre__p2p_timed_out(r, name), r = NULL;
+    cadre__state_leave();
+    if (!r)
+        return rc;
+    rc = r->error;
     if (rc != CADRE_SUCCESS)
         cadre__error(rc, "%s", r->errmsg);
     cadre__req_free(r);

@@ -35,7 +35,8 @@ static const char usage_text[] =
     "  --tag-output          prefix every output line with \"[rank] \"\n"
     "  --output-dir DIR      write rank R's output to DIR/rank.R.stdout and\n"
     "                        DIR/rank.R.stderr instead of cadrerun's own\n"
-    "  --timeout SEC         kill the job after SEC seconds; exit status 124\n"
+    "  --timeout SEC         after SEC seconds, print every rank's state (its\n"
+    "                        cadre operation) and kill the job; exit status 124\n"
     "  --bind-to core|numa|none\n"
     "                        CPU binding of each rank (default: numa with GPUs,\n"
     "                        core when ranks fit the cores, else none)\n"
@@ -375,6 +376,8 @@ out:;
         event_free(job.kill_ev);
     if (job.drain_ev)
         event_free(job.drain_ev);
+    if (job.report_ev)
+        event_free(job.report_ev);
     if (job.base)
         event_base_free(job.base);
     rc = job.exit_code;

@@ -70,6 +70,7 @@ struct cadre__launcher_rank {
     int state;
     int exit_status, term_signal, core_dumped; /* valid from RANK_EXITED on */
     atomic_int connected, finalized;
+    atomic_int reported; /* answered the --timeout state report */
     int bound;   /* cpus holds the rank's binding */
     cpu_set_t cpus;
     int stdio[3]; /* the child's ends, closed in cadrerun after fork */
@@ -98,6 +99,8 @@ struct cadre__launcher_job {
     int signals_seen; /* INT/TERM/HUP received, for escalation */
 
     struct event *sig_ev[4], *timeout_ev, *kill_ev, *drain_ev;
+    struct event *report_ev; /* --timeout: the ranks' state reports are awaited */
+    int reporting;
     /* stdin forwarding to rank 0 when cadrerun's stdin is a terminal */
     struct event *stdin_ev, *stdin_out_ev;
     int stdin_fd; /* write end towards rank 0, -1 when not forwarding */
@@ -125,6 +128,10 @@ void cadre__launcher_cleanup_finish(struct cadre__launcher_job *job, int ranks_r
 
 /* launcher_pmix.c */
 int cadre__launcher_pmix_start(struct cadre__launcher_job *job);
+/* Asks every rank that is connected and not finalized to write its state
+ * (cadrerun --timeout); returns how many were asked. Their answers arrive
+ * through cadre__launcher_state_answered on the loop. */
+int cadre__launcher_pmix_state_query(struct cadre__launcher_job *job);
 /* Adds the PMIx client variables for `rank` to env (a malloc'ed argv). */
 int cadre__launcher_pmix_setup_fork(struct cadre__launcher_job *job, int rank, char ***env);
 /* Returns -1 when libpmix did not shut down: the process must then end with
@@ -141,6 +148,8 @@ void cadre__launcher_stop(struct cadre__launcher_job *job);
 /* Records the first failure: says `why` and decides the exit status. */
 void cadre__launcher_fail(struct cadre__launcher_job *job, int code, const char *fmt, ...)
     CADRE_PRINTF(3, 4);
+/* A rank answered the state report (main loop). */
+void cadre__launcher_state_answered(struct cadre__launcher_job *job);
 /* Leaves the loop once every rank is reaped and its output drained. */
 void cadre__launcher_check_done(struct cadre__launcher_job *job);
 

@@ -168,16 +168,33 @@ static pmix_status_t on_register_events(pmix_status_t *codes, size_t ncodes,
     return ack(cbfunc, cbdata);
 }
 
+static void answered_on_loop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    cadre__launcher_state_answered(arg);
+}
+
+/* A rank's answer to the state report of --timeout; other events stay here. */
 static pmix_status_t on_notify_event(pmix_status_t code, const pmix_proc_t *source,
                                      pmix_data_range_t range, pmix_info_t info[], size_t ninfo,
                                      pmix_op_cbfunc_t cbfunc, void *cbdata)
 {
-    (void)code;
-    (void)source;
     (void)range;
     (void)info;
     (void)ninfo;
-    return ack(cbfunc, cbdata);
+    struct cadre__launcher_job *job = server_job;
+    if (code == CADRE_PMIX_EVENT_STATE_DONE && job && source &&
+        PMIX_CHECK_NSPACE(source->nspace, job->nspace) && source->rank < (pmix_rank_t)job->nranks) {
+        atomic_store(&job->ranks[source->rank].reported, 1);
+        static const struct timeval now = {0, 0};
+        event_base_once(job->base, -1, EV_TIMEOUT, answered_on_loop, job, &now);
+    }
+    /* Done here and now; libpmix 4.2.2 takes no more of these from a
+     * client when we call cbfunc from inside the upcall instead. */
+    (void)cbfunc;
+    (void)cbdata;
+    return PMIX_OPERATION_SUCCEEDED;
 }
 
 static pmix_server_module_t module = {
@@ -328,6 +345,54 @@ int cadre__launcher_pmix_start(struct cadre__launcher_job *job)
     CADRE_INFO(LAUNCHER, "PMIx server up: namespace %s, %d clients registered", job->nspace,
                job->nranks);
     return 0;
+}
+
+/* What a notification refers to must live until its callback. */
+struct state_query {
+    pmix_proc_t all;
+    pmix_info_t info[3];
+};
+
+static void query_sent(pmix_status_t status, void *cbdata)
+{
+    struct state_query *q = cbdata;
+    if (status != PMIX_SUCCESS && status != PMIX_OPERATION_SUCCEEDED)
+        CADRE_INFO(LAUNCHER, "state report: PMIx_Notify_event: %s", PMIx_Error_string(status));
+    for (int i = 0; i < 3; i++)
+        PMIX_INFO_DESTRUCT(&q->info[i]);
+    free(q);
+}
+
+int cadre__launcher_pmix_state_query(struct cadre__launcher_job *job)
+{
+    if (!server_up)
+        return 0;
+    int asked = 0;
+    for (int r = 0; r < job->nranks; r++) {
+        struct cadre__launcher_rank *k = &job->ranks[r];
+        atomic_store(&k->reported, 0);
+        asked += k->state == RANK_RUNNING && atomic_load(&k->connected) &&
+                 !atomic_load(&k->finalized);
+    }
+    struct state_query *q;
+    if (!asked || !(q = calloc(1, sizeof *q)))
+        return 0;
+    /* To the job's processes only (a custom range), not cached for a rank
+     * that registers later, not for default handlers. */
+    PMIX_LOAD_PROCID(&q->all, job->nspace, PMIX_RANK_WILDCARD);
+    pmix_data_array_t range = {.type = PMIX_PROC, .size = 1, .array = &q->all};
+    bool yes = true;
+    PMIX_INFO_LOAD(&q->info[0], PMIX_EVENT_CUSTOM_RANGE, &range, PMIX_DATA_ARRAY);
+    PMIX_INFO_LOAD(&q->info[1], PMIX_EVENT_NON_DEFAULT, &yes, PMIX_BOOL);
+    PMIX_INFO_LOAD(&q->info[2], PMIX_EVENT_DO_NOT_CACHE, &yes, PMIX_BOOL);
+    pmix_status_t rc = PMIx_Notify_event(CADRE_PMIX_EVENT_STATE_QUERY, NULL, PMIX_RANGE_CUSTOM,
+                                         q->info, 3, query_sent, q);
+    if (rc != PMIX_SUCCESS) {
+        /* No callback will come. */
+        query_sent(rc, q);
+        return rc == PMIX_OPERATION_SUCCEEDED ? asked : 0;
+    }
+    return asked;
 }
 
 int cadre__launcher_pmix_setup_fork(struct cadre__launcher_job *job, int rank, char ***env)

@@ -39,6 +39,8 @@ static void signame(int sig, char *buf, size_t len)
         snprintf(buf, len, "signal %d", sig);
 }
 
+#define STATE_REPORT_S 1.0
+
 static struct timeval seconds_tv(double s)
 {
     struct timeval tv;
@@ -464,14 +466,72 @@ fail:
     return -1;
 }
 
+/* --timeout: the ranks have written their states, or had their time to;
+ * name those that did not, then stop the job. */
+static void timeout_stop(struct cadre__launcher_job *job)
+{
+    if (!job->reporting)
+        return;
+    job->reporting = 0;
+    if (job->report_ev)
+        evtimer_del(job->report_ev);
+    /* Each rank wrote its line before answering: it is in the pipe. */
+    cadre__launcher_iof_drain_all(job);
+    for (int i = 0; i < job->nranks; i++) {
+        struct cadre__launcher_rank *r = &job->ranks[i];
+        if (r->state != RANK_RUNNING || atomic_load(&r->reported))
+            continue;
+        cadre__launcher_say("rank %d (pid %d): %s", i, (int)r->pid,
+                            !atomic_load(&r->connected)
+                                ? "no state: not connected (before cadre_init, or not a cadre "
+                                  "program)"
+                            : atomic_load(&r->finalized) ? "no state: has called cadre_finalize"
+                                                         : "no state: did not answer in time");
+    }
+    cadre__launcher_say("stopping %d rank(s) after the timeout", count_running(job));
+    cadre__launcher_stop(job);
+}
+
+void cadre__launcher_state_answered(struct cadre__launcher_job *job)
+{
+    if (!job->reporting)
+        return;
+    for (int i = 0; i < job->nranks; i++) {
+        struct cadre__launcher_rank *r = &job->ranks[i];
+        if (r->state == RANK_RUNNING && atomic_load(&r->connected) &&
+            !atomic_load(&r->finalized) && !atomic_load(&r->reported))
+            return;
+    }
+    timeout_stop(job);
+}
+
+static void on_report_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    timeout_stop(arg);
+}
+
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct cadre__launcher_job *job = arg;
-    cadre__launcher_fail(job, CADRERUN_EXIT_TIMEOUT,
-                         "timeout: the job ran longer than %g s; stopping %d rank(s)",
-                         job->opts->timeout, count_running(job));
+    if (job->decided)
+        return; /* already stopping for a failure, which decides the status */
+    job->decided = 1;
+    job->exit_code = CADRERUN_EXIT_TIMEOUT;
+    cadre__launcher_say("timeout: the job ran longer than %g s; %d rank(s) running, their "
+                        "states:",
+                        job->opts->timeout, count_running(job));
+    job->reporting = 1;
+    /* Before the job is stopped, each rank says what it is doing, within
+     * STATE_REPORT_S at most. */
+    struct timeval tv = seconds_tv(STATE_REPORT_S);
+    if (cadre__launcher_pmix_state_query(job) == 0 ||
+        !(job->report_ev = evtimer_new(job->base, on_report_timer, job)) ||
+        evtimer_add(job->report_ev, &tv) != 0)
+        timeout_stop(job);
 }
 
 int cadre__launcher_spawn(struct cadre__launcher_job *job)

@@ -25,7 +25,9 @@ enum cadre_p2p_type {
     CADRE_P2P_DATA = 4,  /* len payload bytes for receiver rreq at byte offset `off` */
     CADRE_P2P_NACK = 5,  /* sender sreq abandoned the message (timed out): rreq fails */
     CADRE_P2P_BYE = 6,   /* the peer finalized; its connections closing is not a failure */
-    CADRE_P2P_TYPE_MAX = 6
+    CADRE_P2P_STATE_Q = 7, /* what are you doing? (a timed-out operation's diagnosis) */
+    CADRE_P2P_STATE_R = 8, /* the answer: the sender's operation state (p2p_diag.c) */
+    CADRE_P2P_TYPE_MAX = 8
 };
 
 /* flags */

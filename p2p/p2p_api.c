@@ -96,7 +96,9 @@ static int finish(struct cadre_request *r, cadre_status_t *status)
 
 int cadre__p2p_timed_out(struct cadre_request *r, const char *fn)
 {
-    char what[200];
+    char what[200], comm[32] = "";
+    if (r->comm)
+        cadre__state_comm_name(r->comm->context_id, comm, sizeof comm);
     if (r->kind == REQ_SEND)
         snprintf(what, sizeof what, "%s to rank %d (tag %d, %zu bytes)", r->op, r->peer, r->tag,
                  r->bytes);
@@ -104,30 +106,50 @@ int cadre__p2p_timed_out(struct cadre_request *r, const char *fn)
         snprintf(what, sizeof what, "%s from any rank (tag %d)", r->op, r->tag);
     else if (r->kind == REQ_RECV)
         snprintf(what, sizeof what, "%s from rank %d (tag %d)", r->op, r->peer, r->tag);
+    else if (!strcmp(fn, r->op))
+        snprintf(what, sizeof what, "#%u on %s (%d ranks)", (unsigned)r->tag + 1, comm,
+                 r->comm ? r->comm->size : 0);
     else
-        snprintf(what, sizeof what, "%s", r->op);
-    const char *stage = r->state == RS_POSTED     ? "no matching message arrived"
+        snprintf(what, sizeof what, "%s #%u on %s (%d ranks)", r->op, (unsigned)r->tag + 1, comm,
+                 r->comm ? r->comm->size : 0);
+    if (r->kind != REQ_GENERIC && comm[0] && strcmp(comm, "WORLD"))
+        snprintf(what + strlen(what), sizeof what - strlen(what), " on %s", comm);
+    const char *stage = r->kind == REQ_GENERIC        ? NULL
+                        : r->state == RS_POSTED     ? "no matching message arrived"
                         : r->state == RS_WAIT_CTS  ? "the receiver never posted a matching receive"
                         : r->state == RS_STREAM || r->state == RS_WAIT_DATA
                             ? "the transfer stalled"
                             : "it could not be sent";
-    int rc = cadre__error(CADRE_ERR_TIMEOUT, "%s: %s made no progress for %g s (CADRE_TIMEOUT): %s",
-                          fn, what, cadre__eng.timeout, stage);
-    CADRE_WARN(P2P, "%s", cadre_last_error());
+    char sum[1024];
+    cadre__p2p_diagnose(r, fn, what, stage, sum, sizeof sum);
+    int rc = cadre__error(CADRE_ERR_TIMEOUT, "%s", sum);
     eng_lock();
     cadre__p2p_abandon(r);
     eng_unlock();
     return rc;
 }
 
+/* The operation state a peer sees while this thread waits on r in fn. */
+static void enter(struct cadre_request *r, const char *fn)
+{
+    int coll = r->kind == REQ_GENERIC;
+    cadre__state_enter(r->op, fn != r->op && strcmp(fn, r->op) ? fn : NULL, r->comm ? r->comm->context_id : 0,
+                       coll ? (uint32_t)r->tag + 1 : 0, coll ? -1 : r->peer, coll ? -1 : r->tag);
+}
+
 static int wait_and_finish(struct cadre_request *r, const char *fn, cadre_status_t *status)
 {
+    enter(r, fn);
+    int rc;
     if (cadre__req_wait(r, 0, 1) != CADRE_SUCCESS) {
         if (status)
             *status = (cadre_status_t){.source = r->peer, .tag = r->tag, .error = CADRE_ERR_TIMEOUT};
-        return cadre__p2p_timed_out(r, fn);
+        rc = cadre__p2p_timed_out(r, fn);
+    } else {
+        rc = finish(r, status);
     }
-    return finish(r, status);
+    cadre__state_leave();
+    return rc;
 }
 
 int cadre_send(const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag,
@@ -243,7 +265,9 @@ int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, 
         }
         return cadre__error(rc, "%s", cadre_last_error());
     }
+    enter(sr, fn);
     int rs = cadre__req_wait(sr, 0, 1) != CADRE_SUCCESS ? cadre__p2p_timed_out(sr, fn) : finish(sr, NULL);
+    cadre__state_leave();
     if (rs != CADRE_SUCCESS) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", cadre_last_error());
@@ -302,7 +326,10 @@ int cadre_wait_timeout(cadre_request_t *req, double seconds, cadre_status_t *sta
         empty_status(status);
         return CADRE_SUCCESS;
     }
-    if (cadre__req_wait(r, cadre__now() + seconds, 0) != CADRE_SUCCESS)
+    enter(r, "cadre_wait_timeout");
+    int done = cadre__req_wait(r, cadre__now() + seconds, 0) == CADRE_SUCCESS;
+    cadre__state_leave();
+    if (!done)
         return cadre__error(CADRE_ERR_TIMEOUT, "cadre_wait_timeout: %s not complete after %g s",
                             r->op, seconds);
     *req = CADRE_REQUEST_NULL;

@@ -251,6 +251,10 @@ static void *progress_thread(void *arg)
                 cadre__futex_wait(&e->pt_word, v, 0.1);
             atomic_store(&e->pt_idle, 0);
             idle = 0;
+            /* A peer's question (STATE_Q) must be answered while the
+             * application computes: look at least every 0.1 s. */
+            if (!atomic_load(&e->app_waiting))
+                cadre__p2p_progress();
             continue;
         }
         if (cadre__p2p_progress() > 0) {

@@ -182,6 +182,19 @@ void cadre__p2p_abandon(struct cadre_request *req);
 /* The CADRE_TIMEOUT failure of a wait: records the diagnosis, abandons the
  * request, returns CADRE_ERR_TIMEOUT. Lock NOT held. */
 int cadre__p2p_timed_out(struct cadre_request *req, const char *fn);
+/* A timed-out operation's diagnosis (p2p_diag.c), lock NOT held: asks the
+ * ranks r waits for what they are doing (at most about 1 s), writes one block
+ * to stderr and returns the summary for cadre_last_error in sum. `what` names
+ * the operation, `stage` says what it waited for (p2p; may be NULL). */
+void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *what,
+                         const char *stage, char *sum, size_t sumlen);
+/* The same for collective number seq on c that runs without a request (the
+ * shared-memory collectives): records the error, returns CADRE_ERR_TIMEOUT.
+ * q and what say what it waited for ("rank 2 has not joined it"). */
+int cadre__p2p_coll_timed_out(struct cadre_comm *c, const char *fn, uint32_t seq, int q,
+                              const char *what);
+/* STATE_Q and STATE_R from world rank `peer`; lock held. */
+void cadre__p2p_state_incoming(int peer, const struct cadre_p2p_hdr *h);
 void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg);
 void cadre__p2p_match_cleanup(void);
 

@@ -407,6 +407,8 @@ void cadre__p2p_incoming(int peer, const struct cadre_p2p_hdr *h, const void *pa
         break;
     }
     case CADRE_P2P_BYE: cadre__p2p_peer_finalized(peer); break;
+    case CADRE_P2P_STATE_Q:
+    case CADRE_P2P_STATE_R: cadre__p2p_state_incoming(peer, h); break;
     default:
         cadre__p2p_peer_failed(peer, "sent a message of unknown type (corrupt stream)");
     }

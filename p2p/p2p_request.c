@@ -169,6 +169,7 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
         }
         /* Idle for a while: time to check the clocks and nap. */
         double now = cadre__now();
+        cadre__state_stamp(now);
         if (deadline > 0 && now >= deadline) {
             rc = CADRE_ERR_TIMEOUT;
             break;

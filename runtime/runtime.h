@@ -131,6 +131,85 @@ void cadre__coll_finalize(void);
  * and returns NULL for NULL, freed or foreign handles. */
 struct cadre_comm *cadre__comm_get(cadre_comm_t comm, const char *fn, int *status);
 
+/* ---- operation state (runtime_state.c) ------------------------------------ */
+/* What this process is doing in cadre now, for the diagnosis of a timeout
+ * (which peers a stuck operation waits for, and what they are doing) and for
+ * cadrerun's report on --timeout. Written by the thread in a blocking call or
+ * a wait, read by whichever thread answers a peer's or the launcher's
+ * question: a seqlock of plain stores, no lock and no system call, since a
+ * small collective costs well under a microsecond. One record per process: a
+ * program that waits in several threads at once shows the latest entry. */
+struct cadre_op_state {
+    _Atomic uint32_t gen; /* odd while the writer is inside */
+    const char *op;       /* current op (in_cadre) or the last one; never NULL once set */
+    const char *via;      /* "cadre_wait" when waiting on the nonblocking op `op`; else NULL */
+    uint32_t ctx;         /* context id of op's communicator */
+    uint32_t seq;         /* collectives: its number on that communicator (from 1); p2p: 0 */
+    int32_t peer, tag;    /* p2p: peer's rank in the communicator (or CADRE_ANY_SOURCE), tag */
+    int32_t in_cadre;
+    _Atomic int64_t t_ns; /* in_cadre: when it began (0: not stamped yet); else when it ended */
+};
+extern struct cadre_op_state cadre__op_state;
+
+#define CADRE__RLX(p, v) __atomic_store_n(p, v, __ATOMIC_RELAXED)
+/* Enters a blocking operation. The start time is stamped lazily (by the
+ * first clock check of the wait), so entering costs stores only. */
+static inline void cadre__state_enter(const char *op, const char *via, uint32_t ctx, uint32_t seq,
+                                      int peer, int tag)
+{
+    struct cadre_op_state *s = &cadre__op_state;
+    uint32_t g = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->gen, g + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    CADRE__RLX(&s->op, op);
+    CADRE__RLX(&s->via, via);
+    CADRE__RLX(&s->ctx, ctx);
+    CADRE__RLX(&s->seq, seq);
+    CADRE__RLX(&s->peer, peer);
+    CADRE__RLX(&s->tag, tag);
+    CADRE__RLX(&s->in_cadre, 1);
+    __atomic_store_n(&s->t_ns, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->gen, g + 2, __ATOMIC_RELEASE);
+}
+/* Leaves it (a coarse clock read: a few ns). */
+void cadre__state_leave(void);
+/* Stamps the start of the current operation if not yet done; now in the
+ * seconds of cadre__now (CLOCK_MONOTONIC). */
+void cadre__state_stamp(double now);
+
+/* A consistent copy of a state record, local or received from a peer. */
+struct cadre_op_snapshot {
+    int valid;        /* 0: could not be read / no answer */
+    int in_cadre;
+    char op[32];      /* "" when the process never was in cadre */
+    char via[24];
+    uint32_t ctx, seq;
+    int32_t peer, tag;
+    double secs;      /* in the op so far, or out of cadre so far; < 0 unknown */
+};
+void cadre__state_snapshot(struct cadre_op_snapshot *out);
+/* "WORLD" or "comm ctx 4". */
+void cadre__state_comm_name(uint32_t ctx, char *buf, size_t len);
+/* "in cadre_allreduce #17 on WORLD for 12.3 s", "not in cadre for 2.1 s
+ * (last: cadre_barrier #3 on WORLD)". */
+void cadre__state_describe(const struct cadre_op_snapshot *s, char *buf, size_t len);
+/* Writes "cadre: rank R: <description>" to stderr (cadrerun --timeout). */
+void cadre__state_report(void);
+
+/* The PMIx event codes of cadrerun's state report: the launcher notifies
+ * the job with QUERY; each rank writes its line and answers with DONE.
+ * User-defined codes sit below PMIX_EXTERNAL_ERR_BASE (-3000). */
+#define CADRE_PMIX_EVENT_STATE_QUERY (-3000 - 0x4341)
+#define CADRE_PMIX_EVENT_STATE_DONE (-3000 - 0x4342)
+
+/* Communicators by context id, so that a peer's question about one can be
+ * answered from any thread. */
+void cadre__comm_register(struct cadre_comm *c);
+void cadre__comm_unregister(struct cadre_comm *c);
+/* This process's collective count on the communicator with context id ctx;
+ * returns 0 when it has no such communicator. */
+int cadre__comm_coll_seq(uint32_t ctx, uint32_t *seq);
+
 /* ---- device ------------------------------------------------------------- */
 /* Binds the CUDA device for this process (CADRE_GPU or local_rank % count);
  * sets cadre__proc.device, -1 when CUDA is not built in or no GPU is visible. */

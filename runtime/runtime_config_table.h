@@ -6,7 +6,7 @@
  */
 X(DEBUG, STR, "WARN", "log level: WARN, INFO or TRACE")
 X(DEBUG_SUBSYS, STR, "", "comma list of subsystems to log (BOOTSTRAP,RUNTIME,P2P,COLL,DEVICE,LAUNCHER); empty = all")
-X(TIMEOUT, DBL, "600", "seconds an operation may make no progress before it fails with CADRE_ERR_TIMEOUT")
+X(TIMEOUT, DBL, "600", "seconds an operation may make no progress before it fails with CADRE_ERR_TIMEOUT and a diagnosis of the ranks it waits for (see DIAGNOSTICS in cadre(7))")
 X(TRANSPORT, STR, "", "comma list restricting the transports used (shm, tcp); empty = all available")
 X(GPU, INT, "-1", "CUDA device to bind in cadre_init; -1 = local_rank modulo the visible GPUs (set by cadrerun)")
 X(GPU_BUFFERS, BOOL, "1", "look for CUDA device buffers (cudaPointerGetAttributes) when a GPU is bound; 0 treats every buffer as host memory and saves that call")

@@ -55,12 +55,18 @@ int cadre_init(int *argc, char ***argv)
     cadre__comm_world.rank = bi.rank;
     cadre__comm_world.size = bi.size;
     cadre__comm_world.world_ranks = NULL;
+    cadre__comm_world.coll_seq = 0;
+    cadre__comm_register(&cadre__comm_world);
+    cadre__state_enter("cadre_init", NULL, 0, 0, -1, -1);
 
     rc = cadre__p2p_init();
     if (rc != CADRE_SUCCESS) {
+        cadre__comm_unregister(&cadre__comm_world);
         cadre__bootstrap_finalize();
         return rc;
     }
+    cadre__bootstrap_set_state_report(cadre__state_report);
+    cadre__state_leave();
 
     atomic_store_explicit(&state, ST_INIT, memory_order_release);
     CADRE_INFO(RUNTIME, "initialized: rank %d of %d, local %d of %d, device %d", bi.rank, bi.size,
@@ -87,8 +93,10 @@ int cadre_finalize(void)
         fini_hooks[i]();
     nfini_hooks = 0;
     atomic_store(&state, ST_FINALIZED);
+    cadre__state_enter("cadre_finalize", NULL, 0, 0, -1, -1);
     cadre__coll_finalize();
     cadre__p2p_finalize();
+    cadre__comm_unregister(&cadre__comm_world);
     cadre__comm_world.magic = 0;
     return cadre__bootstrap_finalize();
 }

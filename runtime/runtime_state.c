@@ -1,0 +1,221 @@
+/* What this process is doing in cadre (the operation state record), and the
+ * communicators by context id: the answers a timed-out peer or cadrerun's
+ * --timeout report asks for. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+struct cadre_op_state cadre__op_state;
+
+static int64_t coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t fine_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void cadre__state_leave(void)
+{
+    struct cadre_op_state *s = &cadre__op_state;
+    uint32_t g = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->gen, g + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    CADRE__RLX(&s->in_cadre, 0);
+    __atomic_store_n(&s->t_ns, coarse_ns(), __ATOMIC_RELAXED);
+    __atomic_store_n(&s->gen, g + 2, __ATOMIC_RELEASE);
+}
+
+static void stamp_ns(int64_t now)
+{
+    struct cadre_op_state *s = &cadre__op_state;
+    if (!__atomic_load_n(&s->in_cadre, __ATOMIC_RELAXED))
+        return;
+    /* A stamp that lands on an operation entered just now is still about
+     * right; a stamp of 0 from the writer wins over ours. */
+    int64_t zero = 0;
+    __atomic_compare_exchange_n(&s->t_ns, &zero, now ? now : 1, 0, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
+}
+
+void cadre__state_stamp(double now)
+{
+    stamp_ns((int64_t)(now * 1e9));
+}
+
+static void copy_name(char *dst, size_t len, const char *src)
+{
+    snprintf(dst, len, "%s", src ? src : "");
+}
+
+void cadre__state_snapshot(struct cadre_op_snapshot *out)
+{
+    struct cadre_op_state *s = &cadre__op_state;
+    memset(out, 0, sizeof *out);
+    out->secs = -1;
+    /* The stamp is ours to take when the waiting thread has not yet. */
+    stamp_ns(fine_ns());
+    /* A writer holds the record for a few stores; more than a few hundred
+     * tries means several writers (threads): take what we have. */
+    for (int tries = 0; tries < 1000; tries++) {
+        uint32_t g1 = __atomic_load_n(&s->gen, __ATOMIC_ACQUIRE);
+        if (g1 & 1) {
+            sched_yield();
+            continue;
+        }
+        const char *op = __atomic_load_n(&s->op, __ATOMIC_RELAXED);
+        const char *via = __atomic_load_n(&s->via, __ATOMIC_RELAXED);
+        out->ctx = __atomic_load_n(&s->ctx, __ATOMIC_RELAXED);
+        out->seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
+        out->peer = __atomic_load_n(&s->peer, __ATOMIC_RELAXED);
+        out->tag = __atomic_load_n(&s->tag, __ATOMIC_RELAXED);
+        out->in_cadre = __atomic_load_n(&s->in_cadre, __ATOMIC_RELAXED);
+        int64_t t = __atomic_load_n(&s->t_ns, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        uint32_t g2 = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
+        copy_name(out->op, sizeof out->op, op);
+        copy_name(out->via, sizeof out->via, via);
+        if (t > 0) {
+            double d = (double)(fine_ns() - t) * 1e-9;
+            out->secs = d < 0 ? 0 : d;
+        }
+        out->valid = 1;
+        if (g1 == g2)
+            break;
+    }
+}
+
+void cadre__state_comm_name(uint32_t ctx, char *buf, size_t len)
+{
+    if (ctx == 0)
+        snprintf(buf, len, "WORLD");
+    else
+        snprintf(buf, len, "comm ctx %u", ctx);
+}
+
+/* "cadre_allreduce #17 on WORLD", "cadre_recv from rank 2 (tag 5) on WORLD". */
+static void describe_op(const struct cadre_op_snapshot *s, char *buf, size_t len)
+{
+    char comm[32];
+    cadre__state_comm_name(s->ctx, comm, sizeof comm);
+    if (s->seq) {
+        snprintf(buf, len, "%s #%u on %s", s->op, s->seq, comm);
+        return;
+    }
+    if (!strcmp(s->op, "cadre_init") || !strcmp(s->op, "cadre_finalize")) {
+        snprintf(buf, len, "%s", s->op);
+        return;
+    }
+    const char *dir = strstr(s->op, "sendrecv") ? "with"
+                      : strstr(s->op, "recv")  ? "from"
+                      : strstr(s->op, "send")  ? "to"
+                                               : "peer";
+    char peer[32], tag[32];
+    if (s->peer == CADRE_ANY_SOURCE)
+        snprintf(peer, sizeof peer, "any rank");
+    else
+        snprintf(peer, sizeof peer, "rank %d", (int)s->peer);
+    if (s->tag == CADRE_ANY_TAG)
+        snprintf(tag, sizeof tag, "any tag");
+    else
+        snprintf(tag, sizeof tag, "tag %d", (int)s->tag);
+    snprintf(buf, len, "%s %s %s (%s) on %s", s->op, dir, peer, tag, comm);
+}
+
+void cadre__state_describe(const struct cadre_op_snapshot *s, char *buf, size_t len)
+{
+    if (!s->valid) {
+        snprintf(buf, len, "state unknown");
+        return;
+    }
+    char op[160] = "", secs[48] = "";
+    if (s->op[0])
+        describe_op(s, op, sizeof op);
+    if (s->secs >= 0)
+        snprintf(secs, sizeof secs, " for %.1f s", s->secs);
+    if (s->in_cadre && s->via[0])
+        snprintf(buf, len, "in %s on %s%s", s->via, op, secs);
+    else if (s->in_cadre)
+        snprintf(buf, len, "in %s%s", op, secs);
+    else if (s->op[0])
+        snprintf(buf, len, "not in cadre%s (last: %s)", secs, op);
+    else
+        snprintf(buf, len, "not in cadre%s", secs);
+}
+
+void cadre__state_report(void)
+{
+    struct cadre_op_snapshot s;
+    cadre__state_snapshot(&s);
+    char text[256];
+    cadre__state_describe(&s, text, sizeof text);
+    char line[320];
+    int n = snprintf(line, sizeof line, "cadre: rank %d: %s\n", cadre__proc.rank, text);
+    if (n > 0) {
+        ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        (void)w;
+    }
+}
+
+/* ---- communicators by context id ---------------------------------------------- */
+static pthread_mutex_t comms_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cadre_comm **comms;
+static size_t ncomms, comms_cap;
+
+void cadre__comm_register(struct cadre_comm *c)
+{
+    pthread_mutex_lock(&comms_lock);
+    if (ncomms == comms_cap) {
+        size_t ncap = comms_cap ? comms_cap * 2 : 16;
+        struct cadre_comm **n = realloc(comms, ncap * sizeof *n);
+        if (!n) {
+            /* Only the diagnosis loses: questions about c go unanswered. */
+            pthread_mutex_unlock(&comms_lock);
+            return;
+        }
+        comms = n;
+        comms_cap = ncap;
+    }
+    comms[ncomms++] = c;
+    pthread_mutex_unlock(&comms_lock);
+}
+
+void cadre__comm_unregister(struct cadre_comm *c)
+{
+    pthread_mutex_lock(&comms_lock);
+    for (size_t i = 0; i < ncomms; i++) {
+        if (comms[i] == c) {
+            comms[i] = comms[--ncomms];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&comms_lock);
+}
+
+int cadre__comm_coll_seq(uint32_t ctx, uint32_t *seq)
+{
+    int found = 0;
+    pthread_mutex_lock(&comms_lock);
+    for (size_t i = 0; i < ncomms && !found; i++) {
+        if (comms[i]->context_id == ctx) {
+            /* The owner increments it without atomics; a torn read of an
+             * aligned word cannot happen, a stale one is fine here. */
+            *seq = __atomic_load_n(&comms[i]->coll_seq, __ATOMIC_RELAXED);
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&comms_lock);
+    return found;
+}

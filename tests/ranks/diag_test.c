@@ -1,0 +1,109 @@
+/* Timeouts and their diagnosis (run by tests/unit/test_diag.c, with
+ * CADRE_TIMEOUT=3 except where said). DIAG selects the scenario:
+ *   coll_sleeper    the last rank never joins an allreduce (it sleeps); the
+ *                   others fail with CADRE_ERR_TIMEOUT within 8 s, naming it
+ *                   as missing and "not in cadre"
+ *   sub_sleeper     the same on a communicator of every rank but 0, whose
+ *                   last member sleeps
+ *   recv_stuck      rank 0 receives from rank 1, which receives from rank 0 a
+ *                   tag never sent: each names the other's state
+ *   barrier_sleeper (cadrerun --timeout, no CADRE_TIMEOUT) every rank but the
+ *                   last waits in a barrier, the last sleeps
+ * Prints "diag: rank R ok" when its checks passed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rank_util.h"
+
+#define W CADRE_COMM_WORLD
+
+static int me, np;
+static double timeout_s;
+
+static void expect_text(const char *text)
+{
+    EXPECT(strstr(cadre_last_error(), text) != NULL, "cadre_last_error() \"%s\" lacks \"%s\"",
+           cadre_last_error(), text);
+}
+
+static void sleeper(cadre_comm_t comm, int sleeper_rank)
+{
+    int r, n;
+    OK(cadre_comm_rank(comm, &r));
+    OK(cadre_comm_size(comm, &n));
+    if (r == sleeper_rank) {
+        /* Computing, never joining: the others give up meanwhile. */
+        sleep((unsigned)(timeout_s + 4));
+        return;
+    }
+    int64_t x = r, sum = -1;
+    double t0 = ru_now();
+    int rc = cadre_allreduce(&x, &sum, 1, CADRE_INT64, CADRE_SUM, comm);
+    double el = ru_now() - t0;
+    EXPECT(rc == CADRE_ERR_TIMEOUT, "allreduce -> %s: %s", cadre_error_string(rc),
+           cadre_last_error());
+    EXPECT(el < 8, "failed after %.2f s", el);
+    expect_text("made no progress");
+    char want[64];
+    snprintf(want, sizeof want, "waiting for rank %d (not in cadre", sleeper_rank);
+    expect_text(want);
+}
+
+static void recv_stuck(void)
+{
+    int x = 0;
+    if (me == 0) {
+        FAILS(cadre_recv(&x, 1, CADRE_INT32, 1, 777, W, CADRE_STATUS_IGNORE), CADRE_ERR_TIMEOUT,
+              "from rank 1 (tag 777) made no progress");
+        expect_text("rank 1 is in cadre_recv from rank 0 (tag 778) on WORLD for ");
+        /* Out of cadre while rank 1 times out and asks about us. */
+        sleep(3);
+    } else if (me == 1) {
+        sleep(1);
+        FAILS(cadre_recv(&x, 1, CADRE_INT32, 0, 778, W, CADRE_STATUS_IGNORE), CADRE_ERR_TIMEOUT,
+              "from rank 0 (tag 778) made no progress");
+        expect_text("rank 0 is not in cadre for ");
+    }
+}
+
+int main(void)
+{
+    OK(cadre_init(NULL, NULL));
+    OK(cadre_comm_rank(W, &me));
+    OK(cadre_comm_size(W, &np));
+    ru_rank = me;
+    const char *t = getenv("CADRE_TIMEOUT");
+    timeout_s = t ? atof(t) : 600;
+    const char *what = getenv("DIAG");
+    if (!what)
+        what = "";
+    if (!strcmp(what, "coll_sleeper")) {
+        sleeper(W, np - 1);
+    } else if (!strcmp(what, "sub_sleeper")) {
+        /* Ranks 1..np-1 in a communicator of their own; its last sleeps. */
+        cadre_comm_t sub;
+        OK(cadre_comm_split(W, me == 0 ? CADRE_UNDEFINED : 1, me, &sub));
+        if (sub != CADRE_COMM_NULL) {
+            sleeper(sub, np - 2);
+            OK(cadre_comm_free(&sub));
+        }
+    } else if (!strcmp(what, "recv_stuck")) {
+        recv_stuck();
+    } else if (!strcmp(what, "barrier_sleeper")) {
+        printf("diag: rank %d ready\n", me);
+        fflush(stdout);
+        if (me == np - 1)
+            sleep(60);
+        else
+            OK(cadre_barrier(W));
+    } else {
+        EXPECT(0, "unknown DIAG=\"%s\"", what);
+    }
+    if (!ru_failures)
+        printf("diag: rank %d ok\n", me);
+    fflush(stdout);
+    cadre_finalize();
+    return ru_failures ? 1 : 0;
+}

@@ -1,0 +1,154 @@
+/* No hang without a diagnosis: an operation that makes no progress for
+ * CADRE_TIMEOUT seconds fails and says which ranks it waited for and what
+ * they are doing; cadrerun --timeout prints every rank's state before it
+ * stops the job. The rank side is tests/ranks/diag_test.c, which checks
+ * cadre_last_error(); here the stderr blocks are checked. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define DIAG build_path("tests/ranks/diag_test")
+#define SHOW(r) "exit %d%s\n--- stdout\n%s--- stderr\n%s", (r).exit_code, \
+                (r).timed_out ? " (timed out)" : "", (r).out, (r).err
+/* The same, naming the text that was looked for. */
+#define SHOWW(r, w) "no \"%s\"; exit %d%s\n--- stdout\n%s--- stderr\n%s", (w), (r).exit_code, \
+                    (r).timed_out ? " (timed out)" : "", (r).out, (r).err
+
+static void run_diag(struct run_result *r, const char *env, const char *opts, int n)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "env %s %s %s -n %d %s", env, CADRERUN, opts, n, DIAG);
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, r) == 0);
+}
+
+/* Every rank printed "diag: rank R ok" (its own checks passed). */
+static int all_ok(const struct run_result *r, int n)
+{
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "diag: rank %d ok", i);
+        ok += count_lines(r->out, line) == 1;
+    }
+    return ok == n;
+}
+
+/* The last rank sleeps instead of joining an allreduce: the others fail
+ * within 8 s (checked by the ranks) and each prints a block that names it
+ * missing and not in cadre. */
+static void test_allreduce_sleeper(void)
+{
+    for (int n = 3; n <= 4; n++) {
+        const char *transports[] = {"", "tcp"};
+        for (int t = 0; t < (n == 3 ? 2 : 1); t++) {
+            char env[256];
+            snprintf(env, sizeof env, "CADRE_TIMEOUT=3 DIAG=coll_sleeper CADRE_TRANSPORT=%s",
+                     transports[t]);
+            struct run_result r;
+            run_diag(&r, env, "", n);
+            CHECK_MSG(r.exit_code == 0 && all_ok(&r, n), SHOW(r));
+            char want[128];
+            for (int i = 0; i < n - 1; i++) {
+                snprintf(want, sizeof want,
+                         "rank %d: cadre_allreduce: #1 on WORLD (%d ranks) made no progress for "
+                         "3 s (CADRE_TIMEOUT)",
+                         i, n);
+                CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
+                snprintf(want, sizeof want, "rank %d:   missing (1): %d", i, n - 1);
+                CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
+                snprintf(want, sizeof want, "rank %d:   arrived (%d of %d): ", i, n - 1, n);
+                CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
+                snprintf(want, sizeof want, "rank %d:   rank %d: not in cadre for ", i, n - 1);
+                CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
+            }
+            snprintf(want, sizeof want, "rank %d: cadre_allreduce", n - 1);
+            CHECK_MSG(count_matching(r.err, want) == 0, SHOW(r));
+            run_free(&r);
+        }
+    }
+}
+
+/* The same on a communicator that is not the world: its name, and ranks
+ * given in it and in the world. */
+static void test_subcomm_sleeper(void)
+{
+    struct run_result r;
+    run_diag(&r, "CADRE_TIMEOUT=3 DIAG=sub_sleeper", "", 4);
+    CHECK_MSG(r.exit_code == 0 && all_ok(&r, 4), SHOW(r));
+    CHECK_MSG(count_matching(r.err, "cadre_allreduce: #1 on comm ctx ") == 2, SHOW(r));
+    CHECK_MSG(count_matching(r.err, ":   rank 2 (world 3): not in cadre for ") == 2, SHOW(r));
+    run_free(&r);
+}
+
+/* Rank 0 receives from rank 1, which sits in a receive that never matches:
+ * rank 0 names it in cadre_recv; rank 1, timing out later, finds rank 0 out
+ * of cadre. */
+static void test_recv_stuck(void)
+{
+    const char *transports[] = {"", "tcp"};
+    for (int t = 0; t < 2; t++) {
+        char env[256];
+        snprintf(env, sizeof env, "CADRE_TIMEOUT=3 DIAG=recv_stuck CADRE_TRANSPORT=%s",
+                 transports[t]);
+        struct run_result r;
+        run_diag(&r, env, "", 2);
+        CHECK_MSG(r.exit_code == 0 && all_ok(&r, 2), SHOW(r));
+        CHECK_MSG(count_lines(r.err, "rank 0: cadre_recv: cadre_recv from rank 1 (tag 777) made "
+                                     "no progress for 3 s (CADRE_TIMEOUT): no matching message "
+                                     "arrived") == 1,
+                  SHOW(r));
+        CHECK_MSG(count_matching(r.err, "rank 0:   rank 1: in cadre_recv from rank 0 (tag 778) "
+                                        "on WORLD for ") == 1,
+                  SHOW(r));
+        CHECK_MSG(count_matching(r.err, "rank 1:   rank 0: not in cadre for ") == 1, SHOW(r));
+        run_free(&r);
+    }
+}
+
+/* cadrerun --timeout: every rank's state, then 124. */
+static void test_cadrerun_timeout_report(void)
+{
+    struct run_result r;
+    run_diag(&r, "DIAG=barrier_sleeper", "--timeout 3", 4);
+    CHECK_MSG(r.exit_code == 124 && !r.timed_out, SHOW(r));
+    CHECK_MSG(r.seconds < 20, "took %.2f s", r.seconds);
+    CHECK_MSG(count_matching(r.err, "cadrerun: timeout: the job ran longer than 3 s") == 1,
+              SHOW(r));
+    for (int i = 0; i < 3; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "cadre: rank %d: in cadre_barrier #1 on WORLD for ", i);
+        CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
+    }
+    CHECK_MSG(count_matching(r.err, "cadre: rank 3: not in cadre for ") == 1, SHOW(r));
+    CHECK_MSG(count_matching(r.err, "no state") == 0, SHOW(r));
+    /* The states come before cadrerun stops the job. */
+    const char *stop = strstr(r.err, "cadrerun: stopping 4 rank(s) after the timeout");
+    const char *last = strstr(r.err, "cadre: rank 3:");
+    CHECK_MSG(stop && last && last < stop, SHOW(r));
+    run_free(&r);
+}
+
+/* A program that never connects (not a cadre program) is named, and the job
+ * still ends at once with 124. */
+static void test_cadrerun_timeout_not_cadre(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s --timeout 1 -n 2 sleep 30", CADRERUN);
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+    CHECK_MSG(r.exit_code == 124 && r.seconds < 8, SHOWW(r, "an end within 8 s"));
+    CHECK_MSG(count_matching(r.err, "no state: not connected") == 2, SHOW(r));
+    run_free(&r);
+}
+
+void suite_diag(void)
+{
+    CU_pSuite s = CU_add_suite("diag", NULL, NULL);
+    CU_add_test(s, "an allreduce a rank never joins", test_allreduce_sleeper);
+    CU_add_test(s, "the same on a sub-communicator", test_subcomm_sleeper);
+    CU_add_test(s, "receives that never match", test_recv_stuck);
+    CU_add_test(s, "cadrerun --timeout reports every rank", test_cadrerun_timeout_report);
+    CU_add_test(s, "cadrerun --timeout with no cadre program", test_cadrerun_timeout_not_cadre);
+}
