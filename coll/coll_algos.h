@@ -36,7 +36,8 @@ int cadre__algo_allgatherv_direct(struct coll_sched *s, const void *sbuf, void *
                                   const size_t *counts, const size_t *displs);
 int cadre__algo_bcast_direct(struct coll_sched *s, void *buf, size_t count, int root);
 /* Sizes (bytes of the whole vector) from which "auto" picks them. */
-#define DIRECT_MIN_ALLREDUCE ((size_t)64 << 10)
+#define DIRECT_MIN_ALLREDUCE ((size_t)64 << 10)   /* two ranks */
+#define DIRECT_MIN_ALLREDUCE_N ((size_t)16 << 20) /* more */
 #define DIRECT_MIN_REDUCE_SCATTER ((size_t)64 << 10)
 #define DIRECT_MIN_ALLGATHER ((size_t)64 << 10)
 #define DIRECT_MIN_BCAST ((size_t)64 << 10)

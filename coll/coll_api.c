@@ -334,7 +334,7 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     if (a == 3 && !direct)
         a = 0;
     if (!a)
-        a = direct && bytes >= DIRECT_MIN_ALLREDUCE           ? 3
+        a = direct && bytes >= (c.n == 2 ? DIRECT_MIN_ALLREDUCE : DIRECT_MIN_ALLREDUCE_N) ? 3
             : bytes <= ((size_t)64 << 10) || count < (size_t)c.n ? 1
                                                                   : 2;
     int rc = a == 1   ? cadre__algo_allreduce_rd(&s, sbuf, rbuf, count)

@@ -36,15 +36,18 @@
 #include <emmintrin.h>
 #endif
 
-/* Bytes reduced at a time: a few such buffers stay in a core's 1 MiB L2. */
-#define DIRECT_CHUNK ((size_t)128 << 10)
+/* Bytes reduced at a time: two such buffers stay in a core's 1 MiB L2. */
+#define DIRECT_CHUNK ((size_t)256 << 10)
+/* Chunks in the ring of allreduce_pair_stream (DIRECT_RING_BYTES in all). */
 #define RING_K 4
 /* From this size the two-rank allreduce streams its halves (below). */
-#define DIRECT_STREAM_MIN ((size_t)8 << 20)
+#define DIRECT_STREAM_MIN ((size_t)64 << 10)
+/* ... and writes its output with streaming stores from this size. */
+#define DIRECT_NT_MIN ((size_t)8 << 20)
 
 struct direct {
-    uint64_t mine[3];   /* this rank's send and receive buffers, and its ring */
-    uint64_t *peer;     /* [3*rank + 0, 1, 2]: the same of each rank */
+    uint64_t mine[2];   /* this rank's send and receive buffer addresses */
+    uint64_t *peer;     /* [2*rank] send, [2*rank+1] receive address of each rank */
     const void *sbuf;
     void *rbuf;
     size_t count;       /* allreduce: the vector; reduce_scatter: the block; bcast: buf */
@@ -105,12 +108,11 @@ static unsigned char *scratch;
 
 static int get_scratch(struct coll_sched *s, unsigned char **acc, unsigned char **tmp)
 {
-    /* acc doubles as the ring of allreduce_pair_stream: RING_K chunks. */
-    if (!scratch && posix_memalign((void **)&scratch, 4096, (RING_K + 1) * DIRECT_CHUNK))
+    if (!scratch && posix_memalign((void **)&scratch, 4096, 2 * DIRECT_CHUNK))
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name), scratch = NULL,
                CADRE_ERR_NOMEM;
     *acc = scratch;
-    *tmp = scratch + RING_K * DIRECT_CHUNK;
+    *tmp = scratch + DIRECT_CHUNK;
     return CADRE_SUCCESS;
 }
 
@@ -153,7 +155,7 @@ static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine
         if (q == me)
             continue;
         unsigned char *dst = first ? acc : tmp;
-        CADRE_CHECK(cma(s, q, dst, d->peer[3 * q] + sboff, bytes, 0));
+        CADRE_CHECK(cma(s, q, dst, d->peer[2 * q] + sboff, bytes, 0));
         if (!first)
             cadre__coll_reduce(acc, tmp, m, s->dt, s->op);
         first = 0;
@@ -183,10 +185,10 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
     /* The pair algorithm reads the peer's input while the peer writes its
      * output: only where no rank works in place. Every rank decides from
      * the same addresses. */
-    if (n == 2 && d->peer[0] != d->peer[1] && d->peer[3] != d->peer[4])
+    if (n == 2 && d->peer[0] != d->peer[1] && d->peer[2] != d->peer[3])
         return d->count * s->elsize >= DIRECT_STREAM_MIN &&
-                       cadre__direct_flags(world_of(s->comm, 0)) &&
-                       cadre__direct_flags(world_of(s->comm, 1))
+                       cadre__direct_ring(world_of(s->comm, 0)) &&
+                       cadre__direct_ring(world_of(s->comm, 1))
                    ? allreduce_pair_stream(s, d)
                    : allreduce_pair(s, d);
     size_t es = s->elsize, lo, hi;
@@ -200,7 +202,7 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
         copy_out((char *)d->rbuf + off * es, acc, bytes);
         for (int q = 0; q < n; q++)
             if (q != me)
-                CADRE_CHECK(cma(s, q, acc, d->peer[3 * q + 1] + off * es, bytes, 1));
+                CADRE_CHECK(cma(s, q, acc, d->peer[2 * q + 1] + off * es, bytes, 1));
     }
     return CADRE_SUCCESS;
 }
@@ -219,7 +221,7 @@ static int allreduce_pair(struct coll_sched *s, struct direct *d)
     size_t step = DIRECT_CHUNK / es;
     for (size_t off = 0; off < d->count; off += step) {
         size_t m = d->count - off < step ? d->count - off : step, bytes = m * es;
-        CADRE_CHECK(cma(s, peer, acc, d->peer[3 * peer] + off * es, bytes, 0));
+        CADRE_CHECK(cma(s, peer, acc, d->peer[2 * peer] + off * es, bytes, 0));
         cadre__coll_reduce(acc, (const char *)d->sbuf + off * es, m, s->dt, s->op);
         copy_out((char *)d->rbuf + off * es, acc, bytes);
     }
@@ -256,42 +258,83 @@ static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint3
     }
 }
 
+static void copy_plain(void *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+}
+
+/* acc[i] += src[i] and out[i] = acc[i] in one pass, out with streaming
+ * stores; 1 when done, 0 when this type and op have no fused loop. */
+static int reduce_out(void *out, void *acc, const void *src, size_t n, cadre_datatype_t dt,
+                      cadre_op_t op)
+{
+#if defined(__SSE2__)
+    if (dt == CADRE_FLOAT32 && (op == CADRE_SUM || op == CADRE_AVG) && !((uintptr_t)out & 15) &&
+        !((uintptr_t)acc & 15)) {
+        float *o = out, *a = acc;
+        const float *b = src;
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m128 x = _mm_add_ps(_mm_load_ps(a + i), _mm_loadu_ps(b + i));
+            __m128 y = _mm_add_ps(_mm_load_ps(a + i + 4), _mm_loadu_ps(b + i + 4));
+            _mm_store_ps(a + i, x);
+            _mm_store_ps(a + i + 4, y);
+            _mm_stream_ps(o + i, x);
+            _mm_stream_ps(o + i + 4, y);
+        }
+        for (; i < n; i++)
+            o[i] = a[i] = a[i] + b[i];
+        _mm_sfence();
+        return 1;
+    }
+#endif
+    (void)out, (void)acc, (void)src, (void)n, (void)dt, (void)op;
+    return 0;
+}
+
 /* Two ranks, large vectors: each rank reduces its half in chunks into a
- * ring of chunk buffers in its cache and streams the chunk into its output;
- * the other rank, right behind, copies the chunk from that ring (from the
- * cache, not from memory) into its own output. Counters in the shm
- * segments pace the two. Memory sees each input read once and each output
- * written once: the least an allreduce can do. */
+ * ring of chunk buffers in its shm segment and streams each chunk into its
+ * output; the other rank, right behind, streams the chunk from that ring
+ * (still in the cache) into its own output. Counters in the segments pace
+ * the two. Memory sees each input read once and each output written once,
+ * the least an allreduce can do, and only the peer's input crosses with a
+ * system call. */
 static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
 {
     int me = s->comm->rank, peer = !me;
+    int wme = world_of(s->comm, me), wpeer = world_of(s->comm, peer);
     size_t es = s->elsize, lo, hi, plo, phi;
     share(d->count, es, 2, me, &lo, &hi);
     share(d->count, es, 2, peer, &plo, &phi);
-    unsigned char *ring, *tmp;
-    CADRE_CHECK(get_scratch(s, &ring, &tmp));
-    struct direct_flags *mine = cadre__direct_flags(cadre__proc.rank);
+    unsigned char *ring = cadre__direct_ring(wme), *pring = cadre__direct_ring(wpeer);
+    struct direct_flags *mine = cadre__direct_flags(wme);
     uint64_t key = ((uint64_t)(uint32_t)s->tag << 32) ^ ((uint64_t)s->ctx << 62);
     key &= ~0xffffffffull;
-    size_t step = DIRECT_CHUNK / es;
-    uint32_t nme = (uint32_t)((hi - lo + step - 1) / step), npeer = (uint32_t)((phi - plo + step - 1) / step);
+    size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
+    /* Streaming stores only where the output would not stay in the cache. */
+    int nt = d->count * es >= DIRECT_NT_MIN;
+    void (*out_copy)(void *, const void *, size_t) = nt ? copy_out : copy_plain;
+    uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
+    uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step);
     for (uint32_t i = 0; i < nme || i < npeer; i++) {
         if (i < nme) {
             size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
-            unsigned char *acc = ring + (size_t)(i % RING_K) * DIRECT_CHUNK;
+            unsigned char *acc = ring + (size_t)(i % RING_K) * chunk;
+            char *out = (char *)d->rbuf + off * es;
+            const char *own = (const char *)d->sbuf + off * es;
             if (i >= RING_K)
                 CADRE_CHECK(wait_flag(s, peer, 1, key, i - RING_K + 1));
-            CADRE_CHECK(cma(s, peer, acc, d->peer[3 * peer] + off * es, m * es, 0));
-            cadre__coll_reduce(acc, (const char *)d->sbuf + off * es, m, s->dt, s->op);
-            copy_out((char *)d->rbuf + off * es, acc, m * es);
+            CADRE_CHECK(cma(s, peer, acc, d->peer[2 * peer] + off * es, m * es, 0));
+            if (!nt || !reduce_out(out, acc, own, m, s->dt, s->op)) {
+                cadre__coll_reduce(acc, own, m, s->dt, s->op);
+                out_copy(out, acc, m * es);
+            }
             atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
         }
         if (i < npeer) {
             size_t off = plo + (size_t)i * step, m = phi - off < step ? phi - off : step;
             CADRE_CHECK(wait_flag(s, peer, 0, key, i + 1));
-            CADRE_CHECK(cma(s, peer, tmp, d->peer[3 * peer + 2] + (size_t)(i % RING_K) * DIRECT_CHUNK,
-                            m * es, 0));
-            copy_out((char *)d->rbuf + off * es, tmp, m * es);
+            out_copy((char *)d->rbuf + off * es, pring + (size_t)(i % RING_K) * chunk, m * es);
             atomic_store_explicit(&mine->cons, key | (i + 1), memory_order_release);
         }
     }
@@ -326,7 +369,7 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
         if (d->counts[q])
-            CADRE_CHECK(cma(s, q, rb + d->displs[q] * es, d->peer[3 * q], d->counts[q] * es, 0));
+            CADRE_CHECK(cma(s, q, rb + d->displs[q] * es, d->peer[2 * q], d->counts[q] * es, 0));
     }
     return CADRE_SUCCESS;
 }
@@ -342,31 +385,28 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
          * reads the second. */
         size_t half = bytes / 2 / 64 * 64;
         if (me == root)
-            return cma(s, !me, buf, d->peer[3 * !me + 1], half, 1);
-        return cma(s, root, buf + half, d->peer[3 * root + 1] + half, bytes - half, 0);
+            return cma(s, !me, buf, d->peer[2 * !me + 1], half, 1);
+        return cma(s, root, buf + half, d->peer[2 * root + 1] + half, bytes - half, 0);
     }
     if (me == root)
         return CADRE_SUCCESS;
-    return cma(s, root, buf, d->peer[3 * root + 1], bytes, 0);
+    return cma(s, root, buf, d->peer[2 * root + 1], bytes, 0);
 }
 
 /* Rounds 1 and 3 around the CS_CALL of round 2. */
 static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
 {
     int n = s->comm->size, me = s->comm->rank;
-    unsigned char *ring = NULL, *tmp;
-    CADRE_CHECK(get_scratch(s, &ring, &tmp));
     d->mine[0] = (uint64_t)(uintptr_t)d->sbuf;
     d->mine[1] = (uint64_t)(uintptr_t)d->rbuf;
-    d->mine[2] = (uint64_t)(uintptr_t)ring;
-    d->peer = cadre__sched_alloc(s, (size_t)n * 3 * sizeof *d->peer);
+    d->peer = cadre__sched_alloc(s, (size_t)n * 2 * sizeof *d->peer);
     if (!d->peer)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
-    memcpy(&d->peer[3 * me], d->mine, sizeof d->mine);
+    memcpy(&d->peer[2 * me], d->mine, sizeof d->mine);
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
         CADRE_CHECK(cadre__sched_send(s, q, d->mine, sizeof d->mine));
-        CADRE_CHECK(cadre__sched_recv(s, q, &d->peer[3 * q], sizeof d->mine));
+        CADRE_CHECK(cadre__sched_recv(s, q, &d->peer[2 * q], sizeof d->mine));
     }
     CADRE_CHECK(cadre__sched_barrier(s));
     CADRE_CHECK(cadre__sched_call(s, fn, d));

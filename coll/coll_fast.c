@@ -50,6 +50,17 @@ struct fast_slot {
 _Static_assert(FLAGS_OFF + sizeof(struct direct_flags) <= CADRE_SHM_COLL_BYTES,
                "the fast slots and the direct flags must fit the shm segment's collective area");
 
+#define RING_OFF ((size_t)72 << 10)
+_Static_assert(FLAGS_OFF + sizeof(struct direct_flags) <= RING_OFF &&
+                   RING_OFF + DIRECT_RING_BYTES <= CADRE_SHM_COLL_BYTES,
+               "the direct ring must fit the shm segment's collective area");
+
+unsigned char *cadre__direct_ring(int w)
+{
+    unsigned char *area = cadre__shm_coll_area(w);
+    return area ? area + RING_OFF : NULL;
+}
+
 struct direct_flags *cadre__direct_flags(int w)
 {
     unsigned char *area = cadre__shm_coll_area(w);

@@ -28,6 +28,10 @@ struct direct_flags {
     char pad2[56];
 };
 struct direct_flags *cadre__direct_flags(int w);
+/* ... and the ring of chunk buffers that the two-rank allreduce streams
+ * its halves through (DIRECT_RING_BYTES), readable by the peers. */
+#define DIRECT_RING_BYTES ((size_t)512 << 10)
+unsigned char *cadre__direct_ring(int w);
 
 int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
                           void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op);
