@@ -240,7 +240,7 @@ static int bcast_impl(const char *fn, void *buf, size_t count, cadre_datatype_t 
     CADRE_CHECK(check_count(&c, count, 1));
     CADRE_CHECK(check_buf(&c, "buf", buf, count * c.es));
     int a = algo_forced(K_BCAST);
-    if (!nb && !a && count * c.es <= FAST_BYTES && shm_ok(c.comm))
+    if (!nb && !a && count * c.es <= cadre__fast_limit(c.n) && shm_ok(c.comm))
         return cadre__fast_bcast(c.comm, fn, cadre__sig(SIG_BCAST, dt, SIG_NO_OP, 7, root, count),
                                  buf, count * c.es, root);
     struct coll_sched s;
@@ -286,7 +286,7 @@ static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
             sbuf = rbuf;
     }
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
-    if (!nb && !algo_forced(K_REDUCE) && bytes <= FAST_BYTES && shm_ok(c.comm))
+    if (!nb && !algo_forced(K_REDUCE) && bytes <= cadre__fast_limit(c.n) && shm_ok(c.comm))
         return cadre__fast_reduce(c.comm, fn, cadre__sig(SIG_REDUCE, dt, op, 7, root, count), sbuf,
                                   rbuf, count, dt, op, root);
     struct coll_sched s;
@@ -324,7 +324,7 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
         sbuf = rbuf;
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
     int a = algo_forced(K_ALLREDUCE);
-    if (!nb && !a && bytes <= FAST_BYTES && shm_ok(c.comm))
+    if (!nb && !a && bytes <= cadre__fast_limit(c.n) && shm_ok(c.comm))
         return cadre__fast_allreduce(c.comm, fn, cadre__sig(SIG_ALLREDUCE, dt, op, 7, SIG_NO_ROOT,
                                                             count),
                                      sbuf, rbuf, count, dt, op);
@@ -409,7 +409,7 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes * (size_t)c.n));
     int a = algo_forced(K_REDUCE_SCATTER);
-    if (!nb && !a && bytes * (size_t)c.n <= FAST_BYTES && shm_ok(c.comm)) {
+    if (!nb && !a && bytes * (size_t)c.n <= cadre__fast_limit(c.n) && shm_ok(c.comm)) {
         struct rs_take t = {rbuf, bytes * (size_t)c.me, recvcount, dt, op == CADRE_AVG ? CADRE_SUM : op};
         int rc = cadre__fast_exchange(c.comm, fn, cadre__sig(SIG_REDUCE_SCATTER, dt, op, 7,
                                                              SIG_NO_ROOT, recvcount),
@@ -634,7 +634,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     size_t most = 0;
     for (int i = 0; i < c.n; i++)
         most = counts[i] > most ? counts[i] : most;
-    if (!nb && !a && most * c.es <= FAST_BYTES && shm_ok(c.comm)) {
+    if (!nb && !a && most * c.es <= cadre__fast_limit(c.n) && shm_ok(c.comm)) {
         struct block_take t = {.rbuf = rbuf, .counts = counts, .displs = displs, .es = c.es};
         return cadre__fast_exchange(c.comm, fn,
                                     cadre__sig(equal ? SIG_ALLGATHER : SIG_ALLGATHERV, dt, SIG_NO_OP,
@@ -783,7 +783,7 @@ static int alltoall_impl(const char *fn, const void *sbuf, void *rbuf, size_t co
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_count(&c, count, (size_t)c.n));
     size_t bytes = count * c.es;
-    if (!nb && !algo_forced(K_ALLTOALL) && bytes * (size_t)c.n <= FAST_BYTES &&
+    if (!nb && !algo_forced(K_ALLTOALL) && bytes * (size_t)c.n <= cadre__fast_limit(c.n) &&
         shm_ok(c.comm)) {
         if (sbuf == CADRE_IN_PLACE)
             sbuf = rbuf;

@@ -50,7 +50,7 @@ struct fast_slot {
 _Static_assert(FLAGS_OFF + sizeof(struct direct_flags) <= CADRE_SHM_COLL_BYTES,
                "the fast slots and the direct flags must fit the shm segment's collective area");
 
-#define RING_OFF ((size_t)72 << 10)
+#define RING_OFF ((FLAGS_OFF + sizeof(struct direct_flags) + 4095) & ~(size_t)4095)
 _Static_assert(FLAGS_OFF + sizeof(struct direct_flags) <= RING_OFF &&
                    RING_OFF + DIRECT_RING_BYTES <= CADRE_SHM_COLL_BYTES,
                "the direct ring must fit the shm segment's collective area");
