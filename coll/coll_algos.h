@@ -27,6 +27,10 @@ int cadre__algo_alltoallv_pairwise(struct coll_sched *s, const void *sbuf, const
                                    const size_t *sdispls, void *rbuf, const size_t *rcounts,
                                    const size_t *rdispls);
 
+/* recursive doubling for allreduce up to these sizes (bytes), then ring */
+#define RD_MAX_ALLREDUCE ((size_t)64 << 10)  /* two ranks */
+#define RD_MAX_ALLREDUCE_N ((size_t)1 << 20) /* more */
+
 /* Direct algorithms (coll_direct.c): only where cadre__direct_usable(). */
 int cadre__direct_usable(const struct cadre_comm *c);
 int cadre__algo_allreduce_direct(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count);
@@ -39,7 +43,9 @@ int cadre__algo_bcast_direct(struct coll_sched *s, void *buf, size_t count, int 
 #define DIRECT_MIN_ALLREDUCE ((size_t)64 << 10)   /* two ranks */
 #define DIRECT_MIN_ALLREDUCE_N ((size_t)16 << 20) /* more */
 #define DIRECT_MIN_REDUCE_SCATTER ((size_t)64 << 10)
-#define DIRECT_MIN_ALLGATHER ((size_t)64 << 10)
-#define DIRECT_MIN_BCAST ((size_t)64 << 10)
+/* allgather: the pipelined messages beat the kernel's copies at every size
+ * measured on two ranks (bench/RESULTS.md), so "auto" never picks direct */
+#define DIRECT_MIN_ALLGATHER SIZE_MAX
+#define DIRECT_MIN_BCAST ((size_t)8 << 20)
 
 #endif

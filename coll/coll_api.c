@@ -335,7 +335,7 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
         a = 0;
     if (!a)
         a = direct && bytes >= (c.n == 2 ? DIRECT_MIN_ALLREDUCE : DIRECT_MIN_ALLREDUCE_N) ? 3
-            : bytes <= ((size_t)64 << 10) || count < (size_t)c.n ? 1
+            : bytes <= (c.n > 2 ? RD_MAX_ALLREDUCE_N : RD_MAX_ALLREDUCE) || count < (size_t)c.n ? 1
                                                                   : 2;
     int rc = a == 1   ? cadre__algo_allreduce_rd(&s, sbuf, rbuf, count)
              : a == 2 ? cadre__algo_allreduce_ring(&s, sbuf, rbuf, count)
@@ -365,8 +365,10 @@ struct rs_take {
 static void rs_take(void *arg, int q, const unsigned char *d)
 {
     struct rs_take *t = arg;
-    if (q == 0)
-        memcpy(t->rbuf, d + t->off, t->count * cadre_datatype_size(t->dt));
+    if (q == 0) {
+        if (t->count)
+            memcpy(t->rbuf, d + t->off, t->count * cadre_datatype_size(t->dt));
+    }
     else
         cadre__coll_reduce(t->rbuf, d + t->off, t->count, t->dt, t->op);
 }

@@ -294,57 +294,46 @@ static int end(struct coll_fast *F, uint32_t f, int rc)
 #define WAITER(fn_) {.fn = (fn_), .nap = 50e-6, .sig = sig}
 
 /* ---- the collectives ------------------------------------------------------------------ */
-int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
-                          void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op)
+/* allreduce (root < 0: every rank gets the result) and reduce: every rank
+ * publishes its input, the ranks that want the result combine all inputs in
+ * rank order, so that every rank gets the same bits. */
+static int reduce_common(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                         void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op, int root)
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
     uint32_t f = begin(c, F, &w);
-    size_t es = cadre_datatype_size(dt), bytes = count * es;
+    size_t bytes = count * cadre_datatype_size(dt);
     int rc = wait_free(F, f, &w);
     if (rc != CADRE_SUCCESS)
         return end(F, f, rc);
     publish(F, f, sig, sbuf, bytes);
-    /* In rank order, so that every rank gets the same bits. */
+    if (root >= 0 && F->me != root)
+        return end(F, f, CADRE_SUCCESS);
     for (int q = 0; q < F->n; q++) {
         const unsigned char *d = F->peer[F->me]->buf[f & 1].data;
         if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
             return end(F, f, rc);
-        if (q == 0)
-            memcpy(rbuf, d, bytes);
-        else
+        if (q > 0)
             cadre__coll_reduce(rbuf, d, count, dt, op == CADRE_AVG ? CADRE_SUM : op);
+        else if (bytes)
+            memcpy(rbuf, d, bytes);
     }
     if (op == CADRE_AVG)
         cadre__coll_scale(rbuf, count, dt, F->n);
     return end(F, f, CADRE_SUCCESS);
 }
 
+int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                          void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op)
+{
+    return reduce_common(c, fn, sig, sbuf, rbuf, count, dt, op, -1);
+}
+
 int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
                        void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op, int root)
 {
-    struct coll_fast *F = c->fast;
-    struct waiter w = WAITER(fn);
-    uint32_t f = begin(c, F, &w);
-    size_t es = cadre_datatype_size(dt), bytes = count * es;
-    int rc = wait_free(F, f, &w);
-    if (rc != CADRE_SUCCESS)
-        return end(F, f, rc);
-    publish(F, f, sig, sbuf, bytes);
-    if (F->me != root)
-        return end(F, f, CADRE_SUCCESS);
-    for (int q = 0; q < F->n; q++) {
-        const unsigned char *d = F->peer[F->me]->buf[f & 1].data;
-        if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
-            return end(F, f, rc);
-        if (q == 0)
-            memcpy(rbuf, d, bytes);
-        else
-            cadre__coll_reduce(rbuf, d, count, dt, op == CADRE_AVG ? CADRE_SUM : op);
-    }
-    if (op == CADRE_AVG)
-        cadre__coll_scale(rbuf, count, dt, F->n);
-    return end(F, f, CADRE_SUCCESS);
+    return reduce_common(c, fn, sig, sbuf, rbuf, count, dt, op, root);
 }
 
 int cadre__fast_bcast(struct cadre_comm *c, const char *fn, uint64_t sig, void *buf, size_t bytes,

@@ -274,18 +274,6 @@ static int advance(struct coll_sched *s, int *finished)
     return events;
 }
 
-static void unlink_generic(struct cadre_request *r)
-{
-    struct cadre_engine *e = &cadre__eng;
-    if (r->prev)
-        r->prev->next = r->next;
-    else if (e->generic == r)
-        e->generic = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    r->next = r->prev = NULL;
-}
-
 static int sched_poll(struct cadre_request *r)
 {
     struct coll_sched *s = r->priv;
@@ -294,7 +282,7 @@ static int sched_poll(struct cadre_request *r)
     if (events)
         r->last_activity = cadre__now();
     if (finished) {
-        unlink_generic(r);
+        cadre__req_unlink_generic(r);
         if (s->error)
             cadre__req_complete(r, s->error, "%s", s->errmsg);
         else
@@ -306,7 +294,7 @@ static int sched_poll(struct cadre_request *r)
 static void sched_cancel(struct cadre_request *r)
 {
     struct coll_sched *s = r->priv;
-    unlink_generic(r);
+    cadre__req_unlink_generic(r);
     drop_reqs(s);
 }
 

@@ -534,24 +534,12 @@ static int proxy_submit(struct gpu_op *op)
 }
 
 /* ---- the user request of a nonblocking device call ------------------------------- */
-static void unlink_generic(struct cadre_request *r)
-{
-    struct cadre_engine *e = &cadre__eng;
-    if (r->prev)
-        r->prev->next = r->next;
-    else if (e->generic == r)
-        e->generic = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    r->next = r->prev = NULL;
-}
-
 static int ureq_poll(struct cadre_request *r)
 {
     struct gpu_op *op = r->priv;
     if (!atomic_load_explicit(&op->dev_done, memory_order_acquire))
         return 0;
-    unlink_generic(r);
+    cadre__req_unlink_generic(r);
     op->status.error = op->error;
     r->status = op->status;
     if (op->error)
@@ -563,7 +551,7 @@ static int ureq_poll(struct cadre_request *r)
 
 static void ureq_cancel(struct cadre_request *r)
 {
-    unlink_generic(r);
+    cadre__req_unlink_generic(r);
 }
 
 static void ureq_release(struct cadre_request *r)

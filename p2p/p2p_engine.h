@@ -75,6 +75,8 @@ void cadre__req_free(struct cadre_request *req);
 /* Frees the calling thread's cached request: a thread that frees requests
  * calls it before it ends (its thread-local cache would be lost). */
 void cadre__req_drop_spare(void);
+/* Takes a generic request off the engine's list (lock held). */
+void cadre__req_unlink_generic(struct cadre_request *r);
 /* Gives the request a wire id so RTS/CTS/DATA can name it. */
 int cadre__req_register(struct cadre_request *req);
 /* Looks up a request by wire id; NULL when unknown (stale or forged). */

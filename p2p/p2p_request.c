@@ -204,3 +204,15 @@ void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg)
         if (id_table[i])
             fn(id_table[i], arg);
 }
+
+void cadre__req_unlink_generic(struct cadre_request *r)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (r->prev)
+        r->prev->next = r->next;
+    else if (e->generic == r)
+        e->generic = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->next = r->prev = NULL;
+}

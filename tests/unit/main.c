@@ -1,6 +1,7 @@
 /* The one CUnit runner of make check. `cadre-tests [suite ...]` runs only the
  * named suites. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <CUnit/Basic.h>
@@ -19,11 +20,25 @@ int main(int argc, char **argv)
 #include "suites.h"
 #undef X
     CU_basic_set_mode(CU_BRM_VERBOSE);
-    if (argc > 1) {
-        for (int i = 1; i < argc; i++) {
-            CU_pSuite s = CU_get_suite(argv[i]);
+    /* The suites to run: the arguments, else CADRE_TEST_SUITES (names
+     * separated by spaces or commas; what make check runs), else all. */
+    char *names[64];
+    int nnames = 0;
+    for (int i = 1; i < argc && nnames < 64; i++)
+        names[nnames++] = argv[i];
+    char env[512] = "";
+    const char *sel = getenv("CADRE_TEST_SUITES");
+    if (!nnames && sel && *sel) {
+        snprintf(env, sizeof env, "%s", sel);
+        char *save = NULL;
+        for (char *t = strtok_r(env, " ,", &save); t && nnames < 64; t = strtok_r(NULL, " ,", &save))
+            names[nnames++] = t;
+    }
+    if (nnames) {
+        for (int i = 0; i < nnames; i++) {
+            CU_pSuite s = CU_get_suite(names[i]);
             if (!s) {
-                fprintf(stderr, "cadre-tests: no suite named '%s'\n", argv[i]);
+                fprintf(stderr, "cadre-tests: no suite named '%s'\n", names[i]);
                 CU_cleanup_registry();
                 return 2;
             }
