@@ -255,6 +255,8 @@ static void *progress_thread(void *arg)
              * application computes: look at least every 0.1 s. */
             if (!atomic_load(&e->app_waiting))
                 cadre__p2p_progress();
+            /* The time the application left cadre, within 0.1 s. */
+            cadre__state_stamp(cadre__now());
             continue;
         }
         if (cadre__p2p_progress() > 0) {

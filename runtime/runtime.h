@@ -171,7 +171,7 @@ static inline void cadre__state_enter(const char *op, const char *via, uint32_t 
     __atomic_store_n(&s->t_ns, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->gen, g + 2, __ATOMIC_RELEASE);
 }
-/* Leaves it (a coarse clock read: a few ns). */
+/* Leaves it (plain stores; the progress thread stamps the time). */
 void cadre__state_leave(void);
 /* Stamps the start of the current operation if not yet done; now in the
  * seconds of cadre__now (CLOCK_MONOTONIC). */

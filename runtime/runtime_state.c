@@ -13,13 +13,6 @@
 
 struct cadre_op_state cadre__op_state;
 
-static int64_t coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int64_t fine_ns(void)
 {
     struct timespec ts;
@@ -34,17 +27,20 @@ void cadre__state_leave(void)
     __atomic_store_n(&s->gen, g + 1, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     CADRE__RLX(&s->in_cadre, 0);
-    __atomic_store_n(&s->t_ns, coarse_ns(), __ATOMIC_RELAXED);
+    /* No clock read here (it would cost every call): the progress thread
+     * stamps the time of leaving within 0.1 s (cadre__state_stamp), or a
+     * snapshot does. */
+    __atomic_store_n(&s->t_ns, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&s->gen, g + 2, __ATOMIC_RELEASE);
 }
 
 static void stamp_ns(int64_t now)
 {
     struct cadre_op_state *s = &cadre__op_state;
-    if (!__atomic_load_n(&s->in_cadre, __ATOMIC_RELAXED))
-        return;
-    /* A stamp that lands on an operation entered just now is still about
-     * right; a stamp of 0 from the writer wins over ours. */
+    /* The start of the operation in progress, or the time of leaving cadre,
+     * whichever is unknown (0). A stamp that lands on an operation entered
+     * just now is still about right; a stamp of 0 from the writer wins over
+     * ours. */
     int64_t zero = 0;
     __atomic_compare_exchange_n(&s->t_ns, &zero, now ? now : 1, 0, __ATOMIC_RELAXED,
                                 __ATOMIC_RELAXED);
