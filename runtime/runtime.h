@@ -140,14 +140,14 @@ struct cadre_comm *cadre__comm_get(cadre_comm_t comm, const char *fn, int *statu
  * small collective costs well under a microsecond. One record per process: a
  * program that waits in several threads at once shows the latest entry. */
 struct cadre_op_state {
-    _Atomic uint32_t gen; /* odd while the writer is inside */
+    uint32_t gen;         /* odd while the writer is inside (accessed with __atomic builtins) */
     const char *op;       /* current op (in_cadre) or the last one; never NULL once set */
     const char *via;      /* "cadre_wait" when waiting on the nonblocking op `op`; else NULL */
     uint32_t ctx;         /* context id of op's communicator */
     uint32_t seq;         /* collectives: its number on that communicator (from 1); p2p: 0 */
     int32_t peer, tag;    /* p2p: peer's rank in the communicator (or CADRE_ANY_SOURCE), tag */
     int32_t in_cadre;
-    _Atomic int64_t t_ns; /* in_cadre: when it began (0: not stamped yet); else when it ended */
+    int64_t t_ns;         /* in_cadre: when it began (0: not stamped yet); else when it ended */
 };
 extern struct cadre_op_state cadre__op_state;
 
