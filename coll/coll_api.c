@@ -367,7 +367,7 @@ static void rs_take(void *arg, int q, const unsigned char *d)
     struct rs_take *t = arg;
     if (q == 0) {
         if (t->count)
-            memcpy(t->rbuf, d + t->off, t->count * cadre_datatype_size(t->dt));
+            cadre__copy(t->rbuf, d + t->off, t->count * cadre_datatype_size(t->dt));
     }
     else
         cadre__coll_reduce(t->rbuf, d + t->off, t->count, t->dt, t->op);
@@ -389,7 +389,7 @@ static void alltoall_take(void *arg, int q, const unsigned char *d)
 {
     struct block_take *t = arg;
     if (t->bytes)
-        memcpy(t->rbuf + (size_t)q * t->bytes, d + t->off, t->bytes);
+        cadre__copy(t->rbuf + (size_t)q * t->bytes, d + t->off, t->bytes);
 }
 
 /* ---- reduce_scatter ------------------------------------------------------------------------ */

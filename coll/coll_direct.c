@@ -260,7 +260,7 @@ static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint3
 
 static void copy_plain(void *dst, const void *src, size_t n)
 {
-    memcpy(dst, src, n);
+    cadre__copy(dst, src, n);
 }
 
 /* acc[i] += src[i] and out[i] = acc[i] in one pass, out with streaming
@@ -364,7 +364,7 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     size_t es = s->elsize;
     char *rb = d->rbuf;
     if (d->counts[me] && (const char *)d->sbuf != rb + d->displs[me] * es)
-        memcpy(rb + d->displs[me] * es, d->sbuf, d->counts[me] * es);
+        cadre__copy(rb + d->displs[me] * es, d->sbuf, d->counts[me] * es);
     /* Start with the next rank so the ranks do not all read rank 0 at once. */
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;

@@ -253,7 +253,7 @@ static void publish(struct coll_fast *F, uint32_t f, uint64_t sig, const void *d
 {
     struct fast_buf *b = &F->peer[F->me]->buf[f & 1];
     if (len)
-        memcpy(b->data, data, len);
+        cadre__copy(b->data, data, len);
     b->sig = sig;
     b->prev_sig = F->last_sig;
     atomic_store_explicit(&b->seq, F->ctx | f, memory_order_release);
@@ -317,7 +317,7 @@ static int reduce_common(struct cadre_comm *c, const char *fn, uint64_t sig, con
         if (q > 0)
             cadre__coll_reduce(rbuf, d, count, dt, op == CADRE_AVG ? CADRE_SUM : op);
         else if (bytes)
-            memcpy(rbuf, d, bytes);
+            cadre__copy(rbuf, d, bytes);
     }
     if (op == CADRE_AVG)
         cadre__coll_scale(rbuf, count, dt, F->n);
@@ -350,7 +350,7 @@ int cadre__fast_bcast(struct cadre_comm *c, const char *fn, uint64_t sig, void *
     }
     const unsigned char *d;
     if ((rc = fetch(F, f, root, sig, &w, &d)) == CADRE_SUCCESS && bytes)
-        memcpy(buf, d, bytes);
+        cadre__copy(buf, d, bytes);
     return end(F, f, rc);
 }
 

@@ -168,7 +168,11 @@ static int run_local(struct coll_sched *s)
         if (st->kind == CS_REDUCE) {
             cadre__coll_reduce(st->dst, st->src, st->n, s->dt, s->op);
         } else if (st->kind == CS_COPY) {
-            memmove(st->dst, st->src, st->n);
+            const char *d = st->dst, *s = st->src;
+            if (d + st->n <= s || s + st->n <= d)
+                cadre__copy(st->dst, st->src, st->n);
+            else
+                memmove(st->dst, st->src, st->n);
         } else if (st->kind == CS_CALL) {
             int rc = st->call(s, st);
             if (rc != CADRE_SUCCESS) {

@@ -108,7 +108,7 @@ static void deliver_eager(struct cadre_request *r, const struct cadre_p2p_hdr *h
     }
     size_t n = h->len < r->bytes ? h->len : r->bytes;
     if (n)
-        memcpy(r->buf, data, n);
+        cadre__copy(r->buf, data, n);
     r->peer_world = peer;
     r->msg_len = h->len;
     set_status(r, h, n);
@@ -137,7 +137,7 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
     if (peer == cadre__proc.rank) {
         struct cadre_request *s = cadre__req_lookup(h->sreq);
         if (s && r->xfer)
-            memcpy(r->buf, s->buf, r->xfer);
+            cadre__copy(r->buf, s->buf, r->xfer);
         if (s)
             cadre__req_complete(s, CADRE_SUCCESS, NULL);
         complete_recv(r);
@@ -289,7 +289,7 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
             free(u);
             u = NULL;
         } else {
-            memcpy(u->data, payload, h->len);
+            cadre__copy(u->data, payload, h->len);
         }
     }
     if (!u) {
@@ -360,7 +360,7 @@ static void incoming_data(int peer, const struct cadre_p2p_hdr *h, const void *p
         return;
     }
     if (payload != r->buf + h->off && h->len)
-        memcpy(r->buf + h->off, payload, h->len);
+        cadre__copy(r->buf + h->off, payload, h->len);
     r->moved += h->len;
     r->last_activity = cadre__now();
     if (r->moved == r->xfer)

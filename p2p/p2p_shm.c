@@ -321,7 +321,7 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
     } else {
         s->hdr = *h;
         if (len)
-            memcpy(s->data, payload, len);
+            cadre__copy(s->data, payload, len);
     }
     atomic_store_explicit(&s->seq, l->pos + 1, memory_order_release);
     l->pos++;

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cadre.h"
 
@@ -124,6 +125,17 @@ struct cadre_comm {
     void *fast;        /* its shared-memory slot (coll/coll_fast.c), or NULL */
     void *gpu;         /* device-path state (gpu/gpu_internal.h), made on first use */
 };
+/* memcpy for buffers that do not overlap, without the slow case of the
+ * string instructions (runtime_copy.c). */
+void cadre__copy_big(void *dst, const void *src, size_t n);
+static inline void cadre__copy(void *dst, const void *src, size_t n)
+{
+    if (n >= 2048)
+        cadre__copy_big(dst, src, n);
+    else if (n)
+        memcpy(dst, src, n);
+}
+
 extern struct cadre_comm cadre__comm_world;
 /* Releases what the collective layer keeps for the world (cadre_finalize). */
 void cadre__coll_finalize(void);
