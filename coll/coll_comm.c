@@ -18,7 +18,20 @@ struct entry {
     int64_t fast; /* shared-memory collective slots free at this rank */
 };
 
-static int new_comm(int rank, int size, const int *world, uint32_t ctx, struct cadre_comm **out)
+static void free_comm(struct cadre_comm *c)
+{
+    cadre__gpu_comm_free(c);
+    cadre__comm_unregister(c);
+    cadre__fast_release(c);
+    c->magic = 0;
+    free(c->world_ranks);
+    free(c);
+}
+
+/* A communicator with its shared-memory slot: the lowest of `fast`, the
+ * slots free at every member. */
+static int new_comm(int rank, int size, const int *world, uint32_t ctx, uint64_t fast,
+                    struct cadre_comm **out)
 {
     struct cadre_comm *c = calloc(1, sizeof *c);
     int *w = malloc((size_t)size * sizeof *w);
@@ -34,18 +47,13 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, struct c
     c->size = size;
     c->world_ranks = w;
     cadre__comm_register(c);
+    int rc = cadre__fast_setup(c, fast);
+    if (rc != CADRE_SUCCESS) {
+        free_comm(c);
+        return rc;
+    }
     *out = c;
     return CADRE_SUCCESS;
-}
-
-static void free_comm(struct cadre_comm *c)
-{
-    cadre__gpu_comm_free(c);
-    cadre__comm_unregister(c);
-    cadre__fast_release(c);
-    c->magic = 0;
-    free(c->world_ranks);
-    free(c);
 }
 
 static int world_of(const struct cadre_comm *c, int r)
@@ -143,10 +151,8 @@ int cadre_comm_split(cadre_comm_t comm, int color, int key, cadre_comm_t *newcom
     for (int i = 0; i < n; i++)
         fast &= (uint64_t)all[m[i].parent_rank].fast;
     struct cadre_comm *c;
-    rc = new_comm(myrank, n, world, ctx, &c);
+    rc = new_comm(myrank, n, world, ctx, fast, &c);
     free(all), free(m), free(world);
-    if (rc == CADRE_SUCCESS && (rc = cadre__fast_setup(c, fast)) != CADRE_SUCCESS)
-        free_comm(c);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
     *newcomm = c;
@@ -211,10 +217,8 @@ int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t 
     for (int i = 0; i < n; i++)
         world[i] = world_of(p, ranks[i]);
     struct cadre_comm *c;
-    rc = new_comm(myrank, n, world, ctx, &c);
+    rc = new_comm(myrank, n, world, ctx, fast, &c);
     free(world);
-    if (rc == CADRE_SUCCESS && (rc = cadre__fast_setup(c, fast)) != CADRE_SUCCESS)
-        free_comm(c);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
     *newcomm = c;
@@ -244,10 +248,8 @@ int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm)
     for (int i = 0; i < p->size; i++)
         world[i] = world_of(p, i);
     struct cadre_comm *c;
-    rc = new_comm(p->rank, p->size, world, ctx, &c);
+    rc = new_comm(p->rank, p->size, world, ctx, fast, &c);
     free(world);
-    if (rc == CADRE_SUCCESS && (rc = cadre__fast_setup(c, fast)) != CADRE_SUCCESS)
-        free_comm(c);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
     *newcomm = c;
