@@ -173,6 +173,14 @@ static int check_layout(const struct call *c, const char *counts_name, const siz
     return CADRE_SUCCESS;
 }
 
+/* gatherv_impl and scatterv_impl also serve the equal-count calls: the
+ * signature tells them apart by the public name ("cadre_igatherv"). */
+static int vector_variant(const char *fn)
+{
+    size_t n = strlen(fn);
+    return n && fn[n - 1] == 'v';
+}
+
 /* ---- running -------------------------------------------------------------------------- */
 static int begin(struct coll_sched *s, const struct call *c, cadre_datatype_t dt, cadre_op_t op)
 {
@@ -476,8 +484,8 @@ static int gatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int rc = cadre__algo_gatherv_linear(&s, sbuf, sendcount, rbuf, counts, displs, root);
-    s.sig = cadre__sig(strcmp(fn + strlen(fn) - 1, "v") ? SIG_GATHER : SIG_GATHERV, dt, SIG_NO_OP, 1,
-                       root, strcmp(fn + strlen(fn) - 1, "v") ? sendcount : 0);
+    int v = vector_variant(fn);
+    s.sig = cadre__sig(v ? SIG_GATHERV : SIG_GATHER, dt, SIG_NO_OP, 1, root, v ? 0 : sendcount);
     return finish(&s, rc, req);
 }
 
@@ -568,8 +576,8 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int rc = cadre__algo_scatterv_linear(&s, sbuf, counts, displs, rbuf, recvcount, root);
-    s.sig = cadre__sig(strcmp(fn + strlen(fn) - 1, "v") ? SIG_SCATTER : SIG_SCATTERV, dt, SIG_NO_OP, 1,
-                       root, strcmp(fn + strlen(fn) - 1, "v") ? recvcount : 0);
+    int v = vector_variant(fn);
+    s.sig = cadre__sig(v ? SIG_SCATTERV : SIG_SCATTER, dt, SIG_NO_OP, 1, root, v ? 0 : recvcount);
     return finish(&s, rc, req);
 }
 int cadre_scatterv(const void *sendbuf, const size_t sendcounts[], const size_t displs[],
