@@ -15,7 +15,8 @@ static uint32_t id_cap, *id_free, id_nfree;
 
 /* One freed request kept per thread: a blocking receive needs one per call,
  * and malloc plus clearing it all cost a ping-pong more than the rest. */
-static __thread struct cadre_request *spare;
+/* initial-exec: no __tls_get_addr call on every request of the shared library */
+static __thread struct cadre_request *spare __attribute__((tls_model("initial-exec")));
 
 struct cadre_request *cadre__req_new(int kind, const char *op)
 {
@@ -30,7 +31,8 @@ struct cadre_request *cadre__req_new(int kind, const char *op)
     r->kind = (uint8_t)kind;
     r->op = op;
     r->peer_world = -1;
-    r->last_activity = cadre__now();
+    /* last_activity stays 0 until something moves or a wait first turns
+     * slow (cadre__req_wait): no clock read on the path of a small message. */
     return r;
 }
 
@@ -152,6 +154,8 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
         if (atomic_load_explicit(&r->done, memory_order_acquire))
             return CADRE_SUCCESS;
     }
+    if (r->last_activity == 0)
+        r->last_activity = cadre__now();
     atomic_fetch_add(&e->app_waiting, 1);
     registered = 1;
     int rc = CADRE_SUCCESS;

@@ -37,9 +37,20 @@ struct slot {
 };
 _Static_assert(sizeof(struct slot) == 64, "slot header must fill one cache line");
 
+/* A slot is the sender's alone to write: it holds message pos while its seq
+ * is pos + 1. The receiver never writes into slots; it tells the sender how
+ * far it has read in a counter of its own, each on its own cache line, which
+ * the sender reads only when its last copy of it says the lane is full. So a
+ * message moves one cache line (the slot) and the receiver's acknowledgment
+ * stays in its own cache: no store of the receiver waits for the sender's
+ * core on the path of a message. */
 struct ring_hdr {
     _Atomic uint32_t sender_waiting; /* set by a sender that found the ring full */
     char pad[60];
+    struct {
+        _Atomic uint64_t n; /* messages of the lane the receiver has read */
+        char pad[56];
+    } head[2];              /* [0] eager, [1] bulk */
 };
 
 struct seg_hdr {
@@ -65,6 +76,8 @@ struct lane {
     size_t stride;
     uint32_t n;
     uint64_t pos;
+    _Atomic uint64_t *head; /* the receiver's count of messages read */
+    uint64_t seen;          /* sender: the last value read from *head */
 };
 
 struct shm_peer {
@@ -106,8 +119,10 @@ static void lanes_for(unsigned char *ring, uint32_t nslots, uint32_t nfrags, siz
 {
     size_t bulk_off;
     ring_layout(nslots, nfrags, frag, &bulk_off);
-    *eager = (struct lane){ring + sizeof(struct ring_hdr), CADRE_SHM_SLOT, nslots, 0};
-    *bulk = (struct lane){ring + bulk_off, 64 + frag, nfrags, 0};
+    struct ring_hdr *r = (struct ring_hdr *)ring;
+    *eager = (struct lane){ring + sizeof(struct ring_hdr), CADRE_SHM_SLOT, nslots, 0,
+                           &r->head[0].n, 0};
+    *bulk = (struct lane){ring + bulk_off, 64 + frag, nfrags, 0, &r->head[1].n, 0};
 }
 
 static struct cadre_p2p_doorbell *peer_bell(struct shm_peer *p);
@@ -176,15 +191,9 @@ static int shm_init(void)
     h->nfrags = S.nfrags;
     h->frag = S.frag;
     h->ring_bytes = S.ring_bytes;
-    for (int s = 0; s < S.nlocal; s++) {
-        struct lane e, b;
-        lanes_for(S.seg + sizeof(struct seg_hdr) + (size_t)s * S.ring_bytes, S.nslots, S.nfrags,
-                  S.frag, &e, &b);
-        for (uint32_t i = 0; i < e.n; i++)
-            atomic_store(&lane_slot(&e, i)->seq, i);
-        for (uint32_t i = 0; i < b.n; i++)
-            atomic_store(&lane_slot(&b, i)->seq, i);
-    }
+    /* The memfd starts zeroed: every slot's seq is 0, and slot i holds
+     * message pos = i + k*n only when its seq is pos + 1, never 0. The
+     * receivers' counters start at 0 too. */
     cadre__eng.bell = &h->bell;
 
     struct shm_blob blob = {.node_id = cadre__proc.node_id,
@@ -304,12 +313,18 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
     struct lane *l = bulk ? &p->tx_bulk : &p->tx_eager;
     size_t len = (h->type == CADRE_P2P_EAGER || bulk) ? h->len : 0;
     struct slot *s = lane_slot(l, l->pos);
-    if (atomic_load_explicit(&s->seq, memory_order_acquire) != l->pos) {
-        atomic_store_explicit(&p->tx_ring->sender_waiting, 1, memory_order_relaxed);
-        atomic_thread_fence(memory_order_seq_cst);
-        /* The receiver may have freed the slot before it saw our flag. */
-        if (atomic_load_explicit(&s->seq, memory_order_acquire) != l->pos)
-            return CADRE_P2P_BUSY;
+    if (l->pos - l->seen >= l->n) {
+        /* Full as far as we knew: the acquire orders the receiver's reads
+         * of the slot before our writes into it. */
+        l->seen = atomic_load_explicit(l->head, memory_order_acquire);
+        if (l->pos - l->seen >= l->n) {
+            atomic_store_explicit(&p->tx_ring->sender_waiting, 1, memory_order_relaxed);
+            atomic_thread_fence(memory_order_seq_cst);
+            /* The receiver may have read on before it saw our flag. */
+            l->seen = atomic_load_explicit(l->head, memory_order_acquire);
+            if (l->pos - l->seen >= l->n)
+                return CADRE_P2P_BUSY;
+        }
     }
     if (h->type == CADRE_P2P_EAGER && len <= CADRE_P2P_INLINE_MAX) {
         /* Header and payload in the slot's one cache line: one line moves. */
@@ -359,11 +374,14 @@ static int drain_lane(int w, struct shm_peer *p, struct lane *l, int bulk, int m
         }
         struct cadre_p2p_hdr h = s->hdr;
         cadre__p2p_incoming(w, &h, (h.flags & CADRE_P2P_INLINE) ? (const void *)&h.sreq : s->data);
-        atomic_store_explicit(&s->seq, l->pos + l->n, memory_order_release);
         l->pos++;
         n++;
     }
     if (n) {
+        /* The slots are read (copied out, or queued): the sender may reuse
+         * them. The counter's line is ours, so the fence that orders this
+         * store before the look at sender_waiting is cheap. */
+        atomic_store_explicit(l->head, l->pos, memory_order_release);
         atomic_thread_fence(memory_order_seq_cst);
         if (atomic_load_explicit(&p->rx_ring->sender_waiting, memory_order_relaxed)) {
             atomic_store_explicit(&p->rx_ring->sender_waiting, 0, memory_order_relaxed);
