@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@
 #include "bootstrap/bootstrap.h"
 #include "p2p_engine.h"
 
-struct cadre_engine cadre__eng = {.lock = PTHREAD_MUTEX_INITIALIZER, .eventfd = -1};
+struct cadre_engine cadre__eng = {.eventfd = -1};
 struct cadre_p2p_engine_info cadre__p2p_info;
 
 
@@ -37,6 +38,38 @@ void cadre__futex_wait(_Atomic uint32_t *word, uint32_t val, double timeout_s)
 void cadre__futex_wake(_Atomic uint32_t *word)
 {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+}
+
+void cadre__eng_lock_slow(void)
+{
+    struct cadre_eng_lock *l = &cadre__eng.lock;
+    /* Critical sections are short: spin first, unless the holder may be
+     * waiting for this very core. */
+    int spins = cadre__eng.oversubscribed ? 4 : 2000;
+    for (int i = 0; i < spins; i++) {
+        if (!atomic_load_explicit(&l->word, memory_order_relaxed) && eng_trylock())
+            return;
+        if (cadre__eng.oversubscribed)
+            sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+        else
+            __builtin_ia32_pause();
+#endif
+    }
+    atomic_fetch_add(&l->waiters, 1);
+    double nap = 50e-6;
+    while (!eng_trylock()) {
+        struct timespec ts = {0, (long)(nap * 1e9)};
+        syscall(SYS_futex, (uint32_t *)&l->word, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
+        if (nap < 1e-3)
+            nap *= 2;
+    }
+    atomic_fetch_sub(&l->waiters, 1);
+}
+
+void cadre__eng_unlock_wake(void)
+{
+    syscall(SYS_futex, (uint32_t *)&cadre__eng.lock.word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /* ---- output --------------------------------------------------------------- */
@@ -172,10 +205,10 @@ int cadre__p2p_progress(void)
     if (e->shm_only && !atomic_load_explicit(&e->outstanding, memory_order_relaxed) &&
         !__atomic_load_n(&e->generic, __ATOMIC_RELAXED) && !cadre__p2p_shm_pending())
         return 0;
-    if (pthread_mutex_trylock(&cadre__eng.lock) != 0)
+    if (!eng_trylock())
         return 0;
     int n = cadre__p2p_progress_locked();
-    pthread_mutex_unlock(&cadre__eng.lock);
+    eng_unlock();
     return n;
 }
 

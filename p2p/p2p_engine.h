@@ -118,8 +118,13 @@ struct cadre_p2p_doorbell {
     _Atomic uint32_t sleepers; /* threads of this process sleeping on seq */
 };
 
+struct cadre_eng_lock {
+    _Atomic uint32_t word;    /* 0 free, 1 held */
+    _Atomic uint32_t waiters; /* threads asleep (or about to be) on word */
+};
+
 struct cadre_engine {
-    pthread_mutex_t lock;
+    struct cadre_eng_lock lock; /* eng_lock / eng_unlock / eng_trylock */
     int nranks;
     struct cadre_peer *peers;
     const struct cadre_p2p_transport *tps[2];
@@ -147,13 +152,32 @@ struct cadre_engine {
 };
 extern struct cadre_engine cadre__eng;
 
+/* The engine lock. Not a pthread mutex: its release is a plain store (a
+ * pthread unlock is a locked exchange, a full barrier that waits for every
+ * store of the critical section to reach the other cores, on the path of
+ * every message). A thread that finds the lock taken spins a little, then
+ * sleeps on the word with a short timeout, counted in `waiters` so that an
+ * unlock wakes it. An unlock that reads `waiters` before a new waiter's
+ * count is visible wakes nobody; that waiter then wakes by its timeout,
+ * 50 us at first, which bounds the cost of that rare race. */
+static inline int eng_trylock(void)
+{
+    uint32_t free_ = 0;
+    return atomic_compare_exchange_strong_explicit(&cadre__eng.lock.word, &free_, 1,
+                                                   memory_order_acquire, memory_order_relaxed);
+}
+void cadre__eng_lock_slow(void);
+void cadre__eng_unlock_wake(void);
 static inline void eng_lock(void)
 {
-    pthread_mutex_lock(&cadre__eng.lock);
+    if (!eng_trylock())
+        cadre__eng_lock_slow();
 }
 static inline void eng_unlock(void)
 {
-    pthread_mutex_unlock(&cadre__eng.lock);
+    atomic_store_explicit(&cadre__eng.lock.word, 0, memory_order_release);
+    if (atomic_load_explicit(&cadre__eng.lock.waiters, memory_order_relaxed))
+        cadre__eng_unlock_wake();
 }
 
 double cadre__now(void);
