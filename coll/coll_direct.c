@@ -143,6 +143,35 @@ static void copy_out(void *dst, const void *src, size_t n)
 #endif
 }
 
+/* Reads n bytes at `remote` in rank `rank` into dst through a chunk of
+ * scratch: the kernel's copy lands in the cache, and the streaming copy out
+ * writes dst without reading it first, where the kernel copying straight
+ * into dst reads every destination line before it writes it. */
+static int cma_read_out(struct coll_sched *s, int rank, void *dst, uint64_t remote, size_t n)
+{
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(get_scratch(s, &acc, &tmp));
+    char *o = dst;
+    while (n) {
+        size_t m = n < DIRECT_CHUNK ? n : DIRECT_CHUNK;
+        CADRE_CHECK(cma(s, rank, acc, remote, m, 0));
+        cadre__copy_nt(o, acc, m);
+        o += m;
+        remote += m;
+        n -= m;
+    }
+    return CADRE_SUCCESS;
+}
+
+/* A read from a peer into memory that is read later, if at all: through
+ * the cache from cadre__copy_out_min bytes, straight below. */
+static int cma_read(struct coll_sched *s, int rank, void *dst, uint64_t remote, size_t n)
+{
+    if (n >= cadre__copy_out_min)
+        return cma_read_out(s, rank, dst, remote, n);
+    return cma(s, rank, dst, remote, n, 0);
+}
+
 /* Reduces elements [off, off+m) over all ranks into acc: rank q's part of
  * its send buffer sits at base[q] + off*es (base of this rank is local). */
 static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine, size_t sboff,
@@ -364,12 +393,12 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     size_t es = s->elsize;
     char *rb = d->rbuf;
     if (d->counts[me] && (const char *)d->sbuf != rb + d->displs[me] * es)
-        cadre__copy(rb + d->displs[me] * es, d->sbuf, d->counts[me] * es);
+        cadre__copy_out(rb + d->displs[me] * es, d->sbuf, d->counts[me] * es, d->counts[me] * es);
     /* Start with the next rank so the ranks do not all read rank 0 at once. */
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
         if (d->counts[q])
-            CADRE_CHECK(cma(s, q, rb + d->displs[q] * es, d->peer[2 * q], d->counts[q] * es, 0));
+            CADRE_CHECK(cma_read(s, q, rb + d->displs[q] * es, d->peer[2 * q], d->counts[q] * es));
     }
     return CADRE_SUCCESS;
 }
@@ -386,11 +415,11 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
         size_t half = bytes / 2 / 64 * 64;
         if (me == root)
             return cma(s, !me, buf, d->peer[2 * !me + 1], half, 1);
-        return cma(s, root, buf + half, d->peer[2 * root + 1] + half, bytes - half, 0);
+        return cma_read(s, root, buf + half, d->peer[2 * root + 1] + half, bytes - half);
     }
     if (me == root)
         return CADRE_SUCCESS;
-    return cma(s, root, buf, d->peer[2 * root + 1], bytes, 0);
+    return cma_read(s, root, buf, d->peer[2 * root + 1], bytes);
 }
 
 /* Rounds 1 and 3 around the CS_CALL of round 2. */

@@ -170,7 +170,7 @@ static int run_local(struct coll_sched *s)
         } else if (st->kind == CS_COPY) {
             const char *d = st->dst, *s = st->src;
             if (d + st->n <= s || s + st->n <= d)
-                cadre__copy(st->dst, st->src, st->n);
+                cadre__copy_out(st->dst, st->src, st->n, st->n);
             else
                 memmove(st->dst, st->src, st->n);
         } else if (st->kind == CS_CALL) {

@@ -137,7 +137,7 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
     if (peer == cadre__proc.rank) {
         struct cadre_request *s = cadre__req_lookup(h->sreq);
         if (s && r->xfer)
-            cadre__copy(r->buf, s->buf, r->xfer);
+            cadre__copy_out(r->buf, s->buf, r->xfer, r->xfer);
         if (s)
             cadre__req_complete(s, CADRE_SUCCESS, NULL);
         complete_recv(r);
@@ -362,7 +362,7 @@ static void incoming_data(int peer, const struct cadre_p2p_hdr *h, const void *p
         return;
     }
     if (payload != r->buf + h->off && h->len)
-        cadre__copy(r->buf + h->off, payload, h->len);
+        cadre__copy_out(r->buf + h->off, payload, h->len, r->xfer);
     r->moved += h->len;
     r->last_activity = cadre__now();
     if (r->moved == r->xfer)

@@ -136,6 +136,26 @@ static inline void cadre__copy(void *dst, const void *src, size_t n)
         memcpy(dst, src, n);
 }
 
+/* A copy with streaming stores: the destination's lines are not read
+ * first (a plain copy reads each one before writing it), so a copy to
+ * memory costs one write instead of a read and a write. On the development
+ * machine: 8 MiB in 0.36 ms against 1.0 ms for memcpy, two cores copying at
+ * once. Ends with a store fence: what follows (a completion flag) is seen
+ * after the data. For destinations nobody reads soon. */
+void cadre__copy_nt(void *dst, const void *src, size_t n);
+/* Where a message or a collective's block lands in its final place: from
+ * cadre__copy_out_min bytes on (the whole transfer, not one fragment), the
+ * destination is larger than what the caches would keep for the reader, and
+ * the streaming copy wins; below, the plain one. */
+extern size_t cadre__copy_out_min;
+static inline void cadre__copy_out(void *dst, const void *src, size_t n, size_t total)
+{
+    if (total >= cadre__copy_out_min)
+        cadre__copy_nt(dst, src, n);
+    else
+        cadre__copy(dst, src, n);
+}
+
 extern struct cadre_comm cadre__comm_world;
 /* Releases what the collective layer keeps for the world (cadre_finalize). */
 void cadre__coll_finalize(void);
