@@ -18,11 +18,13 @@ have_tcp_ref=0
 if [[ -f $src/bench/tcp_pingpong.c ]]; then
     cc -O2 -o "$tmp/tcp_pingpong" "$src/bench/tcp_pingpong.c" && have_tcp_ref=1
 fi
+cc -O2 -pthread -o "$tmp/c2c" "$src/bench/c2c.c"
 reps=${REPS:-3}
+lat_runs=${LAT_RUNS:-30}
 
-# median of the values of one column over $reps runs, per size
-median_runs() { # cmd... ; prints "size value" lines (median over reps)
-    for ((i = 0; i < reps; i++)); do "$@"; done | sort -k1,1n -k2,2g | awk '
+# The median over the runs, per size, of "size value" lines.
+median() {
+    sort -k1,1n -k2,2g "$1" | awk '
         { n[$1]++; v[$1, n[$1]] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
         END { for (i = 1; i <= k; i++) { s = order[i]; print s, v[s, int((n[s] + 1) / 2)] } }'
 }
@@ -34,16 +36,28 @@ mpi_col() { # mode -> size time_us
     mpirun -np 2 --bind-to core "$tmp/mpi_pingpong" "$1" 8 67108864 | awk '!/^#/ { print $1, $2 }'
 }
 echo "## p2p on $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p'), $(date -u +%F)"
-for mode in sendrecv stream; do
-    median_runs cadre_col "$mode" "" > "$tmp/c.$mode"
-    median_runs mpi_col "$mode" > "$tmp/m.$mode"
+# The runs take turns (cadre, Open MPI, ...), so that a change of the
+# machine's state during the script (see bench/c2c.c) falls on both.
+: > "$tmp/c2c.log"
+for ((i = 0; i < reps; i++)); do
+    "$tmp/c2c" | awk '{ print $2 }' >> "$tmp/c2c.log"
+    for mode in sendrecv stream; do
+        cadre_col "$mode" "" >> "$tmp/rc.$mode"
+        mpi_col "$mode" >> "$tmp/rm.$mode"
+    done
+    cadre_col sendrecv tcp >> "$tmp/rct"
+    if ((have_tcp_ref)); then
+        "$tmp/tcp_pingpong" -m 67108864 | awk '!/^#/ && NF >= 4 { print $1, $3 }' >> "$tmp/rtr"
+    fi
 done
-median_runs cadre_col sendrecv tcp > "$tmp/ct"
-if ((have_tcp_ref)); then
-    median_runs sh -c "'$tmp/tcp_pingpong' -m 67108864 | awk '!/^#/ && NF >= 4 { print \$1, \$3 }'" > "$tmp/tr"
-else
-    : > "$tmp/tr"
-fi
+for mode in sendrecv stream; do
+    median "$tmp/rc.$mode" > "$tmp/c.$mode"
+    median "$tmp/rm.$mode" > "$tmp/m.$mode"
+done
+median "$tmp/rct" > "$tmp/ct"
+if ((have_tcp_ref)); then median "$tmp/rtr" > "$tmp/tr"; else : > "$tmp/tr"; fi
+echo
+echo "Core-to-core round trip (bench/c2c) before each run: $(tr '\n' ' ' < "$tmp/c2c.log")ns"
 printf '\n| size (B) | cadre shm lat (us) | Open MPI lat (us) | cadre shm bw (GB/s) | Open MPI bw (GB/s) | cadre stream (GB/s) | Open MPI stream (GB/s) | cadre tcp lat (us) | socket ping-pong (us) |\n'
 printf '|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for f in "$tmp"/c.* "$tmp"/m.* "$tmp/ct" "$tmp/tr"; do sort -k1,1 "$f" -o "$f"; done
@@ -52,3 +66,23 @@ join "$tmp/c.sendrecv" "$tmp/m.sendrecv" | join - "$tmp/c.stream" | join - "$tmp
     awk '{
            printf "| %s | %.3f | %.3f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n",
                   $1, $2, $3, $1 / $2 / 1e3, $1 / $3 / 1e3, $1 / $4 / 1e3, $1 / $5 / 1e3, $6, $7 }'
+
+# The 8-byte latency again, in many short runs taking turns: a run's figure
+# depends on where the host put the two vCPUs at that moment, so one long
+# run says little; the quartiles of many say more.
+: > "$tmp/lat"
+for ((i = 0; i < lat_runs; i++)); do
+    c=$("$cadrerun" -n 2 --bind-to core "$perf" sendrecv -b 8 -e 8 -n 50000 -c 0 | awk '!/^#/ { print $6 }')
+    m=$(mpirun -np 2 --bind-to core "$tmp/mpi_pingpong" lat 8 8 | awk '!/^#/ { print $2 }')
+    echo "$c $m" >> "$tmp/lat"
+done
+quart() { # column -> "q1 median q3"
+    sort -g -k"$1","$1" "$tmp/lat" | awk -v k="$1" '{ v[NR] = $k }
+        END { printf "%s %s %s", v[int(NR / 4) + 1], v[int((NR + 1) / 2)], v[int(3 * NR / 4) + 1] }'
+}
+wins=$(awk '$1 <= $2 { w++ } END { print w + 0 }' "$tmp/lat")
+echo
+echo "8-byte one-way latency, $lat_runs alternated runs of each (lower quartile, median, upper quartile, us):"
+echo "- cadre:    $(quart 1)"
+echo "- Open MPI: $(quart 2)"
+echo "- runs where cadre's figure was at most Open MPI's of the same turn: $wins of $lat_runs"
