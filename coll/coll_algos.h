@@ -41,7 +41,7 @@ int cadre__algo_allgatherv_direct(struct coll_sched *s, const void *sbuf, void *
 int cadre__algo_bcast_direct(struct coll_sched *s, void *buf, size_t count, int root);
 /* Sizes (bytes of the whole vector) from which "auto" picks them. */
 #define DIRECT_MIN_ALLREDUCE ((size_t)64 << 10)   /* two ranks */
-#define DIRECT_MIN_ALLREDUCE_N ((size_t)16 << 20) /* more */
+#define DIRECT_MIN_ALLREDUCE_N ((size_t)4 << 20) /* more: ahead of the ring from 4 MiB on 4 ranks */
 #define DIRECT_MIN_REDUCE_SCATTER ((size_t)64 << 10)
 /* allgather: the pipelined messages beat the kernel's copies at every size
  * measured on two ranks (bench/RESULTS.md), so "auto" never picks direct */

@@ -8,7 +8,7 @@
 /* Bytes one rank may contribute to one call; the calls that take the slots
  * (coll_api.c) stop earlier on two ranks, where one message each way is
  * as quick from 4 KiB on. */
-#define FAST_BYTES ((size_t)512 << 10)
+#define FAST_BYTES ((size_t)1 << 20)
 #define FAST_BYTES_PAIR ((size_t)4 << 10)
 static inline size_t cadre__fast_limit(int nranks)
 {

@@ -246,7 +246,7 @@ void cadre__futex_wake(_Atomic uint32_t *word);
 void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h);
 int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig);
 
-#define CADRE_SHM_COLL_BYTES ((size_t)(8 * 1024 + 64 + 512) << 10)
+#define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512) << 10)
 void *cadre__shm_coll_area(int w);
 void cadre__shm_wake(int w);
 
