@@ -46,6 +46,9 @@ struct coll_sched {
     uint32_t ctx;          /* the communicator's collective context */
     uint64_t sig;          /* the call's signature (coll_sig.h), on every message */
     int32_t tag;           /* this collective's sequence number */
+    size_t out_bytes;      /* what the call writes at this rank (0: unknown): from
+                            * cadre__copy_out_min on, its copies and receives
+                            * use streaming stores whatever their own size */
 
     struct coll_step *steps;
     int nsteps, cap;

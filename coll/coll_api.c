@@ -260,6 +260,7 @@ static int bcast_impl(const char *fn, void *buf, size_t count, cadre_datatype_t 
     if (!a)
         a = direct && bytes >= DIRECT_MIN_BCAST ? 3
             : bytes <= ((size_t)256 << 10) || c.n <= 2 ? 1 : 2;
+    s.out_bytes = bytes;
     int rc = a == 1   ? cadre__algo_bcast_binomial(&s, buf, count, root)
              : a == 2 ? cadre__algo_bcast_pipeline(&s, buf, count, root)
                       : cadre__algo_bcast_direct(&s, buf, count, root);
@@ -664,6 +665,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
         a = direct && total >= DIRECT_MIN_ALLGATHER                                     ? 3
             : equal && pow2 && sendcount * c.es * (size_t)c.n <= ((size_t)64 << 10) ? 2
                                                                                       : 1;
+    s.out_bytes = total;
     int rc = a == 3                    ? cadre__algo_allgatherv_direct(&s, sbuf, rbuf, counts, displs)
              : a == 2 && equal && pow2 ? cadre__algo_allgather_rd(&s, sbuf, rbuf, sendcount)
                                        : cadre__algo_allgatherv_ring(&s, sbuf, sendcount, rbuf,

@@ -163,11 +163,11 @@ static int cma_read_out(struct coll_sched *s, int rank, void *dst, uint64_t remo
     return CADRE_SUCCESS;
 }
 
-/* A read from a peer into memory that is read later, if at all: through
- * the cache from cadre__copy_out_min bytes, straight below. */
+/* A read from a peer into the call's output: through the cache when the
+ * call writes cadre__copy_out_min bytes or more, straight below. */
 static int cma_read(struct coll_sched *s, int rank, void *dst, uint64_t remote, size_t n)
 {
-    if (n >= cadre__copy_out_min)
+    if (n >= cadre__copy_out_min || s->out_bytes >= cadre__copy_out_min)
         return cma_read_out(s, rank, dst, remote, n);
     return cma(s, rank, dst, remote, n, 0);
 }
@@ -393,7 +393,8 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     size_t es = s->elsize;
     char *rb = d->rbuf;
     if (d->counts[me] && (const char *)d->sbuf != rb + d->displs[me] * es)
-        cadre__copy_out(rb + d->displs[me] * es, d->sbuf, d->counts[me] * es, d->counts[me] * es);
+        cadre__copy_out(rb + d->displs[me] * es, d->sbuf, d->counts[me] * es,
+                        s->out_bytes);
     /* Start with the next rank so the ranks do not all read rank 0 at once. */
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;

@@ -148,6 +148,7 @@ static int post_round(struct coll_sched *s)
         r->elsize = 1;
         r->buf = st->kind == CS_SEND ? (char *)st->src : st->dst;
         r->bytes = st->n;
+        r->nt = s->out_bytes >= cadre__copy_out_min;
         int rc = kind == REQ_SEND ? cadre__p2p_start_send(r) : cadre__p2p_start_recv(r);
         if (rc != CADRE_SUCCESS && !atomic_load(&r->done)) {
             cadre__req_free(r);
@@ -168,9 +169,10 @@ static int run_local(struct coll_sched *s)
         if (st->kind == CS_REDUCE) {
             cadre__coll_reduce(st->dst, st->src, st->n, s->dt, s->op);
         } else if (st->kind == CS_COPY) {
-            const char *d = st->dst, *s = st->src;
-            if (d + st->n <= s || s + st->n <= d)
-                cadre__copy_out(st->dst, st->src, st->n, st->n);
+            const char *d = st->dst, *from = st->src;
+            if (d + st->n <= from || from + st->n <= d)
+                cadre__copy_out(st->dst, st->src, st->n,
+                                st->n > s->out_bytes ? st->n : s->out_bytes);
             else
                 memmove(st->dst, st->src, st->n);
         } else if (st->kind == CS_CALL) {

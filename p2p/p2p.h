@@ -129,6 +129,12 @@ extern const struct cadre_p2p_transport cadre__p2p_tcp;
  * bytes for EAGER and DATA and is valid only during the call. A transport
  * that read DATA straight into cadre__p2p_data_dest() passes that pointer. */
 void cadre__p2p_incoming(int peer, const struct cadre_p2p_hdr *h, const void *payload);
+/* The same, for a transport that has not checked the header: the engine
+ * checks it once against the transport's framing (types, payload limits)
+ * and its own rules together, and fails the peer when it is corrupt. h
+ * must be the transport's private copy (not memory the peer can write). */
+void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const void *payload,
+                              const struct cadre_p2p_wire *framing);
 /* Where the payload of DATA header h should land (the user's buffer at the
  * offset), or NULL when the transport must buffer it and pass it to incoming. */
 void *cadre__p2p_data_dest(int peer, const struct cadre_p2p_hdr *h);

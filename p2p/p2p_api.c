@@ -24,9 +24,8 @@ static int check_args(const char *fn, const void *buf, size_t count, cadre_datat
     a->elsize = cadre_datatype_size(dt);
     if (!a->elsize)
         return cadre__error(CADRE_ERR_ARG, "%s: unknown datatype %d", fn, (int)dt);
-    if (count > SIZE_MAX / a->elsize)
+    if (__builtin_mul_overflow(count, a->elsize, &a->bytes))
         return cadre__error(CADRE_ERR_ARG, "%s: count %zu overflows the address space", fn, count);
-    a->bytes = count * a->elsize;
     if (!buf && count > 0)
         return cadre__error(CADRE_ERR_ARG, "%s: buffer is NULL with count %zu", fn, count);
     const char *what = is_recv ? "src" : "dst";

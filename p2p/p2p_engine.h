@@ -32,6 +32,7 @@ struct cadre_request {
     uint8_t state;
     uint8_t user;      /* handed to the user (nonblocking call): counts as outstanding */
     uint8_t abandoned; /* the user gave up on it (timeout): the engine frees it when done */
+    uint8_t nt;        /* recv: land the data with streaming stores (cadre__copy_out) */
     _Atomic int done;
     int error;         /* status once done */
     cadre_status_t status;

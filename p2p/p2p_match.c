@@ -26,13 +26,19 @@ static uint32_t nctx_cap, nctx_used;
 
 static struct match_ctx *ctx_find(uint32_t ctx, int create)
 {
+    /* Most traffic is on one communicator: try the last one found first. */
+    static uint32_t last;
+    if (nctx_cap && ctxs[last].used && ctxs[last].ctx == ctx)
+        return &ctxs[last];
     if (nctx_cap) {
         for (uint32_t i = 0, h = (ctx * 2654435761u) & (nctx_cap - 1); i < nctx_cap;
              i++, h = (h + 1) & (nctx_cap - 1)) {
             if (!ctxs[h].used)
                 break;
-            if (ctxs[h].ctx == ctx)
+            if (ctxs[h].ctx == ctx) {
+                last = h;
                 return &ctxs[h];
+            }
         }
     }
     if (!create)
@@ -362,7 +368,7 @@ static void incoming_data(int peer, const struct cadre_p2p_hdr *h, const void *p
         return;
     }
     if (payload != r->buf + h->off && h->len)
-        cadre__copy_out(r->buf + h->off, payload, h->len, r->xfer);
+        cadre__copy_out(r->buf + h->off, payload, h->len, r->nt ? SIZE_MAX : r->xfer);
     r->moved += h->len;
     r->last_activity = cadre__now();
     if (r->moved == r->xfer)
@@ -371,16 +377,24 @@ static void incoming_data(int peer, const struct cadre_p2p_hdr *h, const void *p
 
 void cadre__p2p_incoming(int peer, const struct cadre_p2p_hdr *h, const void *payload)
 {
+    /* The transport checked the framing; here the stream and the fields
+     * matching relies on. */
+    static const struct cadre_p2p_wire any = {.types = CADRE_P2P_TYPES_ALL,
+                                              .max_payload = UINT64_MAX};
+    cadre__p2p_incoming_wire(peer, h, payload, &any);
+}
+
+void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const void *payload,
+                              const struct cadre_p2p_wire *framing)
+{
     struct cadre_engine *e = &cadre__eng;
     if (peer < 0 || peer >= e->nranks)
         return;
-    /* The transport checked the framing; here the stream and the fields
-     * matching relies on. Our own messages have no sequence numbers. */
+    /* Our own messages have no sequence numbers. */
     int stream = h->type != CADRE_P2P_DATA && peer != cadre__proc.rank;
-    struct cadre_p2p_wire w = {.types = CADRE_P2P_TYPES_ALL,
-                               .max_payload = UINT64_MAX,
-                               .nranks = e->nranks,
-                               .seq = stream ? e->peers[peer].recv_seq + 1 : 0};
+    struct cadre_p2p_wire w = *framing;
+    w.nranks = e->nranks;
+    w.seq = stream ? e->peers[peer].recv_seq + 1 : 0;
     char why[160];
     int rc = cadre__p2p_hdr_check(h, &w, why, sizeof why);
     if (rc == CADRE_P2P_HDR_CORRUPT) {

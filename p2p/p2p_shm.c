@@ -76,6 +76,7 @@ struct lane {
     size_t stride;
     uint32_t n;
     uint64_t pos;
+    struct slot *cur;       /* the slot of message pos (no division on the path) */
     _Atomic uint64_t *head; /* the receiver's count of messages read */
     uint64_t seen;          /* sender: the last value read from *head */
 };
@@ -102,9 +103,14 @@ static struct {
     int nsenders;
 } S = {.fd = -1};
 
-static inline struct slot *lane_slot(struct lane *l, uint64_t pos)
+/* Moves the lane on to its next message. */
+static inline void lane_next(struct lane *l)
 {
-    return (struct slot *)(l->base + (size_t)(pos % l->n) * l->stride);
+    unsigned char *next = (unsigned char *)l->cur + l->stride;
+    l->pos++;
+    __atomic_store_n(&l->cur,
+                     (struct slot *)(next == l->base + (size_t)l->n * l->stride ? l->base : next),
+                     __ATOMIC_RELAXED);
 }
 
 static size_t ring_layout(uint32_t nslots, uint32_t nfrags, size_t frag, size_t *bulk_off)
@@ -121,8 +127,9 @@ static void lanes_for(unsigned char *ring, uint32_t nslots, uint32_t nfrags, siz
     ring_layout(nslots, nfrags, frag, &bulk_off);
     struct ring_hdr *r = (struct ring_hdr *)ring;
     *eager = (struct lane){ring + sizeof(struct ring_hdr), CADRE_SHM_SLOT, nslots, 0,
-                           &r->head[0].n, 0};
-    *bulk = (struct lane){ring + bulk_off, 64 + frag, nfrags, 0, &r->head[1].n, 0};
+                           (struct slot *)(ring + sizeof(struct ring_hdr)), &r->head[0].n, 0};
+    *bulk = (struct lane){ring + bulk_off, 64 + frag, nfrags, 0, (struct slot *)(ring + bulk_off),
+                          &r->head[1].n, 0};
 }
 
 static struct cadre_p2p_doorbell *peer_bell(struct shm_peer *p);
@@ -312,7 +319,7 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
     int bulk = h->type == CADRE_P2P_DATA;
     struct lane *l = bulk ? &p->tx_bulk : &p->tx_eager;
     size_t len = (h->type == CADRE_P2P_EAGER || bulk) ? h->len : 0;
-    struct slot *s = lane_slot(l, l->pos);
+    struct slot *s = l->cur;
     if (l->pos - l->seen >= l->n) {
         /* Full as far as we knew: the acquire orders the receiver's reads
          * of the slot before our writes into it. */
@@ -339,42 +346,35 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
             cadre__copy(s->data, payload, len);
     }
     atomic_store_explicit(&s->seq, l->pos + 1, memory_order_release);
-    l->pos++;
+    lane_next(l);
     cadre__bell_ring(peer_bell(p));
     return CADRE_P2P_SENT;
 }
 
-/* What the two lanes of a ring may hold. A corrupt slot fails that peer, it
- * never makes us read out of bounds (an inline payload is read from the
- * header, any other from the slot's data). */
-static int slot_check(const struct slot *s, int bulk, char *why, size_t whylen)
+static int drain_lane(int w, struct shm_peer *p, struct lane *l, int bulk, int max)
 {
-    struct cadre_p2p_wire w = {
+    /* What the lane may hold. The header is copied out of the slot once and
+     * the engine checks that copy (the peer could rewrite the slot): a
+     * corrupt one fails the peer, and never makes us read out of bounds (an
+     * inline payload is read from the copy, any other from the slot's
+     * data, within the checked length). */
+    const struct cadre_p2p_wire framing = {
         .types = bulk ? CADRE_P2P_TYPE_BIT(CADRE_P2P_DATA)
                       : CADRE_P2P_TYPES_ALL & ~CADRE_P2P_TYPE_BIT(CADRE_P2P_DATA),
         .max_payload = bulk ? S.frag : SLOT_DATA,
         .max_inline = CADRE_P2P_INLINE_MAX,
     };
-    return cadre__p2p_hdr_check(&s->hdr, &w, why, whylen);
-}
-
-static int drain_lane(int w, struct shm_peer *p, struct lane *l, int bulk, int max)
-{
     int n = 0;
     while (n < max) {
-        struct slot *s = lane_slot(l, l->pos);
+        struct slot *s = l->cur;
         if (atomic_load_explicit(&s->seq, memory_order_acquire) != l->pos + 1)
             break;
-        char why[160];
-        if (slot_check(s, bulk, why, sizeof why) != CADRE_P2P_HDR_OK) {
-            char what[256];
-            snprintf(what, sizeof what, "wrote a corrupt message into shared memory: %s", why);
-            cadre__p2p_peer_failed(w, what);
-            return n;
-        }
         struct cadre_p2p_hdr h = s->hdr;
-        cadre__p2p_incoming(w, &h, (h.flags & CADRE_P2P_INLINE) ? (const void *)&h.sreq : s->data);
-        l->pos++;
+        cadre__p2p_incoming_wire(w, &h, (h.flags & CADRE_P2P_INLINE) ? (const void *)&h.sreq : s->data,
+                                 &framing);
+        if (cadre__eng.peers[w].state == PEER_DEAD)
+            return n;
+        lane_next(l);
         n++;
     }
     if (n) {
@@ -414,8 +414,10 @@ int cadre__p2p_shm_pending(void)
         struct lane *e = &p->rx_eager, *b = &p->rx_bulk;
         uint64_t pe = __atomic_load_n(&e->pos, __ATOMIC_RELAXED);
         uint64_t pb = __atomic_load_n(&b->pos, __ATOMIC_RELAXED);
-        if (atomic_load_explicit(&lane_slot(e, pe)->seq, memory_order_relaxed) == pe + 1 ||
-            atomic_load_explicit(&lane_slot(b, pb)->seq, memory_order_relaxed) == pb + 1)
+        struct slot *se = __atomic_load_n(&e->cur, __ATOMIC_RELAXED);
+        struct slot *sb = __atomic_load_n(&b->cur, __ATOMIC_RELAXED);
+        if (atomic_load_explicit(&se->seq, memory_order_relaxed) == pe + 1 ||
+            atomic_load_explicit(&sb->seq, memory_order_relaxed) == pb + 1)
             return 1;
     }
     return 0;
