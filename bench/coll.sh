@@ -45,6 +45,8 @@ tmp=$(mktemp -d /tmp/cadre-coll.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 mpicc -O2 -o "$tmp/mpi_coll.ompi" "$here/mpi_coll.c"
 mpicc.mpich -O2 -o "$tmp/mpi_coll.mpich" "$here/mpi_coll.c"
+cc -O2 -pthread -o "$tmp/c2c" "$here/c2c.c"
+: > "$tmp/c2c.log"
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "coll.sh: load average $load_before on $(nproc) cores" >&2
@@ -96,6 +98,7 @@ for cfg in "${configs[@]}"; do
     set -- $cfg
     for lib in cadre ompi mpich; do : > "$tmp/$1-$2.$lib"; done
     for ((r = 1; r <= reps; r++)); do
+        "$tmp/c2c" | awk '{ print $2 }' >> "$tmp/c2c.log"
         for lib in cadre ompi mpich; do
             echo "coll.sh: $1 on $2 ranks, $lib, run $r of $reps" >&2
             run_lib $lib "$1" "$2" >> "$tmp/$1-$2.$lib"
@@ -206,6 +209,7 @@ section=$(
     echo "over cadre's (above 1: cadre is faster)."
     echo
     echo "- machine: $(nproc) CPUs ($cpu), $(uname -sr); load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "- core-to-core round trip (bench/c2c.c) before each turn of the three libraries: $(sort -n "$tmp/c2c.log" | awk '{ v[NR] = $1 } END { printf "%s to %s ns, median %s", v[1], v[NR], v[int((NR + 1) / 2)] }') (the host moves this VM's two vCPUs between cores that share a cache and cores that do not; every figure below moves with it)"
     echo "- Open MPI $ompi_ver (\`mpirun -np N --bind-to core\`), MPICH $mpich_ver, device $mpich_dev (\`mpirun.mpich -n N -bind-to core\`)"
     echo "- 2 ranks: bound to a core each (\`cadrerun --bind-to core\`); 4 ranks on $(nproc) cores: no binding,"
     echo "  \`mpirun --oversubscribe\`, and $iters4 timed iterations after $warm4 warm-ups at every size for all"
