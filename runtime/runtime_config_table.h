@@ -11,6 +11,7 @@ X(TRANSPORT, STR, "", "comma list restricting the transports used (shm, tcp); em
 X(GPU, INT, "-1", "CUDA device to bind in cadre_init; -1 = local_rank modulo the visible GPUs (set by cadrerun)")
 X(GPU_BUFFERS, BOOL, "1", "look for CUDA device buffers (cudaPointerGetAttributes) when a GPU is bound; 0 treats every buffer as host memory and saves that call")
 X(GPU_WAIT, STR, "auto", "how a stream waits for a device-buffer operation: auto (cuStreamWaitValue32 where available) or kernel (a one-thread spin kernel)")
+X(GPU_IPC, BOOL, "1", "device buffers to another process of the node go by CUDA IPC (the receiver copies from the sender's buffer) where both GPUs can reach each other; 0 stages them through host memory")
 X(SHM_FRAG, INT, "131072", "bytes per fragment of a large message in shared memory (the pipeline's unit)")
 X(SHM_NFRAGS, INT, "8", "fragments in flight per pair of ranks in shared memory")
 X(LAUNCHER_NGPUS, INT, "-1", "GPUs cadrerun assumes the node has, for the default -n and CADRE_GPU; -1 = count /proc/driver/nvidia/gpus, honouring CUDA_VISIBLE_DEVICES")
