@@ -331,6 +331,7 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     if (sbuf == CADRE_IN_PLACE)
         sbuf = rbuf;
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_allreduce(fn, sbuf, rbuf, count, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     int a = algo_forced(K_ALLREDUCE);
     if (!nb && !a && bytes <= cadre__fast_limit(c.n) && shm_ok(c.comm))
         return cadre__fast_allreduce(c.comm, fn, cadre__sig(SIG_ALLREDUCE, dt, op, 7, SIG_NO_ROOT,

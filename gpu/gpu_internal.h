@@ -7,6 +7,8 @@
 #include "gpu/gpu.h"
 #include "runtime/runtime.h"
 
+struct gpu_direct;
+
 /* What a communicator holds for the device path (comm->gpu), made on first
  * use: its stream and the internal streams of its nonblocking calls. */
 struct gpu_comm {
@@ -21,6 +23,7 @@ struct gpu_comm {
      * call on the communicator returns it (NCCL's ncclCommGetAsyncError). */
     _Atomic int async_error;
     char async_msg[256];
+    struct gpu_direct *direct; /* gpu_direct.c: the IPC workspace, made on first use */
 };
 
 /* comm->gpu, made on first use; NULL on ENOMEM. */
@@ -44,8 +47,9 @@ struct flag {
 };
 
 /* OP_HOSTRECV: a host-buffer receive that matched a CUDA IPC descriptor; the
- * proxy copies the data out of the sender's buffer. */
-enum { OP_SCHED, OP_SEND, OP_RECV, OP_HOSTRECV };
+ * proxy copies the data out of the sender's buffer. OP_DEVICE: work already
+ * on the stream (the direct kernels); the proxy only waits for `done`. */
+enum { OP_SCHED, OP_SEND, OP_RECV, OP_HOSTRECV, OP_DEVICE };
 /* ST_ACK: CUDA IPC receive done on the device, the sender's release in flight. */
 enum { ST_WAIT_READY, ST_RUNNING, ST_WAIT_DEVICE, ST_ACK };
 
@@ -155,6 +159,10 @@ int cadre__gpu_ipc_post_answer(int w, uint32_t id, const int32_t *status,
 int cadre__gpu_ipc_watch(const void *stage, struct gpu_op *op);
 void cadre__gpu_ipc_unwatch(const void *stage);
 struct gpu_op *cadre__gpu_ipc_watched(const void *stage);
+
+/* ---- direct collectives (gpu_direct.c) -------------------------------------------------- */
+/* Releases c's workspace once the peers are done with it. */
+void cadre__gpu_direct_free(struct gpu_comm *g);
 #endif /* HAVE_CUDA */
 
 #endif

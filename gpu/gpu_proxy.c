@@ -4,9 +4,11 @@
  * device buffers").
  *
  * Design (first version: correct everywhere, staged through host memory).
- * gpu_p2p.c (the point-to-point calls) steps around staging where it can:
- * it sends device buffers to another process of the node by CUDA IPC, on
- * the ops and the proxy of this file (op->ipc).
+ * Two paths step around staging where they apply, on the ops and the proxy
+ * of this file: gpu_p2p.c (the point-to-point calls) sends device buffers to
+ * another process of the node by CUDA IPC (op->ipc), and gpu_direct.c runs
+ * allreduce on one node with direct kernels (OP_DEVICE: all its work is on
+ * the stream, the proxy only sees it end).
  *
  *   A device-buffer call never waits on the host for the device. It enqueues
  *   on a stream X (the communicator's stream for a blocking call; for a
@@ -623,9 +625,13 @@ static void gpu_finalize(void)
             cudaStreamDestroy(copy_stream);
         copy_stream = NULL;
     }
-    /* No op is left that could use a mapping: the CUDA IPC mappings go. */
-    if (atomic_load(&q_live) == 0)
+    /* No op is left that could use a mapping: the world's workspace and
+     * the CUDA IPC mappings go (other communicators' went at their free). */
+    if (atomic_load(&q_live) == 0) {
+        if (cadre__comm_world.gpu)
+            cadre__gpu_direct_free(cadre__comm_world.gpu);
         cadre__gpu_ipc_finalize();
+    }
 }
 
 int cadre__gpu_submit(struct gpu_op *op)
@@ -749,6 +755,7 @@ void cadre__gpu_comm_free(struct cadre_comm *c)
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
+    cadre__gpu_direct_free(g);
     if (g->internal)
         cudaStreamDestroy((cudaStream_t)g->internal);
     if (g->internal_recv)
