@@ -362,7 +362,8 @@ static void p2p(void)
                           NULL));
             CU(cudaStreamSynchronize(S));
             check(d, 0, n / 2, dt, 1, 9, 0, "any source");
-            check(d + 4 * (n / 2 + 1), 0, n / 2, dt, 1, 10, 40, "short message");
+            /* past the message, up to the buffer's end: undefined (cadre(7)) */
+            check(d + 4 * (n / 2 + 1), 0, n / 2, dt, 1, 10, 0, "short message");
         } else {
             for (size_t i = 0; i < n; i++)
                 put(h, i, dt, val(1 + 9, i, dt, CADRE_SUM));
