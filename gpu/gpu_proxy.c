@@ -428,6 +428,7 @@ static void host_recv_run(struct gpu_op *op)
     op->host_r = NULL;
     rc = cadre__gpu_ipc_post_answer(op->peer_world, op->desc.id, &op->ack, &op->ctl);
     eng_unlock();
+    cadre__p2p_kick(); /* a waiter may be asleep on its doorbell */
     if (rc != CADRE_SUCCESS)
         CADRE_WARN(DEVICE, "cannot answer rank %d's CUDA IPC send: %s", op->peer_world,
                    cadre_last_error());
