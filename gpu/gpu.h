@@ -56,6 +56,12 @@ int cadre__gpu_sendrecv(const void *sendbuf, size_t sendcount, int dst, int send
 int cadre__gpu_allreduce(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
                          cadre_datatype_t dt, cadre_op_t op, struct cadre_comm *comm,
                          cadre_request_t *req);
+int cadre__gpu_reduce_scatter(const char *fn, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, cadre_datatype_t dt, cadre_op_t op,
+                              struct cadre_comm *comm, cadre_request_t *req);
+/* sendbuf may still be CADRE_IN_PLACE here. */
+int cadre__gpu_allgather(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
+                         cadre_datatype_t dt, struct cadre_comm *comm, cadre_request_t *req);
 
 /* A message flagged CADRE_P2P_DEVICE (a CUDA IPC descriptor, gpu_p2p.c)
  * matched receive r; engine lock held. Completes r now or later. */

@@ -1,14 +1,16 @@
 /*
- * gpu_direct.c - allreduce on device buffers by direct kernels (one-shot and
- * two-shot, gpu_direct.cu) for a communicator whose ranks all run on this
- * node with GPUs that reach each other (the same GPU, or peer access).
+ * gpu_direct.c - allreduce (one-shot and two-shot), reduce_scatter and
+ * allgather on device buffers by direct kernels (gpu_direct.cu) for a
+ * communicator whose ranks all run on this node with GPUs that reach each
+ * other (the same GPU, or peer access).
  *
  * Selection, the same at every rank: CADRE_GPU_ALGO (auto, staged, oneshot,
  * twoshot); the communicator has 2 to 8 ranks, every peer reached through
  * shared memory; both buffers of the call are device memory; and the
  * workspace set-up succeeded at every rank (agreed at set-up). Else the
- * staged path (gpu_proxy.c) runs the host algorithms. auto takes one-shot up
- * to CADRE_GPU_ONESHOT_MAX bytes, two-shot above.
+ * staged path (gpu_proxy.c) runs the host algorithms. For allreduce, auto
+ * takes one-shot up to CADRE_GPU_ONESHOT_MAX bytes, two-shot above;
+ * reduce_scatter and allgather take their kernel unless staged is set.
  *
  * Set-up, at the first such call on the communicator: each rank allocates
  * its workspace (gpu_direct.h), and in two host collectives on the
@@ -215,26 +217,28 @@ static int is_device(const void *p, size_t bytes)
            (size_t)((const char *)p - base) + bytes <= size;
 }
 
-int cadre__gpu_allreduce(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
-                         cadre_datatype_t dt, cadre_op_t op, struct cadre_comm *comm,
-                         cadre_request_t *req)
+/* The communicator's usable workspace (set up on first use), or NULL: the
+ * call is not for the direct kernels. */
+static struct gpu_direct *usable(const char *fn, struct cadre_comm *comm, int *rc)
 {
-    size_t es = cadre_datatype_size(dt), bytes = count * es;
-    if (!count || comm->size < 2 || !is_device(recvbuf, bytes) || !is_device(sendbuf, bytes))
-        return CADRE__GPU_NOT_MINE;
-    int a = algo();
-    if (a == 1)
-        return CADRE__GPU_NOT_MINE;
+    *rc = CADRE_SUCCESS;
+    if (comm->size < 2 || algo() == 1)
+        return NULL;
     struct gpu_comm *g = cadre__gpu_comm(comm);
     if (!g)
-        return CADRE__GPU_NOT_MINE;
-    if (!g->direct)
-        CADRE_CHECK(setup(g, comm, fn));
-    struct gpu_direct *d = g->direct;
-    if (d->state != 1)
-        return CADRE__GPU_NOT_MINE;
-    int two = a == 3 || (a == 0 && bytes > (size_t)cadre__config_int(CADRE_CFG_GPU_ONESHOT_MAX));
+        return NULL;
+    if (!g->direct && (*rc = setup(g, comm, fn)) != CADRE_SUCCESS)
+        return NULL;
+    return g->direct->state == 1 ? g->direct : NULL;
+}
 
+/* Enqueues the kernels of one call, chunk by chunk, and hands the op over.
+ * count: elements per rank's block (allreduce: the vector). */
+static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, int mode, int two,
+               const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+               cadre_op_t op, cadre_request_t *req)
+{
+    size_t es = cadre_datatype_size(dt);
     struct gpu_op *gop;
     cudaStream_t X;
     CADRE_CHECK(cadre__gpu_op_new(fn, comm, req != NULL, 0, &gop, &X));
@@ -246,10 +250,10 @@ int cadre__gpu_allreduce(const char *fn, const void *sendbuf, void *recvbuf, siz
     cadre__gpu_flag_put(gop->flag); /* nothing for the proxy to release */
     gop->flag = NULL;
 
-    pthread_mutex_lock(&d->lock);
-    cudaError_t e = d->have_last ? cudaStreamWaitEvent(X, d->last, 0) : cudaSuccess;
-    /* Chunks that fit a scratch half, whole 16-byte units. */
-    size_t per = (d->half / 16) * (16 / es);
+    /* Chunks that fit a scratch half, whole 16-byte units (a reduce-scatter
+     * puts every rank's slice of the chunk there). */
+    size_t half = mode == GPU_DIRECT_REDUCE_SCATTER ? d->half / (size_t)d->n : d->half;
+    size_t per = (half / 16) * (16 / es);
     struct gpu_direct_args args;
     memset(&args, 0, sizeof args);
     args.nranks = d->n;
@@ -257,7 +261,11 @@ int cadre__gpu_allreduce(const char *fn, const void *sendbuf, void *recvbuf, siz
     args.dt = dt;
     args.op = op == CADRE_AVG ? CADRE_SUM : op;
     args.divisor = op == CADRE_AVG ? d->n : 0;
+    args.mode = mode;
     args.two_shot = two;
+    args.in_stride = args.out_stride = count * es;
+    pthread_mutex_lock(&d->lock);
+    cudaError_t e = d->have_last ? cudaStreamWaitEvent(X, d->last, 0) : cudaSuccess;
     for (size_t off = 0; off < count && e == cudaSuccess; off += per) {
         size_t n = count - off < per ? count - off : per;
         args.seq = ++d->seq;
@@ -270,6 +278,7 @@ int cadre__gpu_allreduce(const char *fn, const void *sendbuf, void *recvbuf, siz
         args.in = (const char *)sendbuf + off * es;
         args.out = (char *)recvbuf + off * es;
         args.n = n;
+        args.sstride = (n * es + 15) & ~(size_t)15;
         args.blocks = blocks_for(d, (n * es + 15) / 16, two ? d->n : 1);
         for (int b = 0; b < args.blocks; b++)
             d->bseq[b] = args.seq;
@@ -292,6 +301,54 @@ int cadre__gpu_allreduce(const char *fn, const void *sendbuf, void *recvbuf, siz
         return rc;
     }
     return cadre__gpu_submit(gop);
+}
+
+int cadre__gpu_allreduce(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
+                         cadre_datatype_t dt, cadre_op_t op, struct cadre_comm *comm,
+                         cadre_request_t *req)
+{
+    size_t bytes = count * cadre_datatype_size(dt);
+    if (!count || !is_device(recvbuf, bytes) || !is_device(sendbuf, bytes))
+        return CADRE__GPU_NOT_MINE;
+    int rc;
+    struct gpu_direct *d = usable(fn, comm, &rc);
+    if (!d)
+        return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
+    int a = algo();
+    int two = a == 3 || (a == 0 && bytes > (size_t)cadre__config_int(CADRE_CFG_GPU_ONESHOT_MAX));
+    return run(fn, comm, d, GPU_DIRECT_ALLREDUCE, two, sendbuf, recvbuf, count, dt, op, req);
+}
+
+int cadre__gpu_reduce_scatter(const char *fn, const void *sendbuf, void *recvbuf,
+                              size_t recvcount, cadre_datatype_t dt, cadre_op_t op,
+                              struct cadre_comm *comm, cadre_request_t *req)
+{
+    size_t bytes = recvcount * cadre_datatype_size(dt);
+    if (!recvcount || !is_device(recvbuf, bytes) ||
+        !is_device(sendbuf, bytes * (size_t)comm->size))
+        return CADRE__GPU_NOT_MINE;
+    int rc;
+    struct gpu_direct *d = usable(fn, comm, &rc);
+    if (!d)
+        return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
+    return run(fn, comm, d, GPU_DIRECT_REDUCE_SCATTER, 0, sendbuf, recvbuf, recvcount, dt, op,
+               req);
+}
+
+int cadre__gpu_allgather(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
+                         cadre_datatype_t dt, struct cadre_comm *comm, cadre_request_t *req)
+{
+    size_t bytes = count * cadre_datatype_size(dt);
+    if (sendbuf == CADRE_IN_PLACE)
+        sendbuf = (const char *)recvbuf + (size_t)comm->rank * bytes;
+    if (!count || !is_device(recvbuf, bytes * (size_t)comm->size) || !is_device(sendbuf, bytes))
+        return CADRE__GPU_NOT_MINE;
+    int rc;
+    struct gpu_direct *d = usable(fn, comm, &rc);
+    if (!d)
+        return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
+    return run(fn, comm, d, GPU_DIRECT_ALLGATHER, 0, sendbuf, recvbuf, count, dt, CADRE_SUM,
+               req);
 }
 
 /* Whether every peer has left every call that used our workspace. */

@@ -9,7 +9,9 @@
  * piece b of every slice, and after flag 0 reduces piece b of its own slice
  * into its scratch and the output (reduce-scatter), tells the peers (flag 1),
  * and after their flag 1 copies piece b of each peer's slice out of that
- * peer's scratch (all-gather). Every rank reduces in rank order, so all get
+ * peer's scratch (all-gather). reduce_scatter and allgather are the two
+ * halves alone, on slices laid out as the call's buffers are. Every rank
+ * reduces in rank order, so all get
  * the same bits; half and bfloat16 accumulate in float32 and are rounded
  * once; AVG divides the sum once.
  *
@@ -165,6 +167,8 @@ __device__ __forceinline__ uint4 reduce_unit(const gpu_direct_args &a, unsigned 
     typedef typename Acc<T>::type A;
     A acc[V];
     uint4 v = __ldcg(reinterpret_cast<const uint4 *>(a.scratch[0]) + u);
+    /* u counts from each scratch's start: a reduce-scatter slice adds its
+     * offset to u. */
     const T *t = reinterpret_cast<const T *>(&v);
 #pragma unroll
     for (int k = 0; k < V; k++)
@@ -188,9 +192,54 @@ __device__ __forceinline__ uint4 reduce_unit(const gpu_direct_args &a, unsigned 
     return r;
 }
 
+/* Reduce-scatter: block b takes piece b of every slice of the input, then
+ * reduces piece b of this rank's slice over every rank's scratch. */
+template <typename T, int OP>
+__device__ __forceinline__ void reduce_scatter(const gpu_direct_args &a)
+{
+    constexpr int V = 16 / sizeof(T);
+    unsigned long long n = a.n, nunits = (n + V - 1) / V, ulo, uhi;
+    unsigned long long sst = a.sstride / sizeof(T); /* a whole number of units */
+    T *mine = static_cast<T *>(a.scratch[a.me]);
+    piece(nunits, a.blocks, blockIdx.x, &ulo, &uhi);
+    for (int s = 0; s < a.nranks; s++)
+        copy_in(mine + s * sst, reinterpret_cast<const T *>(static_cast<const char *>(a.in) +
+                                                            s * a.in_stride),
+                n, ulo, uhi);
+    signal(a, 0);
+    wait_peers(a, 0);
+    unsigned long long base = a.me * sst / V;
+    for (unsigned long long u = ulo + threadIdx.x; u < uhi; u += blockDim.x)
+        store_unit(static_cast<T *>(a.out), u, reduce_unit<T, OP>(a, base + u), n);
+    signal(a, 2);
+}
+
+/* Allgather: block b puts piece b of the input in scratch, then copies piece
+ * b of every rank's scratch to its place in the output. */
+template <typename T> __device__ __forceinline__ void allgather(const gpu_direct_args &a)
+{
+    constexpr int V = 16 / sizeof(T);
+    unsigned long long n = a.n, nunits = (n + V - 1) / V, ulo, uhi;
+    piece(nunits, a.blocks, blockIdx.x, &ulo, &uhi);
+    copy_in(static_cast<T *>(a.scratch[a.me]), static_cast<const T *>(a.in), n, ulo, uhi);
+    signal(a, 0);
+    wait_peers(a, 0);
+    for (int q = 0; q < a.nranks; q++) {
+        const uint4 *src = reinterpret_cast<const uint4 *>(a.scratch[q]);
+        T *out = reinterpret_cast<T *>(static_cast<char *>(a.out) + q * a.out_stride);
+        for (unsigned long long u = ulo + threadIdx.x; u < uhi; u += blockDim.x)
+            store_unit(out, u, __ldcg(src + u), n);
+    }
+    signal(a, 2);
+}
+
 template <typename T, int OP>
 __global__ void __launch_bounds__(GPU_DIRECT_THREADS) k_direct(const gpu_direct_args a)
 {
+    if (a.mode == GPU_DIRECT_REDUCE_SCATTER) {
+        reduce_scatter<T, OP>(a);
+        return;
+    }
     constexpr int V = 16 / sizeof(T);
     unsigned long long n = a.n, nunits = (n + V - 1) / V, ulo, uhi;
     int B = a.blocks, b = blockIdx.x, slices = a.two_shot ? a.nranks : 1;
@@ -227,6 +276,18 @@ __global__ void __launch_bounds__(GPU_DIRECT_THREADS) k_direct(const gpu_direct_
     signal(a, 2);
 }
 
+template <typename T> __global__ void __launch_bounds__(GPU_DIRECT_THREADS)
+    k_allgather(const gpu_direct_args a)
+{
+    allgather<T>(a);
+}
+
+template <typename T> cudaError_t launch_ag(const gpu_direct_args &a, cudaStream_t st)
+{
+    k_allgather<T><<<(unsigned)a.blocks, GPU_DIRECT_THREADS, 0, st>>>(a);
+    return cudaGetLastError();
+}
+
 template <typename T> cudaError_t launch_t(const gpu_direct_args &a, cudaStream_t st)
 {
     dim3 g((unsigned)a.blocks), t(GPU_DIRECT_THREADS);
@@ -248,6 +309,15 @@ extern "C" int cadre__gpu_direct_launch(const void *p, void *stream)
     cudaStream_t st = (cudaStream_t)stream;
     if (a.blocks < 1 || a.blocks > GPU_DIRECT_MAXB || a.nranks < 1 || a.nranks > GPU_DIRECT_MAXR)
         return cudaErrorInvalidValue;
+    if (a.mode == GPU_DIRECT_ALLGATHER) { /* bytes are bytes: one kernel per size */
+        switch (a.dt) {
+        case CADRE_INT8: case CADRE_UINT8: return launch_ag<uint8_t>(a, st);
+        case CADRE_FLOAT16: case CADRE_BFLOAT16: return launch_ag<uint16_t>(a, st);
+        case CADRE_INT32: case CADRE_UINT32: case CADRE_FLOAT32: return launch_ag<uint32_t>(a, st);
+        case CADRE_INT64: case CADRE_UINT64: case CADRE_FLOAT64: return launch_ag<uint64_t>(a, st);
+        }
+        return cudaErrorInvalidValue;
+    }
     switch (a.dt) {
     case CADRE_INT8: return launch_t<int8_t>(a, st);
     case CADRE_UINT8: return launch_t<uint8_t>(a, st);

@@ -18,6 +18,12 @@
 #define GPU_DIRECT_FLAG(phase, b, q) (((phase) * GPU_DIRECT_MAXB + (b)) * GPU_DIRECT_MAXR + (q))
 #define GPU_DIRECT_FLAG_BYTES 8192 /* 3 phases: 6 KiB, rounded up; scratch follows */
 
+/* What a kernel computes. REDUCE_SCATTER: `in` holds nranks slices of n
+ * elements, in_stride bytes apart; each goes to scratch sstride bytes apart,
+ * and the rank's own slice, reduced, to `out`. ALLGATHER: `in` (n elements)
+ * goes to scratch, and every rank's to out + q * out_stride bytes. */
+enum { GPU_DIRECT_ALLREDUCE, GPU_DIRECT_REDUCE_SCATTER, GPU_DIRECT_ALLGATHER };
+
 struct gpu_direct_args {
     void *scratch[GPU_DIRECT_MAXR];       /* each rank's scratch half for this call */
     unsigned int *flags[GPU_DIRECT_MAXR]; /* each rank's flag array */
@@ -26,8 +32,10 @@ struct gpu_direct_args {
     unsigned long long n; /* elements in this call */
     int nranks, me;
     int dt, op;     /* op: SUM, PROD, MAX or MIN */
-    int two_shot;
+    int mode;
+    int two_shot;   /* ALLREDUCE */
     int blocks;
+    unsigned long long in_stride, sstride, out_stride;
     int divisor;    /* AVG: the sum is divided by it; 0 = no division */
     unsigned int seq;
 };

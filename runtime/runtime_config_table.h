@@ -12,7 +12,7 @@ X(GPU, INT, "-1", "CUDA device to bind in cadre_init; -1 = local_rank modulo the
 X(GPU_BUFFERS, BOOL, "1", "look for CUDA device buffers (cudaPointerGetAttributes) when a GPU is bound; 0 treats every buffer as host memory and saves that call")
 X(GPU_WAIT, STR, "auto", "how a stream waits for a device-buffer operation: auto (cuStreamWaitValue32 where available) or kernel (a one-thread spin kernel)")
 X(GPU_IPC, BOOL, "1", "device buffers to another process of the node go by CUDA IPC (the receiver copies from the sender's buffer) where both GPUs can reach each other; 0 stages them through host memory")
-X(GPU_ALGO, STR, "auto", "allreduce on device buffers: auto, staged (through host memory, with the host algorithms), oneshot or twoshot (direct kernels over CUDA IPC; one node, peer access, at most 8 ranks, else staged); see DEVICE BUFFERS in cadre(7)")
+X(GPU_ALGO, STR, "auto", "allreduce on device buffers: auto, staged (through host memory, with the host algorithms), oneshot or twoshot (direct kernels over CUDA IPC; one node, peer access, at most 8 ranks, else staged); reduce_scatter and allgather take their direct kernel unless staged; see cadre(7)")
 X(GPU_DIRECT_BYTES, INT, "8388608", "bytes of each half of a rank's CUDA IPC workspace for the direct allreduce; a larger call runs in chunks of this size")
 X(GPU_ONESHOT_MAX, INT, "262144", "largest allreduce in bytes that GPU_ALGO=auto gives the one-shot kernel (every rank reduces the whole vector); larger ones take the two-shot kernel")
 X(SHM_FRAG, INT, "131072", "bytes per fragment of a large message in shared memory (the pipeline's unit)")
