@@ -1,9 +1,10 @@
 /* The one-node device paths under cadrerun: point-to-point between device
  * buffers (CUDA IPC where the ranks share a node: offsets inside an
  * allocation, a buffer sent twice, a buffer freed and allocated again, a host
- * buffer on the other side, any source, a short message) and allreduce on
- * device buffers (the direct kernels where they apply; CADRE_GPU_ALGO forces
- * one), every datatype and op, odd counts, misaligned and in-place buffers,
+ * buffer on the other side, any source, a short message) and allreduce,
+ * reduce_scatter and allgather on device buffers (the direct kernels where
+ * they apply; CADRE_GPU_ALGO forces one), every datatype and op, odd counts,
+ * misaligned and in-place buffers,
  * blocking and nonblocking, on the world and on a split communicator. Every
  * element is checked against a reference computed here, and the bytes
  * around the result must be untouched. Exit 77 ("skipped: no GPU") without a
@@ -229,6 +230,89 @@ static void allreduce_all(cadre_comm_t comm, const int *wr, int n_ranks, int cra
         printf("ipc_gpu_test: %d allreduce cases on %d ranks\n", ran + 12, n_ranks);
 }
 
+/* ---- reduce_scatter and allgather -------------------------------------------------------- */
+/* kind 0 reduce_scatter (n = recvcount), 1 allgather (n = count). */
+static void rsag_case(int kind, cadre_comm_t comm, const int *wr, int nr, int crank, size_t n,
+                      int dt, int op, int mode, int inplace, int misalign)
+{
+    size_t es = cadre_datatype_size((cadre_datatype_t)dt), off = misalign ? es : 0;
+    size_t in_n = kind ? n : n * (size_t)nr, out_n = kind ? n * (size_t)nr : n;
+    size_t bytes = (in_n > out_n ? in_n : out_n) * es + 64;
+    unsigned char *h = malloc(bytes), *out = malloc(bytes), *want = malloc(es);
+    void *din, *dout;
+    CU(cudaMalloc(&din, bytes));
+    CU(cudaMalloc(&dout, bytes));
+    for (size_t i = 0; i < in_n; i++)
+        put(h, i, dt, val(wr[crank], i, dt, op));
+    CU(cudaMemset(dout, 0xA5, bytes));
+    /* in place: reduce_scatter's input is recvbuf, allgather's this rank's block of it */
+    char *at = inplace ? (char *)dout + off + (kind ? (size_t)crank * n * es : 0)
+                       : (char *)din + off;
+    CU(cudaMemcpy(at, h, in_n * es, cudaMemcpyHostToDevice));
+    const void *sb = inplace ? CADRE_IN_PLACE : (const void *)((char *)din + off);
+    void *rb = (char *)dout + off;
+    cadre_datatype_t t = (cadre_datatype_t)dt;
+    cadre_request_t q, *rq = mode ? &q : NULL;
+    if (kind)
+        CK(rq ? cadre_iallgather(sb, rb, n, t, comm, rq) : cadre_allgather(sb, rb, n, t, comm));
+    else
+        CK(rq ? cadre_ireduce_scatter(sb, rb, n, t, (cadre_op_t)op, comm, rq)
+              : cadre_reduce_scatter(sb, rb, n, t, (cadre_op_t)op, comm));
+    if (mode)
+        CK(mode == 1 ? cadre_wait(&q, NULL) : cadre_wait_timeout(&q, 120, NULL));
+    CU(cudaStreamSynchronize(S));
+    CU(cudaMemcpy(out, dout, bytes, cudaMemcpyDeviceToHost));
+    const char *what = kind ? "allgather" : "reduce_scatter";
+    for (size_t i = 0; i < out_n; i++) {
+        double w = kind ? val(wr[i / n], i % n, dt, op)
+                        : expect(wr, nr, (size_t)crank * n + i, dt, op);
+        put(want, 0, dt, w);
+        if (memcmp(want, out + off + i * es, es)) {
+            EXPECT(0, "%s %s %s count %zu mode %d%s%s: element %zu is %g, not %g", what,
+                   dtname[dt], opname[op], n, mode, inplace ? " in place" : "",
+                   misalign ? " misaligned" : "", i, get(out + off, i, dt), w);
+            break;
+        }
+    }
+    /* in-place reduce_scatter: the input past the result is the library's */
+    size_t end = off + (inplace && !kind ? in_n : out_n) * es;
+    for (size_t k = 0; k < bytes; k++)
+        if ((k < off || k >= end) && out[k] != 0xA5) {
+            EXPECT(0, "%s %s count %zu: byte %zu outside the result was written", what,
+                   dtname[dt], n, k);
+            break;
+        }
+    cudaFree(din);
+    cudaFree(dout);
+    free(h);
+    free(out);
+    free(want);
+}
+
+static void rsag_all(cadre_comm_t comm, const int *wr, int nr, int crank)
+{
+    const size_t counts[] = {1, 5, 1001, 65537};
+    for (int dt = CADRE_INT8; dt <= CADRE_FLOAT64; dt++) {
+        for (int op = CADRE_SUM; op <= CADRE_AVG; op++) {
+            if (op == CADRE_AVG && dt < CADRE_FLOAT16)
+                continue;
+            for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+                int k = (int)(c + (size_t)op + (size_t)dt);
+                rsag_case(0, comm, wr, nr, crank, counts[c], dt, op, k % 3, k % 4 == 1,
+                          k % 5 == 2);
+            }
+        }
+        for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+            int k = (int)(c + (size_t)dt);
+            rsag_case(1, comm, wr, nr, crank, counts[c], dt, CADRE_SUM, k % 3, k % 4 == 1,
+                      k % 5 == 2);
+        }
+    }
+    /* chunks under a small CADRE_GPU_DIRECT_BYTES */
+    rsag_case(0, comm, wr, nr, crank, ((size_t)1 << 20) + 3, CADRE_FLOAT32, CADRE_SUM, 0, 0, 0);
+    rsag_case(1, comm, wr, nr, crank, ((size_t)1 << 20) + 3, CADRE_FLOAT16, CADRE_SUM, 1, 1, 0);
+}
+
 /* ---- point-to-point ------------------------------------------------------------------- */
 static void fill_dev(void *d, size_t n, int dt, int r, int salt)
 {
@@ -399,6 +483,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < np; i++)
             wr[i] = i;
         allreduce_all(CADRE_COMM_WORLD, wr, np, me);
+        if (!only || strstr(only, "rsag"))
+            rsag_all(CADRE_COMM_WORLD, wr, np, me);
         /* halves of the world: a second workspace, freed with its communicator */
         cadre_comm_t sub;
         int sr, sn;
@@ -411,6 +497,8 @@ int main(int argc, char **argv)
         for (int dt = CADRE_INT8; dt <= CADRE_FLOAT64; dt++)
             allreduce_case(sub, wr, sn, sr, 1001 + (size_t)dt, dt, CADRE_MAX, dt % 2, 0,
                            dt % 3 == 0);
+        rsag_case(0, sub, wr, sn, sr, 333, CADRE_BFLOAT16, CADRE_AVG, 1, 0, 1);
+        rsag_case(1, sub, wr, sn, sr, 333, CADRE_INT64, CADRE_SUM, 0, 1, 0);
         CU(cudaStreamSynchronize(S));
         CK(cadre_comm_free(&sub));
         free(wr);
