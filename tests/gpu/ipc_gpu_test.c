@@ -167,6 +167,7 @@ static void allreduce_case(cadre_comm_t comm, const int *wr, int n_ranks, int cr
         put(h, i, dt, val(wr[crank], i, dt, op));
     CU(cudaMemset(dout, 0xA5, bytes));
     CU(cudaMemcpy((char *)(inplace ? dout : din) + off, h, n * es, cudaMemcpyHostToDevice));
+    CU(cudaDeviceSynchronize()); /* see fill_dev */
     const void *sb = inplace ? CADRE_IN_PLACE : (const void *)((char *)din + off);
     void *rb = (char *)dout + off;
     if (mode) {
@@ -249,6 +250,7 @@ static void rsag_case(int kind, cadre_comm_t comm, const int *wr, int nr, int cr
     char *at = inplace ? (char *)dout + off + (kind ? (size_t)crank * n * es : 0)
                        : (char *)din + off;
     CU(cudaMemcpy(at, h, in_n * es, cudaMemcpyHostToDevice));
+    CU(cudaDeviceSynchronize()); /* see fill_dev */
     const void *sb = inplace ? CADRE_IN_PLACE : (const void *)((char *)din + off);
     void *rb = (char *)dout + off;
     cadre_datatype_t t = (cadre_datatype_t)dt;
@@ -321,6 +323,9 @@ static void fill_dev(void *d, size_t n, int dt, int r, int salt)
     for (size_t i = 0; i < n; i++)
         put(h, i, dt, val(r + salt, i, dt, CADRE_SUM));
     CU(cudaMemcpy(d, h, n * es, cudaMemcpyHostToDevice));
+    /* From pageable memory cudaMemcpy may return before the data is in
+     * place, and S does not wait for the legacy stream. */
+    CU(cudaDeviceSynchronize());
     free(h);
 }
 
@@ -371,6 +376,7 @@ static void p2p(void)
             /* from 3 elements into the allocation, into 1 element in */
             fill_dev(s + 3 * es, n, dt, me, 0);
             CU(cudaMemset(r, 0x5A, (n + 8) * es + 64));
+            CU(cudaDeviceSynchronize()); /* the legacy stream's memset, before S */
             int mode = (int)((c + (size_t)dt) % 3);
             if (mode == 0) {
                 CK(cadre_sendrecv(s + 3 * es, n, right, 1, r + es, n, left, 1,
@@ -416,6 +422,7 @@ static void p2p(void)
                 CU(cudaStreamSynchronize(S));
             } else {
                 CU(cudaMemset(d, 0x5A, n * 4 + 64));
+                CU(cudaDeviceSynchronize());
                 CK(cadre_recv(d, n, (cadre_datatype_t)dt, peer, 10, W, NULL));
                 CU(cudaStreamSynchronize(S));
                 check(d, 0, n, dt, 0, round, 32, round == 2 ? "reallocated buffer" : "resend");
@@ -440,6 +447,7 @@ static void p2p(void)
         /* a host send into a device receive from any source, a short one */
         if (me == 0) {
             CU(cudaMemset(d, 0x5A, n * 4 + 64));
+            CU(cudaDeviceSynchronize());
             cadre_status_t st;
             CK(cadre_recv(d, n, (cadre_datatype_t)dt, CADRE_ANY_SOURCE, 13, W, &st));
             CK(cadre_recv(d + 4 * (n / 2 + 1), n / 2 + 10, (cadre_datatype_t)dt, peer, 14, W,
