@@ -61,9 +61,11 @@
  *   between the processes' contexts (or MPS) keeps the others running.
  *   Internal streams are created non-blocking so that they never wait for
  *   the legacy default stream; nonblocking receives have an internal stream
- *   of their own (a CUDA IPC isend waits for the peer's receive). As with NCCL, operations must be issued in
- *   the same order on every rank, and a receive enqueued before a send on
- *   the same stream waits for it on both sides (use the nonblocking calls).
+ *   of their own (a CUDA IPC isend waits for the peer's receive). As with
+ *   NCCL, operations must be issued in the same order on every rank, and a
+ *   receive enqueued before a send on the same stream waits for it on both
+ *   sides (use the nonblocking calls); so does a CUDA IPC send enqueued
+ *   before a receive.
  *
  *   Errors: a failure of the host operation still stores the flag (the
  *   stream must not hang; the receive buffers are then undefined), is logged
