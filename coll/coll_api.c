@@ -332,6 +332,7 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     if (sbuf == CADRE_IN_PLACE)
         sbuf = rbuf;
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_allreduce(fn, sbuf, rbuf, count, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     int a = algo_forced(K_ALLREDUCE);
     if (!nb && !a && bytes <= cadre__fast_limit(c.n) && shm_ok(c.comm))
         return cadre__fast_allreduce(c.comm, fn, cadre__sig(SIG_ALLREDUCE, dt, op, 7, SIG_NO_ROOT,
@@ -419,6 +420,7 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     }
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes * (size_t)c.n));
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_reduce_scatter(fn, sbuf, rbuf, recvcount, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     int a = algo_forced(K_REDUCE_SCATTER);
     if (!nb && !a && bytes * (size_t)c.n <= cadre__fast_limit(c.n) && shm_ok(c.comm)) {
         struct rs_take t = {rbuf, bytes * (size_t)c.me, recvcount, dt, op == CADRE_AVG ? CADRE_SUM : op};
@@ -530,6 +532,7 @@ static int gather_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_count(&c, count, (size_t)c.n));
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_allgather(fn, sbuf, rbuf, count, dt, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     size_t *counts, *displs;
     CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
     int rc = gatherv_impl(fn, sbuf, count, rbuf, counts, displs, dt, root, comm, req, nb);

@@ -9,6 +9,8 @@
 
 #if HAVE_CUDA
 #include <cuda_runtime.h>
+#else
+#include "p2p/p2p_engine.h"
 #endif
 
 static pthread_mutex_t comm_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -93,5 +95,16 @@ void cadre__gpu_comm_free(struct cadre_comm *c)
 {
     free(c->gpu);
     c->gpu = NULL;
+}
+
+/* No peer sends this process a device-buffer descriptor: it publishes no GPU. */
+void cadre__gpu_deliver(struct cadre_request *r, const struct cadre_p2p_hdr *h, int peer,
+                        const void *data)
+{
+    (void)h;
+    (void)data;
+    cadre__req_complete(r, CADRE_ERR_UNSUPPORTED,
+                        "%s: rank %d sent a device buffer by CUDA IPC to a process without CUDA",
+                        r->op, peer);
 }
 #endif

@@ -7,20 +7,162 @@
 #include "gpu/gpu.h"
 #include "runtime/runtime.h"
 
+struct gpu_direct;
+
 /* What a communicator holds for the device path (comm->gpu), made on first
- * use: its stream and the internal stream of its nonblocking calls. */
+ * use: its stream and the internal streams of its nonblocking calls. */
 struct gpu_comm {
     void *stream;   /* cudaStream_t set by cadre_comm_set_stream; NULL = legacy default */
     void *internal; /* cudaStream_t, created on the first nonblocking device call */
+    /* cudaStream_t of the nonblocking receives: an isend that waits for the
+     * peer's copy (CUDA IPC) must not hold back the irecv after it. */
+    void *internal_recv;
     _Atomic int pending; /* device operations not finished on the device */
     /* The first failure of a device operation that had no request to report
      * it (a blocking call returns before the work is done): the next device
      * call on the communicator returns it (NCCL's ncclCommGetAsyncError). */
     _Atomic int async_error;
     char async_msg[256];
+    struct gpu_direct *direct; /* gpu_direct.c: the IPC workspace, made on first use */
 };
 
 /* comm->gpu, made on first use; NULL on ENOMEM. */
 struct gpu_comm *cadre__gpu_comm(struct cadre_comm *c);
+
+#if HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "p2p/p2p_engine.h"
+
+/* ---- pools and operations (gpu_proxy.c) ------------------------------------------ */
+struct stage {
+    char *p;
+    size_t cap;
+    struct stage *next;
+};
+
+struct flag {
+    volatile unsigned int *host; /* host-mapped word; under UVA also its device address */
+    struct flag *next;
+};
+
+/* OP_HOSTRECV: a host-buffer receive that matched a CUDA IPC descriptor; the
+ * proxy copies the data out of the sender's buffer. OP_DEVICE: work already
+ * on the stream (the direct kernels); the proxy only waits for `done`. */
+enum { OP_SCHED, OP_SEND, OP_RECV, OP_HOSTRECV, OP_DEVICE };
+/* ST_ACK: CUDA IPC receive done on the device, the sender's release in flight. */
+enum { ST_WAIT_READY, ST_RUNNING, ST_WAIT_DEVICE, ST_ACK };
+
+/* The payload of a CUDA IPC descriptor (an EAGER message flagged
+ * CADRE_P2P_DEVICE on the user's context and tag): where the sender's data
+ * lies. The receiver answers on CADRE_GPU_CTX, tag `id`, with a 32-bit status
+ * once its copy has finished on its device. */
+#define CADRE_GPU_IPC_MAGIC 0x43495043u
+struct gpu_ipc_desc {
+    uint32_t magic;
+    uint32_t id;      /* the tag of the answer */
+    uint64_t base;    /* the sender's allocation: start address ... */
+    uint64_t bufid;   /* ... and CU_POINTER_ATTRIBUTE_BUFFER_ID, the cache key */
+    uint64_t offset;  /* of the data in the allocation */
+    uint64_t bytes;
+    cudaIpcMemHandle_t mem; /* of the allocation */
+};
+/* The copy a CUDA IPC-capable receive makes once released: from the mapped
+ * sender buffer or from staging. In pinned memory, read by the copy kernel. */
+struct gpu_copy_slot {
+    const void *src;
+    unsigned long long n;
+};
+/* The context of the answers (never a communicator's: those grow from 0). */
+#define CADRE_GPU_CTX 0xfffffffcu
+
+struct gpu_op {
+    int kind, state;
+    const char *fn;
+    struct cadre_comm *comm;
+    struct gpu_comm *gc;
+    cudaEvent_t ready, done;
+    struct flag *flag;
+    struct stage *stage;
+    struct coll_sched *s;   /* OP_SCHED: built on the staging buffers */
+    cadre_request_t hreq;   /* the host operation once started */
+    /* OP_SEND: what the proxy posts */
+    size_t count;
+    cadre_datatype_t dt;
+    int peer, tag;
+    /* CUDA IPC: 1 send by descriptor, 2 receive able to take one */
+    int ipc;
+    int peer_world;                /* send: the receiver */
+    _Atomic int got_desc;          /* receive: a descriptor matched (set under the engine lock) */
+    struct gpu_ipc_desc desc;
+    struct gpu_copy_slot *slot;    /* receive: in op->stage */
+    size_t cap;                    /* receive: bytes the user's buffer holds */
+    struct cadre_request *ctl;     /* the answer, received (send) or sent (receive) */
+    int32_t ack;                   /* its payload */
+    struct cadre_request *host_r;  /* OP_HOSTRECV: the user's receive */
+    /* outcome */
+    int error;
+    char errmsg[256];
+    cadre_status_t status;
+    _Atomic int dev_done; /* `done` completed: the user request may complete */
+    _Atomic int refs;     /* the proxy, and the user request if any */
+    struct gpu_op *next;
+};
+
+int cadre__gpu_classify(const void *p, char **base, size_t *size);
+int cadre__gpu_cuda_fail(cudaError_t e, const char *fn, const char *what);
+struct stage *cadre__gpu_stage_get(size_t bytes, const char *fn, int *rc);
+void cadre__gpu_stage_put(struct stage *s);
+void cadre__gpu_flag_put(struct flag *f);
+void cadre__gpu_op_unref(struct gpu_op *op);
+cadre_comm_t cadre__gpu_handle_of(struct cadre_comm *c);
+void cadre__gpu_record_failure(struct gpu_op *op, int rc, const char *msg);
+/* Hands an op to the proxy (which starts on first use). */
+int cadre__gpu_submit(struct gpu_op *op);
+int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req);
+/* A new op with its events and flag, and the stream it is enqueued on: the
+ * communicator's (blocking) or an internal one that first waits for it
+ * (nonblocking; the receive stream when recv_stream). */
+int cadre__gpu_op_new(const char *fn, struct cadre_comm *comm, int nonblocking, int recv_stream,
+                      struct gpu_op **out, cudaStream_t *stream);
+void cadre__gpu_op_discard(struct gpu_op *op);
+/* Enqueues on st the wait for op's flag. */
+int cadre__gpu_enqueue_wait(struct gpu_op *op, cudaStream_t st);
+
+/* ---- CUDA IPC (gpu_ipc.c) ------------------------------------------------------------- */
+/* Whether device buffers can go to world rank w through CUDA IPC: another
+ * process on this node reached through shared memory, with a GPU this one
+ * can map memory of (the same GPU or one with peer access), CADRE_GPU_IPC on. */
+int cadre__gpu_ipc_peer_ok(int w);
+/* Fills d (all but id and bytes) for the device buffer buf; CADRE__GPU_NOT_MINE
+ * when the allocation cannot be exported (managed, pool or VMM memory). */
+int cadre__gpu_ipc_export(const void *buf, struct gpu_ipc_desc *d);
+/* The address of d's data in this process (the mapping cached per sender
+ * and allocation); a status, with the error recorded. */
+int cadre__gpu_ipc_map(int src_world, const struct gpu_ipc_desc *d, const char *fn, void **ptr);
+/* Closes every mapping (cadre_finalize). */
+void cadre__gpu_ipc_finalize(void);
+/* A new answer id (a tag on CADRE_GPU_CTX). */
+uint32_t cadre__gpu_ipc_next_id(void);
+/* Posts, engine lock held: a receive of the answer to descriptor id from
+ * world rank w into *status; the descriptor itself (flagged EAGER on comm's
+ * context, payload kept by reference); an answer. The requests are the
+ * caller's to poll (->done) and free. */
+int cadre__gpu_ipc_post_answer_recv(int w, uint32_t id, int32_t *status,
+                                    struct cadre_request **out);
+int cadre__gpu_ipc_post_desc(struct cadre_comm *comm, int w, int tag,
+                             const struct gpu_ipc_desc *d);
+int cadre__gpu_ipc_post_answer(int w, uint32_t id, const int32_t *status,
+                               struct cadre_request **out);
+/* The receives that may take a descriptor, by staging address: set while
+ * their host receive is posted (the engine lock is held by the lookup). */
+int cadre__gpu_ipc_watch(const void *stage, struct gpu_op *op);
+void cadre__gpu_ipc_unwatch(const void *stage);
+struct gpu_op *cadre__gpu_ipc_watched(const void *stage);
+
+/* ---- direct collectives (gpu_direct.c) -------------------------------------------------- */
+/* Releases c's workspace once the peers are done with it. */
+void cadre__gpu_direct_free(struct gpu_comm *g);
+#endif /* HAVE_CUDA */
 
 #endif

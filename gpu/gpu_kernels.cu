@@ -2,7 +2,8 @@
  * gpu_kernels.cu - reduction kernels for every datatype and op of cadre.h
  * (half and bfloat16 computed in float32, rounded once per element), with
  * 16-byte vector loads when both buffers are 16-byte aligned; the AVG
- * division; the stream-wait spin kernel and the tests' busy kernel.
+ * division; the copy of a CUDA IPC receive; the stream-wait spin kernel and
+ * the tests' busy kernel.
  * The semantics match the host kernels of coll/coll_reduce.c bit for bit:
  * integer SUM/PROD wrap, MAX/MIN of floats propagate NaN.
  */
@@ -86,6 +87,30 @@ __global__ void __launch_bounds__(512) k_scale(T *buf, size_t n, int divisor)
         typedef typename Acc<T>::type A;
         buf[i] = from_acc<T>(to_acc(buf[i]) / (A)divisor);
     }
+}
+
+/* slot: {const void *src; unsigned long long n;} in pinned memory, written
+ * by the proxy before it released the stream this kernel is on. */
+__global__ void __launch_bounds__(512)
+    k_copy_slot(char *dst, const volatile unsigned long long *slot, size_t cap)
+{
+    __shared__ const char *src;
+    __shared__ size_t n;
+    if (threadIdx.x == 0) {
+        src = (const char *)(uintptr_t)slot[0];
+        size_t m = (size_t)slot[1];
+        n = m < cap ? m : cap;
+    }
+    __syncthreads();
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    size_t nv = (((uintptr_t)src | (uintptr_t)dst) & 15) == 0 ? n / 16 : 0;
+    const uint4 *s4 = reinterpret_cast<const uint4 *>(src);
+    uint4 *d4 = reinterpret_cast<uint4 *>(dst);
+    for (size_t i = tid; i < nv; i += stride)
+        d4[i] = s4[i];
+    for (size_t i = nv * 16 + tid; i < n; i += stride)
+        dst[i] = src[i];
 }
 
 __global__ void k_spin_wait(volatile unsigned int *flag, unsigned int value)
@@ -178,6 +203,15 @@ extern "C" int cadre__gpu_scale(void *buf, size_t n, int dt, int divisor, void *
     case CADRE_FLOAT64: k_scale<double><<<blocks, 512, 0, st>>>((double *)buf, n, divisor); break;
     default: return cudaErrorInvalidValue;
     }
+    return cudaGetLastError();
+}
+
+extern "C" int cadre__gpu_copy_slot(void *dst, const void *slot, size_t cap, void *stream)
+{
+    unsigned blocks;
+    grid_for(cap / 16 + 1, &blocks);
+    k_copy_slot<<<blocks, 512, 0, (cudaStream_t)stream>>>(
+        (char *)dst, (const volatile unsigned long long *)slot, cap);
     return cudaGetLastError();
 }
 

@@ -4,6 +4,11 @@
  * device buffers").
  *
  * Design (first version: correct everywhere, staged through host memory).
+ * Two paths step around staging where they apply, on the ops and the proxy
+ * of this file: gpu_p2p.c (the point-to-point calls) sends device buffers to
+ * another process of the node by CUDA IPC (op->ipc), and gpu_direct.c runs
+ * allreduce on one node with direct kernels (OP_DEVICE: all its work is on
+ * the stream, the proxy only sees it end).
  *
  *   A device-buffer call never waits on the host for the device. It enqueues
  *   on a stream X (the communicator's stream for a blocking call; for a
@@ -55,9 +60,12 @@
  *   fallback each blocked stream holds one thread block; time slicing
  *   between the processes' contexts (or MPS) keeps the others running.
  *   Internal streams are created non-blocking so that they never wait for
- *   the legacy default stream. As with NCCL, operations must be issued in
- *   the same order on every rank, and a receive enqueued before a send on
- *   the same stream waits for it on both sides (use the nonblocking calls).
+ *   the legacy default stream; nonblocking receives have an internal stream
+ *   of their own (a CUDA IPC isend waits for the peer's receive). As with
+ *   NCCL, operations must be issued in the same order on every rank, and a
+ *   receive enqueued before a send on the same stream waits for it on both
+ *   sides (use the nonblocking calls); so does a CUDA IPC send enqueued
+ *   before a receive.
  *
  *   Errors: a failure of the host operation still stores the flag (the
  *   stream must not hang; the receive buffers are then undefined), is logged
@@ -114,7 +122,7 @@ static void load_syms(void)
 /* ---- memory kinds ----------------------------------------------------------------- */
 /* 1 for device or managed memory, with the allocation's range; 0 for host
  * memory (pageable or pinned). */
-static int classify(const void *p, char **base, size_t *size)
+int cadre__gpu_classify(const void *p, char **base, size_t *size)
 {
     pthread_once(&sym_once, load_syms);
     if (p_ptr_attrs) {
@@ -146,7 +154,7 @@ static int classify(const void *p, char **base, size_t *size)
     return 1;
 }
 
-static int cuda_fail(cudaError_t e, const char *fn, const char *what)
+int cadre__gpu_cuda_fail(cudaError_t e, const char *fn, const char *what)
 {
     cudaGetLastError();
     return cadre__error(CADRE_ERR_DEVICE, "%s: %s failed: %s", fn, what, cudaGetErrorString(e));
@@ -155,16 +163,11 @@ static int cuda_fail(cudaError_t e, const char *fn, const char *what)
 /* ---- pools: pinned staging, flags, events ----------------------------------------------- */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
-struct stage {
-    char *p;
-    size_t cap;
-    struct stage *next;
-};
 static struct stage *stage_free;
 static struct stage *stage_all[4096];
 static int nstage_all;
 
-static struct stage *stage_get(size_t bytes, const char *fn, int *rc)
+struct stage *cadre__gpu_stage_get(size_t bytes, const char *fn, int *rc)
 {
     size_t cap = 4096;
     while (cap < bytes)
@@ -186,11 +189,13 @@ static struct stage *stage_get(size_t bytes, const char *fn, int *rc)
         *rc = cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a staging buffer", fn);
         return NULL;
     }
-    cudaError_t e = cudaHostAlloc((void **)&s->p, cap, cudaHostAllocPortable);
+    /* Mapped: the copy kernel of a CUDA IPC-capable receive reads it. */
+    cudaError_t e =
+        cudaHostAlloc((void **)&s->p, cap, cudaHostAllocMapped | cudaHostAllocPortable);
     if (e != cudaSuccess) {
         pthread_mutex_unlock(&pool_lock);
         free(s);
-        *rc = cuda_fail(e, fn, "cudaHostAlloc of a staging buffer");
+        *rc = cadre__gpu_cuda_fail(e, fn, "cudaHostAlloc of a staging buffer");
         return NULL;
     }
     s->cap = cap;
@@ -199,7 +204,7 @@ static struct stage *stage_get(size_t bytes, const char *fn, int *rc)
     return s;
 }
 
-static void stage_put(struct stage *s)
+void cadre__gpu_stage_put(struct stage *s)
 {
     if (!s)
         return;
@@ -210,10 +215,6 @@ static void stage_put(struct stage *s)
 }
 
 #define FLAGS_PER_BLOCK 1024
-struct flag {
-    volatile unsigned int *host; /* host-mapped word; under UVA also its device address */
-    struct flag *next;
-};
 static struct flag *flag_free;
 static void *flag_blocks[64];
 static int nflag_blocks;
@@ -231,7 +232,7 @@ static struct flag *flag_get(const char *fn, int *rc)
         if (e != cudaSuccess) {
             pthread_mutex_unlock(&pool_lock);
             free(f);
-            *rc = cuda_fail(e, fn, "cudaHostAlloc of completion flags");
+            *rc = cadre__gpu_cuda_fail(e, fn, "cudaHostAlloc of completion flags");
             return NULL;
         }
         flag_blocks[nflag_blocks++] = words;
@@ -248,7 +249,7 @@ static struct flag *flag_get(const char *fn, int *rc)
     return f;
 }
 
-static void flag_put(struct flag *f)
+void cadre__gpu_flag_put(struct flag *f)
 {
     if (!f)
         return;
@@ -271,7 +272,7 @@ static int ev_get(cudaEvent_t *ev, const char *fn)
     }
     pthread_mutex_unlock(&pool_lock);
     cudaError_t e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
-    return e == cudaSuccess ? CADRE_SUCCESS : cuda_fail(e, fn, "cudaEventCreate");
+    return e == cudaSuccess ? CADRE_SUCCESS : cadre__gpu_cuda_fail(e, fn, "cudaEventCreate");
 }
 
 static void ev_put(cudaEvent_t ev)
@@ -289,33 +290,8 @@ static void ev_put(cudaEvent_t ev)
 }
 
 /* ---- operations -------------------------------------------------------------------- */
-enum { OP_SCHED, OP_SEND, OP_RECV };
-enum { ST_WAIT_READY, ST_RUNNING, ST_WAIT_DEVICE };
 
-struct gpu_op {
-    int kind, state;
-    const char *fn;
-    struct cadre_comm *comm;
-    struct gpu_comm *gc;
-    cudaEvent_t ready, done;
-    struct flag *flag;
-    struct stage *stage;
-    struct coll_sched *s;   /* OP_SCHED: built on the staging buffers */
-    cadre_request_t hreq;   /* the host operation once started */
-    /* OP_SEND: what the proxy posts */
-    size_t count;
-    cadre_datatype_t dt;
-    int peer, tag;
-    /* outcome */
-    int error;
-    char errmsg[256];
-    cadre_status_t status;
-    _Atomic int dev_done; /* `done` completed: the user request may complete */
-    _Atomic int refs;     /* the proxy, and the user request if any */
-    struct gpu_op *next;
-};
-
-static void op_unref(struct gpu_op *op)
+void cadre__gpu_op_unref(struct gpu_op *op)
 {
     if (atomic_fetch_sub(&op->refs, 1) != 1)
         return;
@@ -324,7 +300,7 @@ static void op_unref(struct gpu_op *op)
     free(op);
 }
 
-static cadre_comm_t handle_of(struct cadre_comm *c)
+cadre_comm_t cadre__gpu_handle_of(struct cadre_comm *c)
 {
     return c == &cadre__comm_world ? CADRE_COMM_WORLD : (cadre_comm_t)c;
 }
@@ -337,7 +313,7 @@ static _Atomic int q_live;             /* ops not yet recycled */
 static int proxy_running, proxy_stop;
 static pthread_t proxy_tid;
 
-static void record_failure(struct gpu_op *op, int rc, const char *msg)
+void cadre__gpu_record_failure(struct gpu_op *op, int rc, const char *msg)
 {
     op->error = rc;
     snprintf(op->errmsg, sizeof op->errmsg, "%s", msg);
@@ -352,7 +328,8 @@ static void record_failure(struct gpu_op *op, int rc, const char *msg)
 
 static void release_stream(struct gpu_op *op)
 {
-    __atomic_store_n(op->flag->host, 1u, __ATOMIC_RELEASE);
+    if (op->flag)
+        __atomic_store_n(op->flag->host, 1u, __ATOMIC_RELEASE);
     op->state = ST_WAIT_DEVICE;
 }
 
@@ -363,11 +340,115 @@ static int start_host_op(struct gpu_op *op)
         rc = cadre__sched_start(op->s, &op->hreq);
         free(op->s);
         op->s = NULL;
+    } else if (op->ipc) {
+        /* CUDA IPC: the data is ready in the user's buffer; the receiver
+         * copies it from there and answers once its copy has finished. */
+        eng_lock();
+        rc = cadre__gpu_ipc_post_answer_recv(op->peer_world, op->desc.id, &op->ack, &op->ctl);
+        if (rc == CADRE_SUCCESS) {
+            rc = cadre__gpu_ipc_post_desc(op->comm, op->peer_world, op->tag, &op->desc);
+            if (rc != CADRE_SUCCESS) {
+                cadre__p2p_unpost(op->ctl);
+                eng_unlock();
+                cadre__req_free(op->ctl);
+                op->ctl = NULL;
+                return rc;
+            }
+        }
+        eng_unlock();
     } else {
-        rc = cadre_isend(op->stage->p, op->count, op->dt, op->peer, op->tag, handle_of(op->comm),
-                         &op->hreq);
+        rc = cadre_isend(op->stage->p, op->count, op->dt, op->peer, op->tag,
+                         cadre__gpu_handle_of(op->comm), &op->hreq);
     }
     return rc;
+}
+
+/* A receive that could take a descriptor, its host part over: what the copy
+ * kernel on its stream is to copy. */
+static void fill_slot(struct gpu_op *op, int rc, const cadre_status_t *st)
+{
+    const void *src = NULL;
+    size_t n = 0;
+    cadre__gpu_ipc_unwatch(op->stage->p);
+    if (atomic_load(&op->got_desc)) {
+        void *p = NULL;
+        int mr = rc == CADRE_SUCCESS ? cadre__gpu_ipc_map(op->peer_world, &op->desc, op->fn, &p)
+                                     : rc;
+        if (mr == CADRE_SUCCESS) {
+            src = (const char *)p + op->desc.offset;
+            n = op->desc.bytes < op->cap ? op->desc.bytes : op->cap;
+        } else if (rc == CADRE_SUCCESS) {
+            cadre__gpu_record_failure(op, mr, cadre_last_error());
+        }
+        op->ack = mr;
+    } else if (rc == CADRE_SUCCESS) {
+        src = op->stage->p;
+        n = st->count * cadre_datatype_size(op->dt);
+    }
+    op->slot->src = src;
+    op->slot->n = n;
+}
+
+static cudaStream_t copy_stream; /* the proxy's own, for OP_HOSTRECV */
+
+/* OP_HOSTRECV: copies the sender's data into the user's host buffer (on the
+ * proxy's own stream, which waits for nothing else), completes the receive
+ * and answers the sender. */
+static void host_recv_run(struct gpu_op *op)
+{
+    struct cadre_request *r = op->host_r;
+    size_t n = op->desc.bytes < r->bytes ? op->desc.bytes : r->bytes;
+    void *p = NULL;
+    int rc = cadre__gpu_ipc_map(op->peer_world, &op->desc, r->op, &p);
+    cudaError_t e = cudaSuccess;
+    if (rc == CADRE_SUCCESS && n) {
+        if (!copy_stream)
+            e = cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(r->buf, (char *)p + op->desc.offset, n, cudaMemcpyDeviceToHost,
+                                copy_stream);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(copy_stream);
+        if (e != cudaSuccess)
+            rc = cadre__gpu_cuda_fail(e, r->op, "the copy from the sender's device buffer");
+    }
+    char msg[256] = "";
+    if (rc != CADRE_SUCCESS)
+        snprintf(msg, sizeof msg, "%s", cadre_last_error());
+    op->ack = rc;
+    eng_lock();
+    if (rc != CADRE_SUCCESS)
+        cadre__req_complete(r, rc, "%s", msg);
+    else if (op->desc.bytes > r->bytes)
+        cadre__req_complete(r, CADRE_ERR_TRUNCATE,
+                            "%s: message of %llu bytes from rank %d (tag %d) exceeds the receive "
+                            "buffer of %zu bytes",
+                            r->op, (unsigned long long)op->desc.bytes, r->status.source,
+                            r->status.tag, r->bytes);
+    else
+        cadre__req_complete(r, CADRE_SUCCESS, NULL);
+    op->host_r = NULL;
+    rc = cadre__gpu_ipc_post_answer(op->peer_world, op->desc.id, &op->ack, &op->ctl);
+    eng_unlock();
+    cadre__p2p_kick(); /* a waiter may be asleep on its doorbell */
+    if (rc != CADRE_SUCCESS)
+        CADRE_WARN(DEVICE, "cannot answer rank %d's CUDA IPC send: %s", op->peer_world,
+                   cadre_last_error());
+    op->state = rc == CADRE_SUCCESS ? ST_ACK : ST_WAIT_DEVICE;
+}
+
+/* Recycles an op whose work is over; unlinks it (*pp = next). */
+static void recycle(struct gpu_op **pp, struct gpu_op *op)
+{
+    *pp = op->next;
+    cadre__gpu_stage_put(op->stage);
+    cadre__gpu_flag_put(op->flag);
+    op->stage = NULL;
+    op->flag = NULL;
+    atomic_fetch_sub(&op->gc->pending, 1);
+    atomic_fetch_sub(&q_live, 1);
+    atomic_store_explicit(&op->dev_done, 1, memory_order_release);
+    cadre__gpu_op_unref(op);
 }
 
 /* One pass over the ops; returns whether anything moved. */
@@ -382,7 +463,7 @@ static int proxy_pass(struct gpu_op **list)
                 moved = 1;
                 int rc = start_host_op(op);
                 if (rc != CADRE_SUCCESS) {
-                    record_failure(op, rc, cadre_last_error());
+                    cadre__gpu_record_failure(op, rc, cadre_last_error());
                     release_stream(op);
                 } else {
                     op->state = ST_RUNNING;
@@ -392,42 +473,81 @@ static int proxy_pass(struct gpu_op **list)
                 char m[200];
                 snprintf(m, sizeof m, "the stream failed before the operation: %s",
                          cudaGetErrorString(e));
-                record_failure(op, CADRE_ERR_DEVICE, m);
+                cadre__gpu_record_failure(op, CADRE_ERR_DEVICE, m);
                 release_stream(op);
             } else if (op->kind == OP_SEND) {
                 send_blocked = 1;
             }
         }
-        if (op->state == ST_RUNNING) {
-            int done = 0;
-            cadre_status_t st;
-            int rc = cadre_test(&op->hreq, &done, &st);
+        if (op->state == ST_RUNNING && op->kind == OP_HOSTRECV) {
+            moved = 1;
+            host_recv_run(op);
+        } else if (op->state == ST_RUNNING) {
+            int done = 0, rc = CADRE_SUCCESS;
+            cadre_status_t st = {0};
+            if (op->ipc == 1) {
+                cadre__p2p_progress();
+                if (atomic_load_explicit(&op->ctl->done, memory_order_acquire)) {
+                    done = 1;
+                    rc = op->ctl->error;
+                    if (rc == CADRE_SUCCESS && op->ack != CADRE_SUCCESS)
+                        rc = cadre__error(op->ack, "%s: rank %d could not take the data from this "
+                                                   "device buffer (CUDA IPC; see its log)",
+                                          op->fn, op->peer_world);
+                    else if (rc != CADRE_SUCCESS)
+                        cadre__error(rc, "%s", op->ctl->errmsg);
+                    cadre__req_free(op->ctl);
+                    op->ctl = NULL;
+                }
+            } else {
+                rc = cadre_test(&op->hreq, &done, &st);
+            }
             if (done || rc != CADRE_SUCCESS) {
                 moved = 1;
                 op->status = st;
                 if (rc != CADRE_SUCCESS)
-                    record_failure(op, rc, cadre_last_error());
+                    cadre__gpu_record_failure(op, rc, cadre_last_error());
+                if (op->ipc == 2)
+                    fill_slot(op, rc, &st);
                 release_stream(op);
             }
         }
         if (op->state == ST_WAIT_DEVICE) {
-            cudaError_t e = cudaEventQuery(op->done);
+            cudaError_t e = op->done ? cudaEventQuery(op->done) : cudaSuccess;
             if (e == cudaSuccess || e != cudaErrorNotReady) {
                 if (e != cudaSuccess) {
                     cudaGetLastError();
                     if (!op->error)
-                        record_failure(op, CADRE_ERR_DEVICE, cudaGetErrorString(e));
+                        cadre__gpu_record_failure(op, CADRE_ERR_DEVICE, cudaGetErrorString(e));
                 }
                 moved = 1;
-                *pp = op->next;
-                stage_put(op->stage);
-                flag_put(op->flag);
-                op->stage = NULL;
-                op->flag = NULL;
-                atomic_fetch_sub(&op->gc->pending, 1);
-                atomic_fetch_sub(&q_live, 1);
-                atomic_store_explicit(&op->dev_done, 1, memory_order_release);
-                op_unref(op);
+                if (op->ipc == 2 && atomic_load(&op->got_desc)) {
+                    /* The copy is over: the sender may go on. */
+                    if (op->ack == CADRE_SUCCESS && e != cudaSuccess)
+                        op->ack = CADRE_ERR_DEVICE;
+                    eng_lock();
+                    int rc = cadre__gpu_ipc_post_answer(op->peer_world, op->desc.id, &op->ack,
+                                                        &op->ctl);
+                    eng_unlock();
+                    if (rc == CADRE_SUCCESS) {
+                        op->state = ST_ACK;
+                        pp = &op->next;
+                        continue;
+                    }
+                    CADRE_WARN(DEVICE, "%s: cannot answer rank %d's CUDA IPC send: %s", op->fn,
+                               op->peer_world, cadre_last_error());
+                }
+                recycle(pp, op);
+                continue;
+            }
+        }
+        if (op->state == ST_ACK) {
+            cadre__p2p_progress();
+            if (atomic_load_explicit(&op->ctl->done, memory_order_acquire)) {
+                moved = 1;
+                cadre__req_free(op->ctl);
+                op->ctl = NULL;
+                recycle(pp, op);
                 continue;
             }
         }
@@ -504,10 +624,20 @@ static void gpu_finalize(void)
         stage_free = NULL;
         while (nev_free)
             cudaEventDestroy(ev_free[--nev_free]);
+        if (copy_stream)
+            cudaStreamDestroy(copy_stream);
+        copy_stream = NULL;
+    }
+    /* No op is left that could use a mapping: the world's workspace and
+     * the CUDA IPC mappings go (other communicators' went at their free). */
+    if (atomic_load(&q_live) == 0) {
+        if (cadre__comm_world.gpu)
+            cadre__gpu_direct_free(cadre__comm_world.gpu);
+        cadre__gpu_ipc_finalize();
     }
 }
 
-static int proxy_submit(struct gpu_op *op)
+int cadre__gpu_submit(struct gpu_op *op)
 {
     pthread_mutex_lock(&q_lock);
     if (!proxy_running) {
@@ -557,11 +687,11 @@ static void ureq_cancel(struct cadre_request *r)
 static void ureq_release(struct cadre_request *r)
 {
     if (r->priv)
-        op_unref(r->priv);
+        cadre__gpu_op_unref(r->priv);
     r->priv = NULL;
 }
 
-static int attach_request(struct gpu_op *op, cadre_request_t *req)
+int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req)
 {
     struct cadre_request *r = cadre__req_new(REQ_GENERIC, op->fn);
     if (!r)
@@ -613,7 +743,8 @@ int cadre__gpu_wait(struct cadre_request *r, cadre_status_t *status)
     cadre__p2p_abandon(r);
     eng_unlock();
     if (e != cudaSuccess)
-        return cuda_fail(e, "cadre_wait", "cudaStreamWaitEvent on the communicator's stream");
+        return cadre__gpu_cuda_fail(e, "cadre_wait",
+                                    "cudaStreamWaitEvent on the communicator's stream");
     return CADRE_SUCCESS;
 }
 
@@ -627,16 +758,19 @@ void cadre__gpu_comm_free(struct cadre_comm *c)
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
+    cadre__gpu_direct_free(g);
     if (g->internal)
         cudaStreamDestroy((cudaStream_t)g->internal);
+    if (g->internal_recv)
+        cudaStreamDestroy((cudaStream_t)g->internal_recv);
     free(g);
     c->gpu = NULL;
 }
 
 /* ---- making an op -------------------------------------------------------------------- */
 /* The common part: comm state, sticky error, events, flag, the stream. */
-static int op_new(const char *fn, struct cadre_comm *comm, int nonblocking, struct gpu_op **out,
-                  cudaStream_t *stream)
+int cadre__gpu_op_new(const char *fn, struct cadre_comm *comm, int nonblocking, int recv_stream,
+                      struct gpu_op **out, cudaStream_t *stream)
 {
     struct gpu_comm *gc = cadre__gpu_comm(comm);
     if (!gc)
@@ -652,53 +786,55 @@ static int op_new(const char *fn, struct cadre_comm *comm, int nonblocking, stru
     op->gc = gc;
     atomic_init(&op->refs, 1);
     int rc;
-    if ((rc = ev_get(&op->ready, fn)) != CADRE_SUCCESS || (rc = ev_get(&op->done, fn)) != CADRE_SUCCESS ||
+    if ((rc = ev_get(&op->ready, fn)) != CADRE_SUCCESS ||
+        (rc = ev_get(&op->done, fn)) != CADRE_SUCCESS ||
         !(op->flag = flag_get(fn, &rc)))
         goto fail;
     cudaStream_t us = (cudaStream_t)gc->stream;
     if (!nonblocking) {
         *stream = us;
     } else {
-        if (!gc->internal) {
+        void **is = recv_stream ? &gc->internal_recv : &gc->internal;
+        if (!*is) {
             cudaStream_t ns;
             cudaError_t e = cudaStreamCreateWithFlags(&ns, cudaStreamNonBlocking);
             if (e != cudaSuccess) {
-                rc = cuda_fail(e, fn, "cudaStreamCreate of the internal stream");
+                rc = cadre__gpu_cuda_fail(e, fn, "cudaStreamCreate of the internal stream");
                 goto fail;
             }
-            gc->internal = ns;
+            *is = ns;
         }
         /* The internal stream starts after what is on the user's stream:
          * `done` serves as the order point until it is recorded for real. */
         cudaError_t e = cudaEventRecord(op->done, us);
         if (e == cudaSuccess)
-            e = cudaStreamWaitEvent((cudaStream_t)gc->internal, op->done, 0);
+            e = cudaStreamWaitEvent((cudaStream_t)*is, op->done, 0);
         if (e != cudaSuccess) {
-            rc = cuda_fail(e, fn, "ordering after the communicator's stream");
+            rc = cadre__gpu_cuda_fail(e, fn, "ordering after the communicator's stream");
             goto fail;
         }
-        *stream = (cudaStream_t)gc->internal;
+        *stream = (cudaStream_t)*is;
     }
     *out = op;
     return CADRE_SUCCESS;
 fail:
-    flag_put(op->flag);
-    op_unref(op);
+    cadre__gpu_flag_put(op->flag);
+    cadre__gpu_op_unref(op);
     return rc;
 }
 
-static void op_discard(struct gpu_op *op)
+void cadre__gpu_op_discard(struct gpu_op *op)
 {
-    stage_put(op->stage);
-    flag_put(op->flag);
+    cadre__gpu_stage_put(op->stage);
+    cadre__gpu_flag_put(op->flag);
     if (op->s) {
         cadre__sched_free(op->s);
         free(op->s);
     }
-    op_unref(op);
+    cadre__gpu_op_unref(op);
 }
 
-static int enqueue_wait(struct gpu_op *op, cudaStream_t st)
+int cadre__gpu_enqueue_wait(struct gpu_op *op, cudaStream_t st)
 {
     if (wait_mode) {
         CUresult r = p_wait32((CUstream)st, (CUdeviceptr)(uintptr_t)op->flag->host, 1,
@@ -710,7 +846,8 @@ static int enqueue_wait(struct gpu_op *op, cudaStream_t st)
         wait_mode = 0;
     }
     int e = cadre__gpu_spin_wait(op->flag->host, 1, st);
-    return e == 0 ? CADRE_SUCCESS : cuda_fail((cudaError_t)e, op->fn, "the stream wait kernel");
+    return e == 0 ? CADRE_SUCCESS
+                  : cadre__gpu_cuda_fail((cudaError_t)e, op->fn, "the stream wait kernel");
 }
 
 /* ---- collectives ---------------------------------------------------------------------- */
@@ -821,7 +958,7 @@ int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req)
         while (lo < hi) {
             char *base;
             size_t size;
-            if (!classify(lo, &base, &size)) {
+            if (!cadre__gpu_classify(lo, &base, &size)) {
                 host_user = 1;
                 break;
             }
@@ -858,7 +995,7 @@ int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req)
 
     struct gpu_op *op;
     cudaStream_t X;
-    rc = op_new(fn, s->comm, req != NULL, &op, &X);
+    rc = cadre__gpu_op_new(fn, s->comm, req != NULL, 0, &op, &X);
     if (rc != CADRE_SUCCESS) {
         free(d);
         cadre__sched_free(s);
@@ -867,12 +1004,12 @@ int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req)
     op->kind = OP_SCHED;
     op->peer = -1;
     op->tag = s->tag;
-    if (!(op->stage = stage_get(total, fn, &rc)) || !(op->s = malloc(sizeof *op->s))) {
+    if (!(op->stage = cadre__gpu_stage_get(total, fn, &rc)) || !(op->s = malloc(sizeof *op->s))) {
         if (rc == CADRE_SUCCESS)
             rc = cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
         free(d);
         cadre__sched_free(s);
-        op_discard(op);
+        cadre__gpu_op_discard(op);
         return rc;
     }
     char *stg = op->stage->p;
@@ -895,12 +1032,12 @@ int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req)
         e = cudaEventRecord(op->ready, X);
     if (e != cudaSuccess) {
         free(d);
-        rc = cuda_fail(e, fn, "enqueueing the copies to staging");
-        op_discard(op);
+        rc = cadre__gpu_cuda_fail(e, fn, "enqueueing the copies to staging");
+        cadre__gpu_op_discard(op);
         return rc;
     }
     /* From here the stream holds our wait: the op must reach the proxy. */
-    rc = enqueue_wait(op, X);
+    rc = cadre__gpu_enqueue_wait(op, X);
     for (int i = 0; i < nd && e == cudaSuccess && rc == CADRE_SUCCESS; i++)
         if (d[i].out)
             e = cudaMemcpyAsync(d[i].lo, stg + d[i].off, (size_t)(d[i].hi - d[i].lo),
@@ -909,141 +1046,17 @@ int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req)
     if (e == cudaSuccess && rc == CADRE_SUCCESS)
         e = cudaEventRecord(op->done, X);
     if (rc == CADRE_SUCCESS && e != cudaSuccess)
-        rc = cuda_fail(e, fn, "enqueueing the copies from staging");
+        rc = cadre__gpu_cuda_fail(e, fn, "enqueueing the copies from staging");
     if (rc != CADRE_SUCCESS) {
-        op_discard(op);
+        cadre__gpu_op_discard(op);
         return rc;
     }
-    if (req && (rc = attach_request(op, req)) != CADRE_SUCCESS) {
-        op_discard(op);
+    if (req && (rc = cadre__gpu_attach_request(op, req)) != CADRE_SUCCESS) {
+        cadre__gpu_op_discard(op);
         return rc;
     }
-    rc = proxy_submit(op);
+    rc = cadre__gpu_submit(op);
     return rc;
 }
 
-/* ---- point-to-point ----------------------------------------------------------------- */
-static int p2p_classify(const char *fn, const void *buf, size_t bytes)
-{
-    char *base;
-    size_t size;
-    if (!bytes || !classify(buf, &base, &size))
-        return 0;
-    if ((size_t)((const char *)buf - base) + bytes > size)
-        return cadre__error(CADRE_ERR_ARG, "%s: the %zu bytes at %p run past the end of their "
-                                           "device allocation",
-                            fn, bytes, buf);
-    return 1;
-}
-
-static int p2p_op(int kind, const char *fn, void *buf, size_t count, cadre_datatype_t dt,
-                  int peer, int tag, struct cadre_comm *comm, cadre_request_t *req)
-{
-    size_t bytes = count * cadre_datatype_size(dt);
-    struct gpu_op *op;
-    cudaStream_t X;
-    int rc = op_new(fn, comm, req != NULL, &op, &X);
-    if (rc != CADRE_SUCCESS)
-        return rc;
-    op->kind = kind;
-    op->count = count;
-    op->dt = dt;
-    op->peer = peer;
-    op->tag = tag;
-    if (!(op->stage = stage_get(bytes, fn, &rc))) {
-        op_discard(op);
-        return rc;
-    }
-    cudaError_t e = cudaSuccess;
-    if (kind == OP_SEND) {
-        e = cudaMemcpyAsync(op->stage->p, buf, bytes, cudaMemcpyDeviceToHost, X);
-        if (e == cudaSuccess)
-            e = cudaEventRecord(op->ready, X);
-    } else {
-        /* Posted now, into staging: it matches in posting order. */
-        rc = cadre_irecv(op->stage->p, count, dt, peer, tag, handle_of(comm), &op->hreq);
-        op->state = ST_RUNNING;
-    }
-    if (e != cudaSuccess)
-        rc = cuda_fail(e, fn, "enqueueing the copy to staging");
-    if (rc != CADRE_SUCCESS) {
-        op_discard(op);
-        return rc;
-    }
-    rc = enqueue_wait(op, X);
-    if (rc == CADRE_SUCCESS && kind == OP_RECV)
-        e = cudaMemcpyAsync(buf, op->stage->p, bytes, cudaMemcpyHostToDevice, X);
-    if (rc == CADRE_SUCCESS && e == cudaSuccess)
-        e = cudaEventRecord(op->done, X);
-    if (rc == CADRE_SUCCESS && e != cudaSuccess)
-        rc = cuda_fail(e, fn, "enqueueing on the stream");
-    if (rc == CADRE_SUCCESS && req)
-        rc = attach_request(op, req);
-    if (rc != CADRE_SUCCESS) {
-        /* A posted receive must not outlive the op: give it a moment, then
-         * abandon it (its staging stays with the engine until then). */
-        if (op->hreq) {
-            eng_lock();
-            cadre__p2p_abandon(op->hreq);
-            eng_unlock();
-            op->stage = NULL; /* may still be written: leak rather than reuse */
-        }
-        op_discard(op);
-        return rc;
-    }
-    return proxy_submit(op);
-}
-
-int cadre__gpu_send(const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag,
-                    struct cadre_comm *comm, cadre_request_t *req)
-{
-    const char *fn = req ? "cadre_isend" : "cadre_send";
-    int k = p2p_classify(fn, buf, count * cadre_datatype_size(dt));
-    if (k <= 0)
-        return k == 0 ? CADRE__GPU_NOT_MINE : k;
-    return p2p_op(OP_SEND, fn, (void *)buf, count, dt, dst, tag, comm, req);
-}
-
-int cadre__gpu_recv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag,
-                    struct cadre_comm *comm, cadre_request_t *req, cadre_status_t *status)
-{
-    const char *fn = req ? "cadre_irecv" : "cadre_recv";
-    int k = p2p_classify(fn, buf, count * cadre_datatype_size(dt));
-    if (k <= 0)
-        return k == 0 ? CADRE__GPU_NOT_MINE : k;
-    int rc = p2p_op(OP_RECV, fn, buf, count, dt, src, tag, comm, req);
-    /* The data arrives later: the status says what was asked for. */
-    if (rc == CADRE_SUCCESS && status)
-        *status = (cadre_status_t){.source = src, .tag = tag, .count = count};
-    return rc;
-}
-
-int cadre__gpu_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag,
-                        void *recvbuf, size_t recvcount, int src, int recvtag, cadre_datatype_t dt,
-                        struct cadre_comm *comm, cadre_status_t *status)
-{
-    const char *fn = "cadre_sendrecv";
-    size_t es = cadre_datatype_size(dt);
-    int ks = p2p_classify(fn, sendbuf, sendcount * es);
-    int kr = p2p_classify(fn, recvbuf, recvcount * es);
-    if (ks < 0 || kr < 0)
-        return ks < 0 ? ks : kr;
-    if (!ks && !kr)
-        return CADRE__GPU_NOT_MINE;
-    if ((sendcount && recvcount && ks != kr))
-        return cadre__error(CADRE_ERR_ARG,
-                            "%s: rank %d passed a host buffer and a device buffer; one call takes "
-                            "buffers of one kind",
-                            fn, comm->rank);
-    /* The receive is posted at once; the send goes out when its data is in
-     * staging; the stream then waits for both. */
-    int rc = CADRE_SUCCESS;
-    if (sendcount)
-        rc = p2p_op(OP_SEND, fn, (void *)sendbuf, sendcount, dt, dst, sendtag, comm, NULL);
-    if (rc == CADRE_SUCCESS && recvcount)
-        rc = p2p_op(OP_RECV, fn, recvbuf, recvcount, dt, src, recvtag, comm, NULL);
-    if (rc == CADRE_SUCCESS && status)
-        *status = (cadre_status_t){.source = src, .tag = recvtag, .count = recvcount};
-    return rc;
-}
 #endif /* HAVE_CUDA */

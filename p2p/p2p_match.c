@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
 #include "p2p_engine.h"
 
 struct unexp {
@@ -110,6 +111,10 @@ static void deliver_eager(struct cadre_request *r, const struct cadre_p2p_hdr *h
         r->peer_world = peer;
         cadre__req_complete(r, CADRE_ERR_MISMATCH, "%s: rank %d made a different call", r->op,
                             (int)h->src);
+        return;
+    }
+    if (h->flags & CADRE_P2P_DEVICE) {
+        cadre__gpu_deliver(r, h, peer, data);
         return;
     }
     size_t n = h->len < r->bytes ? h->len : r->bytes;

@@ -247,5 +247,11 @@ int cadre__comm_coll_seq(uint32_t ctx, uint32_t *seq);
  * sets cadre__proc.device, -1 when CUDA is not built in or no GPU is visible. */
 int cadre__device_bind(void);
 int cadre__device_count(void); /* visible GPUs, 0 without CUDA */
+/* What cadre_init publishes of its GPU for the same-node peers (CUDA IPC). */
+#define CADRE_DEVICE_PUB_KEY "gpu.dev"
+struct cadre_device_pub {
+    int32_t gpu_on;  /* device buffers are looked for (CADRE_GPU_BUFFERS) */
+    char busid[32]; /* cudaDeviceGetPCIBusId */
+};
 
 #endif /* CADRE_RUNTIME_H */

@@ -1,6 +1,7 @@
 /* CUDA device binding. Without CUDA built in, there is no device. */
 #include "config.h"
 
+#include "bootstrap/bootstrap.h"
 #include "runtime.h"
 
 /* gpu/gpu.h: whether the device path looks at buffers at all. */
@@ -36,6 +37,10 @@ int cadre__device_bind(void)
     cadre__proc.device = dev;
     cadre__gpu_on = cadre__config_bool(CADRE_CFG_GPU_BUFFERS);
     CADRE_INFO(DEVICE, "bound CUDA device %d of %d", dev, n);
+    struct cadre_device_pub pub = {.gpu_on = cadre__gpu_on};
+    if (cudaDeviceGetPCIBusId(pub.busid, (int)sizeof pub.busid, dev) == cudaSuccess)
+        cadre__bootstrap_put(CADRE_DEVICE_PUB_KEY, &pub, sizeof pub);
+    cudaGetLastError();
     return CADRE_SUCCESS;
 }
 #else

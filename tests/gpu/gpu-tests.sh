@@ -6,8 +6,9 @@
 B=${CADRE_BUILDDIR:-$(pwd)/..}
 kt=$B/tests/gpu/kernel_test
 ct=$B/tests/gpu/coll_gpu_test
+it=$B/tests/gpu/ipc_gpu_test
 run=$B/launcher/cadrerun
-if [ ! -x "$kt" ] || [ ! -x "$ct" ]; then
+if [ ! -x "$kt" ] || [ ! -x "$ct" ] || [ ! -x "$it" ]; then
     echo "skipped: no GPU (libcadre built without CUDA)"
     exit 77
 fi
@@ -22,9 +23,40 @@ go() {
         fail=1
     fi
 }
+# go_log PATTERN ENV... PROGRAM: as go, and the DEVICE log must show PATTERN
+# (the path the run is meant to take was taken).
+go_log() {
+    pat=$1
+    shift
+    echo "== $* (log: $pat)"
+    out=$(timeout 300 env CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=DEVICE "$@" 2>&1)
+    rc=$?
+    printf '%s\n' "$out" | grep -v ': device buffers to rank\|bound CUDA device' | tail -n 40
+    if [ $rc -ne 0 ]; then
+        echo "FAILED: $*"
+        fail=1
+    elif ! printf '%s\n' "$out" | grep -q "$pat"; then
+        echo "FAILED: $* (no '$pat' in the log)"
+        fail=1
+    fi
+}
 go "$run" -n 1 "$ct"
 go "$run" -n 2 --ranks-per-gpu 2 "$ct"
 go "$run" -n 4 --ranks-per-gpu 4 "$ct"
 go CADRE_GPU_WAIT=kernel "$run" -n 2 --ranks-per-gpu 2 "$ct"
 go CADRE_TRANSPORT=tcp "$run" -n 2 --ranks-per-gpu 2 "$ct"
+# The direct allreduce kernels and CUDA IPC point-to-point, each forced, and
+# the staged path forced, against the host path (coll_gpu_test) and against
+# references computed in the program (ipc_gpu_test).
+go CADRE_GPU_ALGO=oneshot "$run" -n 2 --ranks-per-gpu 2 "$ct"
+go CADRE_GPU_ALGO=twoshot CADRE_GPU_DIRECT_BYTES=65536 "$run" -n 4 --ranks-per-gpu 4 "$ct"
+go "$run" -n 1 "$it"
+go_log "CUDA IPC" "$run" -n 2 --ranks-per-gpu 2 "$it"
+go_log "direct allreduce kernels" "$run" -n 4 --ranks-per-gpu 4 "$it"
+go_log "direct allreduce kernels" CADRE_GPU_ALGO=oneshot "$run" -n 4 --ranks-per-gpu 4 "$it"
+go_log "direct allreduce kernels" CADRE_GPU_ALGO=twoshot CADRE_GPU_DIRECT_BYTES=65536 \
+    "$run" -n 2 --ranks-per-gpu 2 "$it"
+go CADRE_GPU_ALGO=twoshot CADRE_GPU_DIRECT_BYTES=65536 "$run" -n 4 --ranks-per-gpu 4 "$it"
+go CADRE_GPU_ALGO=staged CADRE_GPU_IPC=0 "$run" -n 4 --ranks-per-gpu 4 "$it"
+go CADRE_TRANSPORT=tcp "$run" -n 2 --ranks-per-gpu 2 "$it"
 exit $fail
