@@ -17,7 +17,7 @@
 
 #define TCP_MAGIC 0x43445443u /* "CTDC" */
 #define TCP_VERSION 1u
-#define TCP_MAX_PAYLOAD (256u << 10)
+#define TCP_MAX_PAYLOAD (1024u << 10)
 #define TCP_RBUF 8192          /* per inbound socket: headers and small payloads */
 #define TCP_MSGS_PER_CALL 64   /* per socket and progress call: fairness */
 #define TCP_HELLO_TIMEOUT 30   /* seconds for a connected peer's hello */
