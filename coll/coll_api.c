@@ -532,7 +532,6 @@ static int gather_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_count(&c, count, (size_t)c.n));
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_allgather(fn, sbuf, rbuf, count, dt, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     size_t *counts, *displs;
     CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
     int rc = gatherv_impl(fn, sbuf, count, rbuf, counts, displs, dt, root, comm, req, nb);
@@ -699,6 +698,7 @@ static int allgather_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_count(&c, count, (size_t)c.n));
+    if (cadre__gpu_enabled()) { int g = cadre__gpu_allgather(fn, sbuf, rbuf, count, dt, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     size_t *counts, *displs;
     CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
     int rc = allgatherv_impl(fn, sbuf, count, rbuf, counts, displs, dt, comm, req, nb, 1);
