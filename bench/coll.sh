@@ -233,12 +233,16 @@ echo "$section"
 
 if [ -n "$results" ]; then
     [ -f "$results" ] || printf '# Benchmark results\n' > "$results"
-    # Replace this section only: other benchmarks keep theirs.
-    awk -v title="## Collectives" '
-        $0 == title { skip = 1; next }
+    # Replace this section only, where it stands: other benchmarks and the
+    # notes after it keep theirs. A file without it gets it at the end.
+    printf '%s\n' "$section" > "$tmp/section"
+    awk -v title="## Collectives" -v sec="$tmp/section" '
+        function put() { while ((getline l < sec) > 0) print l; print ""; done = 1 }
+        $0 == title { skip = 1; put(); next }
         skip && /^## / { skip = 0 }
-        !skip { print }' "$results" > "$tmp/results"
+        !skip { print }
+        END { if (!done) { print ""; put() } }' "$results" > "$tmp/results"
     sed -i -e :a -e '/^\n*$/{$d;N;ba' -e '}' "$tmp/results"
-    { cat "$tmp/results"; echo; echo "$section"; } > "$results"
+    cp "$tmp/results" "$results"
     echo "coll.sh: wrote $results" >&2
 fi
