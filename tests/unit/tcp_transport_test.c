@@ -502,7 +502,7 @@ static int s_sleepy(void)
 
 /* ---- DATA into the engine's destination, headers without payload ------------------ */
 
-#define DATA_LEN (4 * (256u << 10) + 123)
+#define DATA_LEN (4 * (1024u << 10) + 123) /* four whole fragments (TCP_MAX_PAYLOAD) and a piece */
 static uint8_t *data_dest_buf;
 
 struct step {
@@ -771,7 +771,7 @@ static int s_corrupt(void)
             if (bad == 0)
                 m.type = 99;
             else
-                m.len = (256u << 10) + 1;
+                m.len = maxp + 1; /* one byte over what the transport carries */
             raw_write(fd, &m, sizeof m);
             raw_write(fd, payload, sizeof payload);
             expect_closed(fd, "corrupt header");
