@@ -116,33 +116,6 @@ static int get_scratch(struct coll_sched *s, unsigned char **acc, unsigned char 
     return CADRE_SUCCESS;
 }
 
-/* Copies a chunk out of the cache into memory that will not be read soon:
- * streaming stores skip reading the destination lines first, which a plain
- * copy does, so the output costs one write instead of a read and a write. */
-static void copy_out(void *dst, const void *src, size_t n)
-{
-#if defined(__SSE2__)
-    char *d = dst;
-    const char *s = src;
-    while (n && ((uintptr_t)d & 15)) {
-        *d++ = *s++;
-        n--;
-    }
-    for (; n >= 64; n -= 64, d += 64, s += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)s), b = _mm_loadu_si128((const __m128i *)s + 1),
-                c = _mm_loadu_si128((const __m128i *)s + 2), e = _mm_loadu_si128((const __m128i *)s + 3);
-        _mm_stream_si128((__m128i *)d, a);
-        _mm_stream_si128((__m128i *)d + 1, b);
-        _mm_stream_si128((__m128i *)d + 2, c);
-        _mm_stream_si128((__m128i *)d + 3, e);
-    }
-    _mm_sfence();
-    memcpy(d, s, n);
-#else
-    memcpy(dst, src, n);
-#endif
-}
-
 /* Reads n bytes at `remote` in rank `rank` into dst through a chunk of
  * scratch: the kernel's copy lands in the cache, and the streaming copy out
  * writes dst without reading it first, where the kernel copying straight
@@ -228,7 +201,7 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
     for (size_t off = lo; off < hi; off += step) {
         size_t m = hi - off < step ? hi - off : step, bytes = m * es;
         CADRE_CHECK(reduce_chunk(s, d, d->sbuf, off * es, m, acc, tmp));
-        copy_out((char *)d->rbuf + off * es, acc, bytes);
+        cadre__copy_nt((char *)d->rbuf + off * es, acc, bytes);
         for (int q = 0; q < n; q++)
             if (q != me)
                 CADRE_CHECK(cma(s, q, acc, d->peer[2 * q + 1] + off * es, bytes, 1));
@@ -252,7 +225,7 @@ static int allreduce_pair(struct coll_sched *s, struct direct *d)
         size_t m = d->count - off < step ? d->count - off : step, bytes = m * es;
         CADRE_CHECK(cma(s, peer, acc, d->peer[2 * peer] + off * es, bytes, 0));
         cadre__coll_reduce(acc, (const char *)d->sbuf + off * es, m, s->dt, s->op);
-        copy_out((char *)d->rbuf + off * es, acc, bytes);
+        cadre__copy_nt((char *)d->rbuf + off * es, acc, bytes);
     }
     return CADRE_SUCCESS;
 }
@@ -342,7 +315,7 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
     size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
     /* Streaming stores only where the output would not stay in the cache. */
     int nt = d->count * es >= DIRECT_NT_MIN;
-    void (*out_copy)(void *, const void *, size_t) = nt ? copy_out : copy_plain;
+    void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
     uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
     uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step);
     for (uint32_t i = 0; i < nme || i < npeer; i++) {
@@ -381,7 +354,7 @@ static int reduce_scatter_call(struct coll_sched *s, const struct coll_step *st)
     for (size_t off = 0; off < d->count; off += step) {
         size_t m = d->count - off < step ? d->count - off : step;
         CADRE_CHECK(reduce_chunk(s, d, d->sbuf, base + off * es, m, acc, tmp));
-        copy_out((char *)d->rbuf + off * es, acc, m * es);
+        cadre__copy_nt((char *)d->rbuf + off * es, acc, m * es);
     }
     return CADRE_SUCCESS;
 }
