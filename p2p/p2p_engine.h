@@ -149,7 +149,6 @@ struct cadre_engine {
     double next_peer_check;
 
     struct cadre_request *generic; /* collective requests polled by progress */
-    _Atomic int nunexp;            /* messages in the unexpected queues */
 };
 extern struct cadre_engine cadre__eng;
 

@@ -193,7 +193,6 @@ int cadre__p2p_start_recv(struct cadre_request *r)
             m->unexp = u->next;
         if (m->unexp_tail == u)
             m->unexp_tail = prev;
-        atomic_fetch_sub_explicit(&cadre__eng.nunexp, 1, memory_order_relaxed);
         if (u->h.type == CADRE_P2P_EAGER)
             deliver_eager(r, &u->h, u->peer, u->data);
         else
@@ -315,7 +314,6 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
     else
         m->unexp = u;
     m->unexp_tail = u;
-    atomic_fetch_add_explicit(&cadre__eng.nunexp, 1, memory_order_relaxed);
 }
 
 /* Streams the send's DATA fragments after the receiver's CTS. */
@@ -483,5 +481,4 @@ void cadre__p2p_match_cleanup(void)
     free(ctxs);
     ctxs = NULL;
     nctx_cap = nctx_used = 0;
-    atomic_store(&cadre__eng.nunexp, 0);
 }
