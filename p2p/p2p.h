@@ -118,6 +118,12 @@ struct cadre_p2p_transport {
     /* File descriptors to poll while sleeping (sockets); may be NULL. Returns
      * how many were written (at most max). */
     int (*pollfds)(struct pollfd *fds, int max);
+    /* The idle progress thread's tick (every 0.1 s while nothing is
+     * outstanding), before its progress call: do there what busy progress
+     * does only now and then to save system calls (accepting connections),
+     * so that a rank computing outside cadre answers a new peer at once. May
+     * be NULL. */
+    void (*idle)(void);
     /* Releases everything; peers have been sent BYE already. */
     void (*finalize)(void);
 };

@@ -286,8 +286,12 @@ static void *progress_thread(void *arg)
             idle = 0;
             /* A peer's question (STATE_Q) must be answered while the
              * application computes: look at least every 0.1 s. */
-            if (!atomic_load(&e->app_waiting))
+            if (!atomic_load(&e->app_waiting)) {
+                for (int i = 0; i < e->ntps; i++)
+                    if (e->tps[i]->idle)
+                        e->tps[i]->idle();
                 cadre__p2p_progress();
+            }
             /* The time the application left cadre, within 0.1 s. */
             cadre__state_stamp(cadre__now());
             continue;

@@ -448,6 +448,11 @@ static int tcp_progress(void)
     return events;
 }
 
+static void tcp_idle(void)
+{
+    tcp->slept = 1;
+}
+
 static int tcp_pollfds(struct pollfd *fds, int max)
 {
     int n = 0;
@@ -606,5 +611,6 @@ const struct cadre_p2p_transport cadre__p2p_tcp = {
     .send = tcp_send,
     .progress = tcp_progress,
     .pollfds = tcp_pollfds,
+    .idle = tcp_idle,
     .finalize = tcp_finalize,
 };
