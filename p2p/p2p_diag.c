@@ -11,7 +11,13 @@
  *   len   bits 0-31 the op's collective number, 32-63 the queried
  *         communicator's collective count
  *   ctx   context id of the op's communicator; src, tag: its peer and tag
- *   rreq, off: the op's name without "cadre_", 16 bytes, not terminated */
+ *   rreq, off: the op's name without "cadre_", 16 bytes, not terminated
+ *
+ * A rank that finalizes first sends each peer it talked to one unsolicited
+ * STATE_R flagged SR_FINAL per communicator they share (ctx, and its count
+ * in len's high half), since it will not be there to answer: the ranks whose
+ * timeouts fire after it left (timers start when each rank enters) must not
+ * count a rank that joined the collective and then gave up as missing. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +36,16 @@ enum {
     SR_HAS_OP = 0x8,
     SR_VIA_WAIT = 0x10,
     SR_VIA_WAIT_TIMEOUT = 0x20,
+    SR_FINAL = 0x40,   /* unsolicited, at finalize: the count on ctx is final */
 };
+
+/* Final collective counts left by finalized peers; engine lock held. */
+struct final_seq {
+    int peer;
+    uint32_t ctx, seq;
+};
+static struct final_seq *finals;
+static size_t nfinals, finals_cap;
 
 struct answer {
     int asked, got;
@@ -127,12 +142,88 @@ static void take_answer(int peer, const struct cadre_p2p_hdr *h)
     s->tag = h->tag;
 }
 
+static void take_final(int peer, const struct cadre_p2p_hdr *h)
+{
+    uint32_t ctx = (uint32_t)h->ctx, seq = (uint32_t)(h->len >> 32);
+    for (size_t i = 0; i < nfinals; i++) {
+        if (finals[i].peer == peer && finals[i].ctx == ctx) {
+            finals[i].seq = seq;
+            return;
+        }
+    }
+    if (nfinals == finals_cap) {
+        size_t ncap = finals_cap ? finals_cap * 2 : 16;
+        struct final_seq *n = realloc(finals, ncap * sizeof *n);
+        if (!n)
+            return; /* only the diagnosis loses */
+        finals = n;
+        finals_cap = ncap;
+    }
+    finals[nfinals++] = (struct final_seq){peer, ctx, seq};
+}
+
+/* The count world rank `peer` left on ctx when it finalized; 0 if none. */
+static int final_seq(int peer, uint32_t ctx, uint32_t *seq)
+{
+    for (size_t i = 0; i < nfinals; i++) {
+        if (finals[i].peer == peer && finals[i].ctx == ctx) {
+            *seq = finals[i].seq;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void cadre__p2p_state_incoming(int peer, const struct cadre_p2p_hdr *h)
 {
     if (h->type == CADRE_P2P_STATE_Q)
         answer_query(peer, h);
+    else if ((h->sreq >> 16) & SR_FINAL)
+        take_final(peer, h);
     else
         take_answer(peer, h);
+}
+
+struct final_arg {
+    const unsigned char *talked; /* world ranks this process has sent to */
+};
+
+static void send_final(const struct cadre_comm *c, void *arg)
+{
+    const struct final_arg *fa = arg;
+    uint32_t seq = __atomic_load_n(&c->coll_seq, __ATOMIC_RELAXED);
+    for (int i = 0; i < c->size; i++) {
+        int w = c->world_ranks ? c->world_ranks[i] : i;
+        if (i == c->rank || w < 0 || w >= cadre__eng.nranks || !fa->talked[w])
+            continue;
+        struct cadre_p2p_hdr r = {.type = CADRE_P2P_STATE_R,
+                                  .ctx = c->context_id,
+                                  .len = (uint64_t)seq << 32,
+                                  .sreq = (uint64_t)SR_FINAL << 16};
+        cadre__p2p_post(w, &r, NULL, NULL);
+    }
+}
+
+void cadre__p2p_send_finals(void)
+{
+    struct cadre_engine *e = &cadre__eng;
+    unsigned char *talked = calloc((size_t)e->nranks, 1);
+    if (!talked)
+        return;
+    for (int w = 0; w < e->nranks; w++) {
+        struct cadre_peer *p = &e->peers[w];
+        talked[w] = w != cadre__proc.rank && p->tp && p->state == PEER_OK && p->send_seq;
+    }
+    struct final_arg fa = {talked};
+    cadre__comm_foreach(send_final, &fa);
+    free(talked);
+}
+
+void cadre__p2p_diag_cleanup(void)
+{
+    free(finals);
+    finals = NULL;
+    nfinals = finals_cap = 0;
 }
 
 /* ---- asking --------------------------------------------------------------------- */
@@ -298,7 +389,10 @@ void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *wh
             int w = world_of(c, i);
             struct answer *a = &ans[w];
             int in_op = a->got && a->st.in_cadre && a->st.ctx == c->context_id && a->st.seq == seq;
-            arrived[i] = i == c->rank || in_op || (a->got && a->has_seq && reached(a->comm_seq, seq));
+            uint32_t fseq;
+            arrived[i] = i == c->rank || in_op ||
+                         (a->got && a->has_seq && reached(a->comm_seq, seq)) ||
+                         (!a->got && final_seq(w, c->context_id, &fseq) && reached(fseq, seq));
             narrived += arrived[i];
         }
         nmissing = c->size - narrived;

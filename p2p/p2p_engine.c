@@ -580,6 +580,7 @@ void cadre__p2p_finalize(void)
         return;
     drain(e->timeout);
     eng_lock();
+    cadre__p2p_send_finals();
     for (int w = 0; w < e->nranks; w++) {
         struct cadre_peer *p = &e->peers[w];
         if (p->tp && p->state == PEER_OK && p->send_seq) {
@@ -616,6 +617,7 @@ void cadre__p2p_finalize(void)
         e->tps[i]->finalize();
     e->ntps = 0;
     cadre__p2p_match_cleanup();
+    cadre__p2p_diag_cleanup();
     free(e->peers);
     e->peers = NULL;
     if (e->eventfd >= 0)

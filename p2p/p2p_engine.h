@@ -222,6 +222,10 @@ int cadre__p2p_coll_timed_out(struct cadre_comm *c, const char *fn, uint32_t seq
                               const char *what);
 /* STATE_Q and STATE_R from world rank `peer`; lock held. */
 void cadre__p2p_state_incoming(int peer, const struct cadre_p2p_hdr *h);
+/* At finalize, lock held: leave each peer this process has sent to the final
+ * collective count of every communicator they share (p2p_diag.c). */
+void cadre__p2p_send_finals(void);
+void cadre__p2p_diag_cleanup(void);
 void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg);
 void cadre__p2p_match_cleanup(void);
 

@@ -241,6 +241,9 @@ void cadre__comm_unregister(struct cadre_comm *c);
 /* This process's collective count on the communicator with context id ctx;
  * returns 0 when it has no such communicator. */
 int cadre__comm_coll_seq(uint32_t ctx, uint32_t *seq);
+/* Calls fn on every registered communicator, under the registry's lock (take
+ * the engine lock, if at all, before it: answer_query holds it when it asks). */
+void cadre__comm_foreach(void (*fn)(const struct cadre_comm *c, void *arg), void *arg);
 
 /* ---- device ------------------------------------------------------------- */
 /* Binds the CUDA device for this process (CADRE_GPU or local_rank % count);

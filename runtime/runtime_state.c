@@ -200,6 +200,14 @@ void cadre__comm_unregister(struct cadre_comm *c)
     pthread_mutex_unlock(&comms_lock);
 }
 
+void cadre__comm_foreach(void (*fn)(const struct cadre_comm *c, void *arg), void *arg)
+{
+    pthread_mutex_lock(&comms_lock);
+    for (size_t i = 0; i < ncomms; i++)
+        fn(comms[i], arg);
+    pthread_mutex_unlock(&comms_lock);
+}
+
 int cadre__comm_coll_seq(uint32_t ctx, uint32_t *seq)
 {
     int found = 0;

@@ -3,6 +3,9 @@
  *   coll_sleeper    the last rank never joins an allreduce (it sleeps); the
  *                   others fail with CADRE_ERR_TIMEOUT within 8 s, naming it
  *                   as missing and "not in cadre"
+ *   coll_leaver     the same, but rank 0 runs with CADRE_TIMEOUT=1: it times
+ *                   out, finalizes and exits before the others time out, and
+ *                   they must still count it as arrived
  *   sub_sleeper     the same on a communicator of every rank but 0, whose
  *                   last member sleeps
  *   recv_stuck      rank 0 receives from rank 1, which receives from rank 0 a
@@ -70,16 +73,18 @@ static void recv_stuck(void)
 
 int main(void)
 {
+    const char *what = getenv("DIAG"), *rank = getenv("CADRE_RANK");
+    if (!what)
+        what = "";
+    if (!strcmp(what, "coll_leaver") && rank && !strcmp(rank, "0"))
+        setenv("CADRE_TIMEOUT", "1", 1);
     OK(cadre_init(NULL, NULL));
     OK(cadre_comm_rank(W, &me));
     OK(cadre_comm_size(W, &np));
     ru_rank = me;
     const char *t = getenv("CADRE_TIMEOUT");
     timeout_s = t ? atof(t) : 600;
-    const char *what = getenv("DIAG");
-    if (!what)
-        what = "";
-    if (!strcmp(what, "coll_sleeper")) {
+    if (!strcmp(what, "coll_sleeper") || !strcmp(what, "coll_leaver")) {
         sleeper(W, np - 1);
     } else if (!strcmp(what, "sub_sleeper")) {
         /* Ranks 1..np-1 in a communicator of their own; its last sleeps. */

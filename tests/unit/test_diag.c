@@ -70,6 +70,34 @@ static void test_allreduce_sleeper(void)
     }
 }
 
+/* Each rank's timer starts when it enters: rank 0 (CADRE_TIMEOUT=1) times
+ * out, finalizes and exits before the others time out and ask it. It left
+ * its count behind at finalize, so they still name only the sleeper. */
+static void test_allreduce_leaver(void)
+{
+    const char *transports[] = {"", "tcp"};
+    for (int t = 0; t < 2; t++) {
+        char env[256];
+        snprintf(env, sizeof env, "CADRE_TIMEOUT=3 DIAG=coll_leaver CADRE_TRANSPORT=%s",
+                 transports[t]);
+        struct run_result r;
+        run_diag(&r, env, "", 4);
+        CHECK_MSG(r.exit_code == 0 && all_ok(&r, 4), SHOW(r));
+        CHECK_MSG(count_matching(r.err, "rank 0: cadre_allreduce: #1 on WORLD (4 ranks) made no "
+                                        "progress for 1 s") == 1,
+                  SHOW(r));
+        char want[128];
+        for (int i = 1; i < 3; i++) {
+            snprintf(want, sizeof want, "rank %d:   missing (1): 3", i);
+            CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
+            snprintf(want, sizeof want, "rank %d:   arrived (3 of 4): 0-2", i);
+            CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
+        }
+        CHECK_MSG(count_matching(r.err, "has finalized") == 0, SHOW(r));
+        run_free(&r);
+    }
+}
+
 /* The same on a communicator that is not the world: its name, and ranks
  * given in it and in the world. */
 static void test_subcomm_sleeper(void)
@@ -147,6 +175,7 @@ void suite_diag(void)
 {
     CU_pSuite s = CU_add_suite("diag", NULL, NULL);
     CU_add_test(s, "an allreduce a rank never joins", test_allreduce_sleeper);
+    CU_add_test(s, "a rank that gave up and finalized first", test_allreduce_leaver);
     CU_add_test(s, "the same on a sub-communicator", test_subcomm_sleeper);
     CU_add_test(s, "receives that never match", test_recv_stuck);
     CU_add_test(s, "cadrerun --timeout reports every rank", test_cadrerun_timeout_report);
