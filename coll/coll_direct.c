@@ -116,32 +116,14 @@ static int get_scratch(struct coll_sched *s, unsigned char **acc, unsigned char 
     return CADRE_SUCCESS;
 }
 
-/* Reads n bytes at `remote` in rank `rank` into dst through a chunk of
- * scratch: the kernel's copy lands in the cache, and the streaming copy out
- * writes dst without reading it first, where the kernel copying straight
- * into dst reads every destination line before it writes it. */
-static int cma_read_out(struct coll_sched *s, int rank, void *dst, uint64_t remote, size_t n)
-{
-    unsigned char *acc, *tmp;
-    CADRE_CHECK(get_scratch(s, &acc, &tmp));
-    char *o = dst;
-    while (n) {
-        size_t m = n < DIRECT_CHUNK ? n : DIRECT_CHUNK;
-        CADRE_CHECK(cma(s, rank, acc, remote, m, 0));
-        cadre__copy_nt(o, acc, m);
-        o += m;
-        remote += m;
-        n -= m;
-    }
-    return CADRE_SUCCESS;
-}
-
-/* A read from a peer into the call's output: through the cache when the
- * call writes cadre__copy_out_min bytes or more, straight below. */
+/* A read from a peer into the call's output: one process_vm_readv straight
+ * into it. Reading through a cache-sized chunk and streaming it out (so the
+ * kernel's copy would not read every destination line first) was slower at
+ * every size measured, 16 to 64 MiB, bcast and allgather, in both of this
+ * machine's states (bench/RESULTS.md, 2026-11-24): the kernel's cost here is
+ * per page pinned, not per line written, and the chunk adds a second copy. */
 static int cma_read(struct coll_sched *s, int rank, void *dst, uint64_t remote, size_t n)
 {
-    if (n >= cadre__copy_out_min || s->out_bytes >= cadre__copy_out_min)
-        return cma_read_out(s, rank, dst, remote, n);
     return cma(s, rank, dst, remote, n, 0);
 }
 
