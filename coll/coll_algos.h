@@ -43,9 +43,10 @@ int cadre__algo_bcast_direct(struct coll_sched *s, void *buf, size_t count, int 
 #define DIRECT_MIN_ALLREDUCE ((size_t)64 << 10)   /* two ranks */
 #define DIRECT_MIN_ALLREDUCE_N ((size_t)4 << 20) /* more: ahead of the ring from 4 MiB on 4 ranks */
 #define DIRECT_MIN_REDUCE_SCATTER ((size_t)64 << 10)
-/* allgather: the pipelined messages beat the kernel's copies at every size
- * measured on two ranks (bench/RESULTS.md), so "auto" never picks direct */
-#define DIRECT_MIN_ALLGATHER SIZE_MAX
+/* allgather, two ranks (the whole output): reading the peer's half with one
+ * process_vm_readv is ahead of the pipelined messages from 2 MiB on
+ * (bench/RESULTS.md, 2026-11-24); more ranks keep the messages (not measured). */
+#define DIRECT_MIN_ALLGATHER ((size_t)2 << 20)
 #define DIRECT_MIN_BCAST ((size_t)8 << 20)
 
 #endif

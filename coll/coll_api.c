@@ -664,7 +664,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     if (a == 3 && !direct)
         a = 0;
     if (!a)
-        a = direct && total >= DIRECT_MIN_ALLGATHER                                     ? 3
+        a = direct && c.n == 2 && total >= DIRECT_MIN_ALLGATHER                         ? 3
             : equal && pow2 && sendcount * c.es * (size_t)c.n <= ((size_t)64 << 10) ? 2
                                                                                       : 1;
     s.out_bytes = total;
