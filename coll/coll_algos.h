@@ -41,7 +41,9 @@ int cadre__algo_allgatherv_direct(struct coll_sched *s, const void *sbuf, void *
 int cadre__algo_bcast_direct(struct coll_sched *s, void *buf, size_t count, int root);
 /* Sizes (bytes of the whole vector) from which "auto" picks them. */
 #define DIRECT_MIN_ALLREDUCE ((size_t)64 << 10)   /* two ranks */
-#define DIRECT_MIN_ALLREDUCE_N ((size_t)4 << 20) /* more: ahead of the ring from 4 MiB on 4 ranks */
+/* more ranks: from 1 MiB, where the direct algorithm is ahead of the slots,
+ * the ring and recursive doubling on 4 ranks (bench/RESULTS.md, 2026-11-24) */
+#define DIRECT_MIN_ALLREDUCE_N ((size_t)1 << 20)
 #define DIRECT_MIN_REDUCE_SCATTER ((size_t)64 << 10)
 /* allgather, two ranks (the whole output): reading the peer's half with one
  * process_vm_readv is ahead of the pipelined messages from 2 MiB on

@@ -334,7 +334,11 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_allreduce(fn, sbuf, rbuf, count, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     int a = algo_forced(K_ALLREDUCE);
-    if (!nb && !a && bytes <= cadre__fast_limit(c.n) && shm_ok(c.comm))
+    /* The slots take up to 1 MiB per rank, but from DIRECT_MIN_ALLREDUCE_N
+     * the direct algorithm is quicker (tested only then: it costs a look at
+     * every member). */
+    if (!nb && !a && bytes <= cadre__fast_limit(c.n) && shm_ok(c.comm) &&
+        (bytes < DIRECT_MIN_ALLREDUCE_N || cadre__gpu_enabled() || !cadre__direct_usable(c.comm)))
         return cadre__fast_allreduce(c.comm, fn, cadre__sig(SIG_ALLREDUCE, dt, op, 7, SIG_NO_ROOT,
                                                             count),
                                      sbuf, rbuf, count, dt, op);
