@@ -78,6 +78,13 @@ static int shm_ok(struct cadre_comm *c)
     return !cadre__gpu_enabled() && cadre__fast_get(c);
 }
 
+/* Whether the direct algorithms (coll_direct.c) may run on c: every member
+ * on this node through shm, and no GPU bound (see coll_fast.c). */
+static int direct_ok(struct cadre_comm *c)
+{
+    return !cadre__gpu_enabled() && cadre__direct_usable(c);
+}
+
 /* ---- argument checks ------------------------------------------------------------------- */
 struct call {
     const char *fn;
@@ -254,7 +261,7 @@ static int bcast_impl(const char *fn, void *buf, size_t count, cadre_datatype_t 
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     size_t bytes = count * c.es;
-    int direct = !cadre__gpu_enabled() && cadre__direct_usable(c.comm);
+    int direct = direct_ok(c.comm);
     if (a == 3 && !direct)
         a = 0;
     if (!a)
@@ -338,13 +345,13 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
      * the direct algorithm is quicker (tested only then: it costs a look at
      * every member). */
     if (!nb && !a && bytes <= cadre__fast_limit(c.n) && shm_ok(c.comm) &&
-        (bytes < DIRECT_MIN_ALLREDUCE_N || cadre__gpu_enabled() || !cadre__direct_usable(c.comm)))
+        (bytes < DIRECT_MIN_ALLREDUCE_N || !direct_ok(c.comm)))
         return cadre__fast_allreduce(c.comm, fn, cadre__sig(SIG_ALLREDUCE, dt, op, 7, SIG_NO_ROOT,
                                                             count),
                                      sbuf, rbuf, count, dt, op);
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int direct = !cadre__gpu_enabled() && cadre__direct_usable(c.comm);
+    int direct = direct_ok(c.comm);
     if (a == 3 && !direct)
         a = 0;
     if (!a)
@@ -437,7 +444,7 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     }
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int direct = !cadre__gpu_enabled() && cadre__direct_usable(c.comm);
+    int direct = direct_ok(c.comm);
     if (a == 2 && !direct)
         a = 0;
     if (!a)
@@ -661,7 +668,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int pow2 = (c.n & (c.n - 1)) == 0;
-    int direct = !cadre__gpu_enabled() && cadre__direct_usable(c.comm);
+    int direct = direct_ok(c.comm);
     size_t total = 0;
     for (int i = 0; i < c.n; i++)
         total += counts[i] * c.es;

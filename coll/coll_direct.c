@@ -116,17 +116,6 @@ static int get_scratch(struct coll_sched *s, unsigned char **acc, unsigned char 
     return CADRE_SUCCESS;
 }
 
-/* A read from a peer into the call's output: one process_vm_readv straight
- * into it. Reading through a cache-sized chunk and streaming it out (so the
- * kernel's copy would not read every destination line first) was slower at
- * every size measured, 16 to 64 MiB, bcast and allgather, in both of this
- * machine's states (bench/RESULTS.md, 2026-11-24): the kernel's cost here is
- * per page pinned, not per line written, and the chunk adds a second copy. */
-static int cma_read(struct coll_sched *s, int rank, void *dst, uint64_t remote, size_t n)
-{
-    return cma(s, rank, dst, remote, n, 0);
-}
-
 /* Reduces elements [off, off+m) over all ranks into acc: rank q's part of
  * its send buffer sits at base[q] + off*es (base of this rank is local). */
 static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine, size_t sboff,
@@ -350,11 +339,16 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     if (d->counts[me] && (const char *)d->sbuf != rb + d->displs[me] * es)
         cadre__copy_out(rb + d->displs[me] * es, d->sbuf, d->counts[me] * es,
                         s->out_bytes);
-    /* Start with the next rank so the ranks do not all read rank 0 at once. */
+    /* Start with the next rank so the ranks do not all read rank 0 at once.
+     * Each block is one process_vm_readv straight into the output: reading
+     * through a cache-sized chunk and streaming it out was slower at every
+     * size measured, 16 to 64 MiB, here and in bcast (bench/RESULTS.md,
+     * 2026-11-24): the kernel's cost is per page pinned, and the chunk adds a
+     * second copy. */
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
         if (d->counts[q])
-            CADRE_CHECK(cma_read(s, q, rb + d->displs[q] * es, d->peer[2 * q], d->counts[q] * es));
+            CADRE_CHECK(cma(s, q, rb + d->displs[q] * es, d->peer[2 * q], d->counts[q] * es, 0));
     }
     return CADRE_SUCCESS;
 }
@@ -371,11 +365,11 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
         size_t half = bytes / 2 / 64 * 64;
         if (me == root)
             return cma(s, !me, buf, d->peer[2 * !me + 1], half, 1);
-        return cma_read(s, root, buf + half, d->peer[2 * root + 1] + half, bytes - half);
+        return cma(s, root, buf + half, d->peer[2 * root + 1] + half, bytes - half, 0);
     }
     if (me == root)
         return CADRE_SUCCESS;
-    return cma_read(s, root, buf, d->peer[2 * root + 1], bytes);
+    return cma(s, root, buf, d->peer[2 * root + 1], bytes, 0);
 }
 
 /* Rounds 1 and 3 around the CS_CALL of round 2. */
