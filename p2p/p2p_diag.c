@@ -142,14 +142,22 @@ static void take_answer(int peer, const struct cadre_p2p_hdr *h)
     s->tag = h->tag;
 }
 
+/* The entry of world rank `peer` for ctx, NULL if it left none. */
+static struct final_seq *find_final(int peer, uint32_t ctx)
+{
+    for (size_t i = 0; i < nfinals; i++)
+        if (finals[i].peer == peer && finals[i].ctx == ctx)
+            return &finals[i];
+    return NULL;
+}
+
 static void take_final(int peer, const struct cadre_p2p_hdr *h)
 {
     uint32_t ctx = (uint32_t)h->ctx, seq = (uint32_t)(h->len >> 32);
-    for (size_t i = 0; i < nfinals; i++) {
-        if (finals[i].peer == peer && finals[i].ctx == ctx) {
-            finals[i].seq = seq;
-            return;
-        }
+    struct final_seq *f = find_final(peer, ctx);
+    if (f) {
+        f->seq = seq;
+        return;
     }
     if (nfinals == finals_cap) {
         size_t ncap = finals_cap ? finals_cap * 2 : 16;
@@ -162,18 +170,6 @@ static void take_final(int peer, const struct cadre_p2p_hdr *h)
     finals[nfinals++] = (struct final_seq){peer, ctx, seq};
 }
 
-/* The count world rank `peer` left on ctx when it finalized; 0 if none. */
-static int final_seq(int peer, uint32_t ctx, uint32_t *seq)
-{
-    for (size_t i = 0; i < nfinals; i++) {
-        if (finals[i].peer == peer && finals[i].ctx == ctx) {
-            *seq = finals[i].seq;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 void cadre__p2p_state_incoming(int peer, const struct cadre_p2p_hdr *h)
 {
     if (h->type == CADRE_P2P_STATE_Q)
@@ -184,17 +180,13 @@ void cadre__p2p_state_incoming(int peer, const struct cadre_p2p_hdr *h)
         take_answer(peer, h);
 }
 
-struct final_arg {
-    const unsigned char *talked; /* world ranks this process has sent to */
-};
-
 static void send_final(const struct cadre_comm *c, void *arg)
 {
-    const struct final_arg *fa = arg;
+    (void)arg;
     uint32_t seq = __atomic_load_n(&c->coll_seq, __ATOMIC_RELAXED);
     for (int i = 0; i < c->size; i++) {
         int w = c->world_ranks ? c->world_ranks[i] : i;
-        if (i == c->rank || w < 0 || w >= cadre__eng.nranks || !fa->talked[w])
+        if (i == c->rank || w < 0 || w >= cadre__eng.nranks || !cadre__p2p_talked_to(w))
             continue;
         struct cadre_p2p_hdr r = {.type = CADRE_P2P_STATE_R,
                                   .ctx = c->context_id,
@@ -206,17 +198,7 @@ static void send_final(const struct cadre_comm *c, void *arg)
 
 void cadre__p2p_send_finals(void)
 {
-    struct cadre_engine *e = &cadre__eng;
-    unsigned char *talked = calloc((size_t)e->nranks, 1);
-    if (!talked)
-        return;
-    for (int w = 0; w < e->nranks; w++) {
-        struct cadre_peer *p = &e->peers[w];
-        talked[w] = w != cadre__proc.rank && p->tp && p->state == PEER_OK && p->send_seq;
-    }
-    struct final_arg fa = {talked};
-    cadre__comm_foreach(send_final, &fa);
-    free(talked);
+    cadre__comm_foreach(send_final, NULL);
 }
 
 void cadre__p2p_diag_cleanup(void)
@@ -389,10 +371,10 @@ void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *wh
             int w = world_of(c, i);
             struct answer *a = &ans[w];
             int in_op = a->got && a->st.in_cadre && a->st.ctx == c->context_id && a->st.seq == seq;
-            uint32_t fseq;
+            const struct final_seq *f = a->got ? NULL : find_final(w, c->context_id);
             arrived[i] = i == c->rank || in_op ||
                          (a->got && a->has_seq && reached(a->comm_seq, seq)) ||
-                         (!a->got && final_seq(w, c->context_id, &fseq) && reached(fseq, seq));
+                         (f && reached(f->seq, seq));
             narrived += arrived[i];
         }
         nmissing = c->size - narrived;

@@ -582,8 +582,7 @@ void cadre__p2p_finalize(void)
     eng_lock();
     cadre__p2p_send_finals();
     for (int w = 0; w < e->nranks; w++) {
-        struct cadre_peer *p = &e->peers[w];
-        if (p->tp && p->state == PEER_OK && p->send_seq) {
+        if (cadre__p2p_talked_to(w)) {
             struct cadre_p2p_hdr bye = {.type = CADRE_P2P_BYE};
             cadre__p2p_post(w, &bye, NULL, NULL);
         }

@@ -222,6 +222,13 @@ int cadre__p2p_coll_timed_out(struct cadre_comm *c, const char *fn, uint32_t seq
                               const char *what);
 /* STATE_Q and STATE_R from world rank `peer`; lock held. */
 void cadre__p2p_state_incoming(int peer, const struct cadre_p2p_hdr *h);
+/* Whether this process has sent to world rank w, which is still there: the
+ * peers that get BYE, and the final counts below, at finalize. Lock held. */
+static inline int cadre__p2p_talked_to(int w)
+{
+    const struct cadre_peer *p = &cadre__eng.peers[w];
+    return p->tp && p->state == PEER_OK && p->send_seq;
+}
 /* At finalize, lock held: leave each peer this process has sent to the final
  * collective count of every communicator they share (p2p_diag.c). */
 void cadre__p2p_send_finals(void);
