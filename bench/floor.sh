@@ -30,7 +30,7 @@ mpicc -O2 -o "$tmp/mpi_coll" "$here/mpi_coll.c"
 cc -O2 -pthread -o "$tmp/c2c" "$here/c2c.c"
 cc -O2 -o "$tmp/copy_floor" "$here/copy_floor.c"
 
-# "mode time_us" of one cadre-perf or mpi_coll run at $bytes (column 6).
+# The time (us, column 6) of the $bytes row of one cadre-perf or mpi_coll run.
 perf_time() { awk -v b="$bytes" '$1 == b { print $6; exit }'; }
 
 : > "$tmp/all"
