@@ -49,6 +49,8 @@ int main(int argc, char **argv)
     EXPECT(cadre_barrier(W) == CADRE_ERR_PEER, "barrier after the failure: %s", cadre_last_error());
     EXPECT(ru_now() - t0 < 5.0, "barrier took %.2f s", ru_now() - t0);
     OK(cadre_finalize());
+    free(x);
+    free(y);
     if (!ru_failures)
         printf("coll_peerfail: rank %d saw CADRE_ERR_PEER after %.3f s\ncoll_peerfail: rank %d ok\n",
                me, t, me);

@@ -34,20 +34,29 @@ int main(int argc, char **argv)
         for (char *t = strtok_r(env, " ,", &save); t && nnames < 64; t = strtok_r(NULL, " ,", &save))
             names[nnames++] = t;
     }
+    /* Each CU_basic_run_suite starts a new run summary: the failures are
+     * added up suite by suite, or a failing suite followed by a passing one
+     * would pass. */
+    unsigned failed = 0;
     if (nnames) {
         for (int i = 0; i < nnames; i++) {
-            CU_pSuite s = CU_get_suite(names[i]);
-            if (!s) {
+            if (!CU_get_suite(names[i])) {
                 fprintf(stderr, "cadre-tests: no suite named '%s'\n", names[i]);
                 CU_cleanup_registry();
                 return 2;
             }
-            CU_basic_run_suite(s);
+        }
+        for (int i = 0; i < nnames; i++) {
+            CU_basic_run_suite(CU_get_suite(names[i]));
+            failed += CU_get_number_of_failures() + CU_get_number_of_tests_failed();
         }
     } else {
         CU_basic_run_tests();
+        failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
     }
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    if (failed && nnames > 1)
+        fprintf(stderr, "\ncadre-tests: %u failure(s) in the suites run (see each summary)\n",
+                failed);
     CU_cleanup_registry();
     return failed ? 1 : 0;
 }
