@@ -124,6 +124,12 @@ struct cadre_p2p_transport {
      * so that a rank computing outside cadre answers a new peer at once. May
      * be NULL. */
     void (*idle)(void);
+    /* The receive whose buffer [buf, buf+len) a payload from `peer` may be
+     * read into (cadre__p2p_data_dest, cadre__p2p_eager_dest) is done or
+     * given up (lock held): write no more there; keep what was read of an
+     * EAGER payload, which is matched again once whole. May be NULL for a
+     * transport that never reads a payload in several steps. */
+    void (*release_dest)(int peer, const char *buf, size_t len);
     /* Releases everything; peers have been sent BYE already. */
     void (*finalize)(void);
 };
@@ -145,6 +151,15 @@ void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const voi
 /* Where the payload of DATA header h should land (the user's buffer at the
  * offset), or NULL when the transport must buffer it and pass it to incoming. */
 void *cadre__p2p_data_dest(int peer, const struct cadre_p2p_hdr *h);
+/* For an EAGER header h from `peer` whose payload will be read in several
+ * steps: the buffer of the posted receive it matches, which it claims (no
+ * other message can take it), or NULL when the transport must buffer the
+ * payload (nothing posted, a device buffer, truncation, another call's
+ * signature, a header the engine will refuse). The transport then passes
+ * that buffer as the payload to cadre__p2p_incoming*, which completes the
+ * receive without a copy; if release_dest is called first, it passes its
+ * own copy and the message is matched again. One claim per peer at a time. */
+void *cadre__p2p_eager_dest(int peer, const struct cadre_p2p_hdr *h);
 /* The transport found `peer` gone (connection reset, EOF without BYE...). */
 void cadre__p2p_peer_failed(int peer, const char *why);
 /* The peer said BYE: later EOF from it is orderly. */

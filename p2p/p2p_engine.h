@@ -110,6 +110,9 @@ struct cadre_peer {
     size_t eager; /* largest EAGER payload */
     uint64_t send_seq, recv_seq;
     struct outq_entry *outq, *outq_tail;
+    /* The receive an EAGER payload from this peer is being read into
+     * (cadre__p2p_eager_dest); RS_WAIT_DATA, registered. */
+    struct cadre_request *claimed;
     char why[160];
 };
 
@@ -196,6 +199,9 @@ int cadre__p2p_post(int peer, const struct cadre_p2p_hdr *h, const void *payload
                     struct cadre_request *req);
 /* Fails every request that involves world rank `peer`; lock held. */
 int cadre__p2p_fail_peer_requests(int peer);
+/* A receive in RS_WAIT_DATA is done or freed (lock held): its claim ends and
+ * the peer's transport stops writing into its buffer (release_dest). */
+void cadre__p2p_dest_gone(struct cadre_request *req);
 /* Removes an unmatched posted receive (timeout); lock held. */
 void cadre__p2p_unpost(struct cadre_request *req);
 

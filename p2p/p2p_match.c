@@ -118,7 +118,7 @@ static void deliver_eager(struct cadre_request *r, const struct cadre_p2p_hdr *h
         return;
     }
     size_t n = h->len < r->bytes ? h->len : r->bytes;
-    if (n)
+    if (n && data != r->buf) /* a claimed receive has its payload in place */
         cadre__copy(r->buf, data, n);
     r->peer_world = peer;
     r->msg_len = h->len;
@@ -278,6 +278,13 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
         cadre__coll_poison_in(peer, h);
         return;
     }
+    struct cadre_request *c = cadre__eng.peers[peer].claimed;
+    if (c && h->type == CADRE_P2P_EAGER) {
+        /* Read into place; the claim was the matching. */
+        cadre__eng.peers[peer].claimed = NULL;
+        deliver_eager(c, h, peer, payload);
+        return;
+    }
     struct match_ctx *m = ctx_find(h->ctx, 1);
     if (!m) {
         CADRE_WARN(P2P, "no memory to queue a message from rank %d; dropped", peer);
@@ -350,8 +357,9 @@ static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
 static struct cadre_request *data_target(int peer, const struct cadre_p2p_hdr *h)
 {
     struct cadre_request *r = cadre__req_lookup(h->rreq);
+    /* xfer 0: a receive that takes no DATA (claimed by an EAGER payload). */
     if (!r || r->kind != REQ_RECV || r->state != RS_WAIT_DATA || r->peer_world != peer ||
-        h->off > r->xfer || h->len > r->xfer - h->off)
+        !r->xfer || h->off > r->xfer || h->len > r->xfer - h->off)
         return NULL;
     return r;
 }
@@ -360,6 +368,47 @@ void *cadre__p2p_data_dest(int peer, const struct cadre_p2p_hdr *h)
 {
     struct cadre_request *r = data_target(peer, h);
     return r ? r->buf + h->off : NULL;
+}
+
+void *cadre__p2p_eager_dest(int peer, const struct cadre_p2p_hdr *h)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (peer < 0 || peer >= e->nranks || peer == cadre__proc.rank || e->peers[peer].claimed ||
+        h->type != CADRE_P2P_EAGER || !h->len || (h->flags & CADRE_P2P_DEVICE) ||
+        ((h->ctx & 1) && h->tag == CADRE_P2P_POISON_TAG))
+        return NULL;
+    /* The check incoming_wire will make when the payload is whole. */
+    struct cadre_p2p_wire w = {.types = CADRE_P2P_TYPES_ALL, .max_payload = UINT64_MAX,
+                               .nranks = e->nranks, .seq = e->peers[peer].recv_seq + 1};
+    char why[160];
+    if (cadre__p2p_hdr_check(h, &w, why, sizeof why) != CADRE_P2P_HDR_OK)
+        return NULL;
+    struct match_ctx *m = ctx_find(h->ctx, 0);
+    struct cadre_request *r = m ? m->posted : NULL;
+    while (r && !matches(r, h))
+        r = r->next;
+    if (!r || h->len > r->bytes || (r->sig && h->off && r->sig != h->off) ||
+        cadre__req_register(r) != CADRE_SUCCESS)
+        return NULL;
+    cadre__p2p_unpost(r);
+    r->state = RS_WAIT_DATA;
+    r->peer_world = peer;
+    r->xfer = 0; /* no DATA for it */
+    r->last_activity = cadre__now();
+    e->peers[peer].claimed = r;
+    return r->buf;
+}
+
+void cadre__p2p_dest_gone(struct cadre_request *r)
+{
+    int w = r->peer_world;
+    if (w < 0 || w == cadre__proc.rank || w >= cadre__eng.nranks)
+        return;
+    struct cadre_peer *p = &cadre__eng.peers[w];
+    if (p->claimed == r)
+        p->claimed = NULL;
+    if (p->tp && p->tp->release_dest && r->buf)
+        p->tp->release_dest(w, r->buf, r->bytes);
 }
 
 static void incoming_data(int peer, const struct cadre_p2p_hdr *h, const void *payload)

@@ -58,6 +58,10 @@ void cadre__req_free(struct cadre_request *r)
 {
     if (!r)
         return;
+    if (r->kind == REQ_RECV && r->state == RS_WAIT_DATA) {
+        r->state = RS_DONE;
+        cadre__p2p_dest_gone(r);
+    }
     req_unregister(r);
     if (r->release)
         r->release(r);
@@ -120,8 +124,11 @@ void cadre__req_complete(struct cadre_request *r, int error, const char *fmt, ..
         vsnprintf(r->errmsg, sizeof r->errmsg, fmt, ap);
         va_end(ap);
     }
+    int dest = r->kind == REQ_RECV && r->state == RS_WAIT_DATA;
     r->state = RS_DONE;
     req_unregister(r);
+    if (dest)
+        cadre__p2p_dest_gone(r);
     if (r->user && !r->abandoned)
         atomic_fetch_sub(&cadre__eng.outstanding, 1);
     if (r->abandoned) {
@@ -153,6 +160,10 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
         cadre__p2p_progress();
         if (atomic_load_explicit(&r->done, memory_order_acquire))
             return CADRE_SUCCESS;
+        /* A progress call may take a while (a socket send waits up to
+         * TCP_SEND_WAIT): the deadline is looked at between busy calls too. */
+        if (deadline > 0 && cadre__now() >= deadline)
+            return CADRE_ERR_TIMEOUT;
     }
     if (r->last_activity == 0)
         r->last_activity = cadre__now();
@@ -166,6 +177,10 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
         }
         if (atomic_load_explicit(&r->done, memory_order_acquire))
             break;
+        if (deadline > 0 && cadre__now() >= deadline) {
+            rc = CADRE_ERR_TIMEOUT;
+            break;
+        }
         if (++idle < spin) {
             if (e->oversubscribed)
                 sched_yield();

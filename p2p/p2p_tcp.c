@@ -24,8 +24,10 @@
  *
  * Receiving: a state machine per inbound socket. Reads of up to TCP_RBUF bytes
  * take a header and a small payload (often several messages) in one call; the
- * rest of a larger payload is read straight into its destination, for DATA
- * the one cadre__p2p_data_dest names (p2p_tcp_recv.c).
+ * rest of a larger payload is read straight into its destination: for DATA
+ * the one cadre__p2p_data_dest names, for EAGER the posted receive it matches
+ * (cadre__p2p_eager_dest), else a staging buffer; release_dest moves a body
+ * to the staging buffer when its receive goes away (p2p_tcp_recv.c).
  */
 #include "config.h"
 
@@ -544,6 +546,12 @@ static void tcp_finalize(void)
 static int tcp_init(void)
 {
     tcp_finalize();
+    long bufsize = cadre__config_int(CADRE_CFG_TCP_BUFFER);
+    if (bufsize != 0 && (bufsize < 4096 || bufsize > (1L << 30)))
+        return cadre__error(CADRE_ERR_ARG,
+                            "cadre_init: CADRE_TCP_BUFFER=%ld out of range (0, or 4096..1 GiB)",
+                            bufsize);
+    tcp->bufsize = (int)bufsize;
     tcp->rank = cadre__proc.rank;
     tcp->size = cadre__proc.size;
     tcp->peers = calloc((size_t)tcp->size, sizeof *tcp->peers);
@@ -561,6 +569,10 @@ static int tcp_init(void)
     socklen_t sl = sizeof sa;
     const char *what = "socket";
     tcp->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    /* Accepted sockets inherit the receive buffer, and the window scale
+     * their handshake announces follows from it. */
+    if (tcp->lfd >= 0 && tcp->bufsize)
+        setsockopt(tcp->lfd, SOL_SOCKET, SO_RCVBUF, &tcp->bufsize, sizeof tcp->bufsize);
     if (tcp->lfd >= 0 && (what = "bind", bind(tcp->lfd, (struct sockaddr *)&sa, sizeof sa) == 0) &&
         (what = "listen", listen(tcp->lfd, SOMAXCONN) == 0))
         what = getsockname(tcp->lfd, (struct sockaddr *)&sa, &sl) ? "getsockname" : NULL;
@@ -612,5 +624,6 @@ const struct cadre_p2p_transport cadre__p2p_tcp = {
     .progress = tcp_progress,
     .pollfds = tcp_pollfds,
     .idle = tcp_idle,
+    .release_dest = cadre__p2p_tcp_release_dest,
     .finalize = tcp_finalize,
 };

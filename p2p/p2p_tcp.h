@@ -68,6 +68,7 @@ struct tcp_peer {
 struct tcp_state {
     int lfd, rank, size;
     int slept; /* pollfds was called: the engine is about to sleep */
+    int bufsize; /* CADRE_TCP_BUFFER: SO_SNDBUF and SO_RCVBUF; 0 = the kernel's */
     uint64_t calls;
     struct tcp_peer *peers;
     struct tcp_in **in;
@@ -85,6 +86,9 @@ int cadre__p2p_tcp_peer_fail(int peer, const char *fmt, ...) CADRE_PRINTF(2, 3);
 void cadre__p2p_tcp_in_close(struct tcp_in *c);
 /* Reads and delivers what one inbound socket has; returns events. */
 int cadre__p2p_tcp_in_progress(struct tcp_in *c);
+/* The transport's release_dest (p2p.h): a body being read into
+ * [buf, buf+len) goes to the staging buffer instead. */
+void cadre__p2p_tcp_release_dest(int peer, const char *buf, size_t len);
 /* Accepts pending connections; returns how many. */
 int cadre__p2p_tcp_accept(void);
 /* Frees closed connections, refuses handshakes that never completed. */
@@ -113,6 +117,10 @@ static inline void tcp_sockopts(int fd)
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) ||
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt))
         CADRE_INFO(P2P, "tcp: setsockopt: %s", strerror(errno));
+    int b = cadre__p2p_tcp_state.bufsize;
+    if (b && (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b) ||
+              setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &b, sizeof b)))
+        CADRE_INFO(P2P, "tcp: setsockopt (CADRE_TCP_BUFFER): %s", strerror(errno));
 }
 
 #endif /* CADRE_P2P_TCP_H */

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -117,19 +118,25 @@ static int in_parse(struct tcp_in *c, int budget)
             msgs++;
             continue;
         }
-        /* The rest of the payload is read straight into its place. */
+        /* The rest of the payload is read straight into its place: DATA's,
+         * or the receive a large EAGER matches. The staging buffer exists
+         * before a claim, for release_dest. */
         c->h = h;
-        if (dest) {
-            c->body = dest;
-        } else if (TCP_HDR + plen <= TCP_RBUF) {
-            memmove(c->rbuf, at, avail);
-            at = c->body = c->rbuf;
-        } else {
+        if (!dest && TCP_HDR + plen > TCP_RBUF) {
             if (!c->big && !(c->big = malloc(TCP_MAX_PAYLOAD))) {
                 cadre__p2p_tcp_peer_fail(c->peer, "out of memory for a %zu-byte message", plen);
                 return -1;
             }
-            c->body = c->big;
+            if (h.type == CADRE_P2P_EAGER)
+                dest = cadre__p2p_eager_dest(c->peer, &h);
+            if (!dest)
+                dest = c->big;
+        }
+        if (dest) {
+            c->body = dest;
+        } else {
+            memmove(c->rbuf, at, avail);
+            at = c->body = c->rbuf;
         }
         if (at != c->body)
             memcpy(c->body, at, avail);
@@ -221,6 +228,28 @@ int cadre__p2p_tcp_in_progress(struct tcp_in *c)
             return events + 1;
         }
     }
+}
+
+void cadre__p2p_tcp_release_dest(int peer, const char *buf, size_t len)
+{
+    struct tcp_in *c = peer >= 0 && peer < tcp->size ? tcp->peers[peer].in : NULL;
+    if (!c || c->fd < 0 || c->state != IN_BODY)
+        return;
+    uintptr_t b = (uintptr_t)c->body, lo = (uintptr_t)buf;
+    if (b < lo || b - lo >= len)
+        return;
+    if (!c->big && !(c->big = malloc(TCP_MAX_PAYLOAD))) {
+        cadre__p2p_tcp_peer_fail(peer, "out of memory for a %zu-byte message", c->need);
+        return;
+    }
+    /* DATA for a receive that is gone is dropped when whole; an EAGER
+     * payload is kept and matched again. */
+    CADRE_INFO(P2P, "tcp: the receive a %s payload from rank %d was read into is gone, %zu of %zu "
+                    "bytes read; the rest goes to the staging buffer",
+               c->h.type == CADRE_P2P_EAGER ? "EAGER" : "DATA", peer, c->got, c->need);
+    if (c->h.type == CADRE_P2P_EAGER)
+        memcpy(c->big, c->body, c->got);
+    c->body = c->big;
 }
 
 int cadre__p2p_tcp_accept(void)

@@ -16,6 +16,7 @@ X(GPU_ALGO, STR, "auto", "allreduce on device buffers: auto, staged (through hos
 X(GPU_DIRECT_BYTES, INT, "8388608", "bytes of each half of a rank's CUDA IPC workspace for the direct allreduce; a larger call runs in chunks of this size")
 X(GPU_ONESHOT_MAX, INT, "262144", "largest allreduce in bytes that GPU_ALGO=auto gives the one-shot kernel (every rank reduces the whole vector); larger ones take the two-shot kernel")
 X(SHM_FRAG, INT, "131072", "bytes per fragment of a large message in shared memory (the pipeline's unit)")
+X(TCP_BUFFER, INT, "0", "bytes of each TCP socket's kernel send and receive buffers (SO_SNDBUF, SO_RCVBUF; 4096..1 GiB); 0 = the kernel's defaults, which grow as needed")
 X(SHM_NFRAGS, INT, "8", "fragments in flight per pair of ranks in shared memory")
 X(LAUNCHER_NGPUS, INT, "-1", "GPUs cadrerun assumes the node has, for the default -n and CADRE_GPU; -1 = count /proc/driver/nvidia/gpus, honouring CUDA_VISIBLE_DEVICES")
 X(LAUNCHER_KILL_GRACE, DBL, "2", "seconds cadrerun waits after sending SIGTERM to the ranks of a job it stops before it sends SIGKILL")

@@ -34,6 +34,7 @@ static void test_bye(void) { run_scenario("bye", 30); }
 static void test_many(void) { run_scenario("many", 90); }
 static void test_sleepy(void) { run_scenario("sleepy", 90); }
 static void test_stall(void) { run_scenario("stall", 90); }
+static void test_claim(void) { run_scenario("claim", 60); }
 
 static void test_bench_smoke(void)
 {
@@ -62,5 +63,6 @@ void suite_tcp(void)
     CU_add_test(s, "many: six processes all to all, sleeping in poll", test_many);
     CU_add_test(s, "sleepy: a pair sleeping in poll when idle", test_sleepy);
     CU_add_test(s, "stall: a reader that stops; staging, sends never block", test_stall);
+    CU_add_test(s, "claim: payloads read into a receive, released part-way", test_claim);
     CU_add_test(s, "bench/tcp_pingpong runs", test_bench_smoke);
 }
