@@ -388,7 +388,7 @@ void *cadre__p2p_eager_dest(int peer, const struct cadre_p2p_hdr *h)
     while (r && !matches(r, h))
         r = r->next;
     if (!r || h->len > r->bytes || (r->sig && h->off && r->sig != h->off) ||
-        cadre__req_register(r) != CADRE_SUCCESS)
+        (!r->id && cadre__req_register(r) != CADRE_SUCCESS))
         return NULL;
     cadre__p2p_unpost(r);
     r->state = RS_WAIT_DATA;
