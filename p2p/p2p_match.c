@@ -370,6 +370,24 @@ void *cadre__p2p_data_dest(int peer, const struct cadre_p2p_hdr *h)
     return r ? r->buf + h->off : NULL;
 }
 
+/* What a transport that checked the framing itself passes to incoming_wire. */
+static const struct cadre_p2p_wire framing_checked = {.types = CADRE_P2P_TYPES_ALL,
+                                                      .max_payload = UINT64_MAX};
+
+/* The engine's check of h from world rank peer (0 <= peer < nranks) on top
+ * of the transport's framing: the stream's sequence number (our own
+ * messages and DATA have none) and the fields matching relies on. */
+static int engine_check(int peer, const struct cadre_p2p_hdr *h,
+                        const struct cadre_p2p_wire *framing, char *why, size_t whylen)
+{
+    struct cadre_p2p_wire w = *framing;
+    w.nranks = cadre__eng.nranks;
+    w.seq = h->type != CADRE_P2P_DATA && peer != cadre__proc.rank
+                ? cadre__eng.peers[peer].recv_seq + 1
+                : 0;
+    return cadre__p2p_hdr_check(h, &w, why, whylen);
+}
+
 void *cadre__p2p_eager_dest(int peer, const struct cadre_p2p_hdr *h)
 {
     struct cadre_engine *e = &cadre__eng;
@@ -377,11 +395,9 @@ void *cadre__p2p_eager_dest(int peer, const struct cadre_p2p_hdr *h)
         h->type != CADRE_P2P_EAGER || !h->len || (h->flags & CADRE_P2P_DEVICE) ||
         ((h->ctx & 1) && h->tag == CADRE_P2P_POISON_TAG))
         return NULL;
-    /* The check incoming_wire will make when the payload is whole. */
-    struct cadre_p2p_wire w = {.types = CADRE_P2P_TYPES_ALL, .max_payload = UINT64_MAX,
-                               .nranks = e->nranks, .seq = e->peers[peer].recv_seq + 1};
+    /* The check incoming makes when the payload is whole. */
     char why[160];
-    if (cadre__p2p_hdr_check(h, &w, why, sizeof why) != CADRE_P2P_HDR_OK)
+    if (engine_check(peer, h, &framing_checked, why, sizeof why) != CADRE_P2P_HDR_OK)
         return NULL;
     struct match_ctx *m = ctx_find(h->ctx, 0);
     struct cadre_request *r = m ? m->posted : NULL;
@@ -431,9 +447,7 @@ void cadre__p2p_incoming(int peer, const struct cadre_p2p_hdr *h, const void *pa
 {
     /* The transport checked the framing; here the stream and the fields
      * matching relies on. */
-    static const struct cadre_p2p_wire any = {.types = CADRE_P2P_TYPES_ALL,
-                                              .max_payload = UINT64_MAX};
-    cadre__p2p_incoming_wire(peer, h, payload, &any);
+    cadre__p2p_incoming_wire(peer, h, payload, &framing_checked);
 }
 
 void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const void *payload,
@@ -442,18 +456,14 @@ void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const voi
     struct cadre_engine *e = &cadre__eng;
     if (peer < 0 || peer >= e->nranks)
         return;
-    /* Our own messages have no sequence numbers. */
-    int stream = h->type != CADRE_P2P_DATA && peer != cadre__proc.rank;
-    struct cadre_p2p_wire w = *framing;
-    w.nranks = e->nranks;
-    w.seq = stream ? e->peers[peer].recv_seq + 1 : 0;
     char why[160];
-    int rc = cadre__p2p_hdr_check(h, &w, why, sizeof why);
+    int rc = engine_check(peer, h, framing, why, sizeof why);
     if (rc == CADRE_P2P_HDR_CORRUPT) {
         cadre__p2p_peer_failed(peer, why);
         return;
     }
-    if (stream)
+    /* Our own messages and DATA have no sequence numbers. */
+    if (h->type != CADRE_P2P_DATA && peer != cadre__proc.rank)
         e->peers[peer].recv_seq = h->seq;
     if (rc != CADRE_P2P_HDR_OK) {
         CADRE_WARN(P2P, "dropping a message: rank %d %s", peer, why);

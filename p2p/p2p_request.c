@@ -54,14 +54,22 @@ static void req_unregister(struct cadre_request *r)
     r->id = 0;
 }
 
-void cadre__req_free(struct cadre_request *r)
+/* A receive that a transport may be reading into (RS_WAIT_DATA) is done or
+ * freed: RS_DONE first (the peer's failure, which release_dest may report,
+ * then passes it by), and the transport lets go of its buffer. */
+static void end_dest(struct cadre_request *r)
 {
-    if (!r)
-        return;
     if (r->kind == REQ_RECV && r->state == RS_WAIT_DATA) {
         r->state = RS_DONE;
         cadre__p2p_dest_gone(r);
     }
+}
+
+void cadre__req_free(struct cadre_request *r)
+{
+    if (!r)
+        return;
+    end_dest(r);
     req_unregister(r);
     if (r->release)
         r->release(r);
@@ -124,11 +132,9 @@ void cadre__req_complete(struct cadre_request *r, int error, const char *fmt, ..
         vsnprintf(r->errmsg, sizeof r->errmsg, fmt, ap);
         va_end(ap);
     }
-    int dest = r->kind == REQ_RECV && r->state == RS_WAIT_DATA;
+    end_dest(r);
     r->state = RS_DONE;
     req_unregister(r);
-    if (dest)
-        cadre__p2p_dest_gone(r);
     if (r->user && !r->abandoned)
         atomic_fetch_sub(&cadre__eng.outstanding, 1);
     if (r->abandoned) {

@@ -76,6 +76,16 @@ static int in_hello(struct tcp_in *c)
     return 0;
 }
 
+/* The connection's staging buffer (TCP_MAX_PAYLOAD bytes), allocated on
+ * first use; fails the peer when there is no memory for a message of n. */
+static int in_big(struct tcp_in *c, size_t n)
+{
+    if (c->big || (c->big = malloc(TCP_MAX_PAYLOAD)))
+        return 0;
+    cadre__p2p_tcp_peer_fail(c->peer, "out of memory for a %zu-byte message", n);
+    return -1;
+}
+
 static void in_deliver(struct tcp_in *c, const struct cadre_p2p_hdr *h, const void *payload)
 {
     if (h->type == CADRE_P2P_BYE)
@@ -123,10 +133,8 @@ static int in_parse(struct tcp_in *c, int budget)
          * before a claim, for release_dest. */
         c->h = h;
         if (!dest && TCP_HDR + plen > TCP_RBUF) {
-            if (!c->big && !(c->big = malloc(TCP_MAX_PAYLOAD))) {
-                cadre__p2p_tcp_peer_fail(c->peer, "out of memory for a %zu-byte message", plen);
+            if (in_big(c, plen))
                 return -1;
-            }
             if (h.type == CADRE_P2P_EAGER)
                 dest = cadre__p2p_eager_dest(c->peer, &h);
             if (!dest)
@@ -239,10 +247,8 @@ void cadre__p2p_tcp_release_dest(int peer, const char *buf, size_t len)
     uintptr_t b = (uintptr_t)c->body, lo = (uintptr_t)buf;
     if (b < lo || b - lo >= len)
         return;
-    if (!c->big && !(c->big = malloc(TCP_MAX_PAYLOAD))) {
-        cadre__p2p_tcp_peer_fail(peer, "out of memory for a %zu-byte message", c->need);
+    if (in_big(c, c->need))
         return;
-    }
     /* DATA for a receive that is gone is dropped when whole; an EAGER
      * payload is kept and matched again. */
     CADRE_INFO(P2P, "tcp: the receive a %s payload from rank %d was read into is gone, %zu of %zu "
