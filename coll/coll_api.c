@@ -19,11 +19,11 @@ static const char *const kind_names[K_COUNT] = {"barrier", "bcast", "reduce", "a
                                                 "gather", "allgather", "scatter",
                                                 "reduce_scatter", "alltoall"};
 /* The algorithms each collective has; the first is the name "auto" picks from. */
-static const char *const algos[K_COUNT][3] = {
+static const char *const algos[K_COUNT][4] = {
     [K_BARRIER] = {"dissemination"},
     [K_BCAST] = {"binomial", "pipeline", "direct"},
     [K_REDUCE] = {"binomial"},
-    [K_ALLREDUCE] = {"recursive_doubling", "ring", "direct"},
+    [K_ALLREDUCE] = {"recursive_doubling", "ring", "direct", "split"},
     [K_GATHER] = {"linear"},
     [K_ALLGATHER] = {"ring", "recursive_doubling", "direct"},
     [K_SCATTER] = {"linear"},
@@ -49,7 +49,7 @@ static void parse_algo(void)
             for (int k = 0; k < K_COUNT; k++) {
                 if (strcmp(tok, kind_names[k]))
                     continue;
-                for (int a = 0; a < 3 && algos[k][a]; a++)
+                for (int a = 0; a < 4 && algos[k][a]; a++)
                     if (!strcmp(eq + 1, algos[k][a]) || (!strcmp(eq + 1, "rd") &&
                                                          !strcmp(algos[k][a], "recursive_doubling")))
                         forced[k] = a + 1, ok = 1;
@@ -341,18 +341,25 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_allreduce(fn, sbuf, rbuf, count, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     int a = algo_forced(K_ALLREDUCE);
-    /* The slots take up to 1 MiB per rank, but from DIRECT_MIN_ALLREDUCE_N
-     * the direct algorithm is quicker (tested only then: it costs a look at
-     * every member). */
-    if (!nb && !a && bytes <= cadre__fast_limit(c.n) && shm_ok(c.comm) &&
-        (bytes < DIRECT_MIN_ALLREDUCE_N || !direct_ok(c.comm)))
-        return cadre__fast_allreduce(c.comm, fn, cadre__sig(SIG_ALLREDUCE, dt, op, 7, SIG_NO_ROOT,
-                                                            count),
-                                     sbuf, rbuf, count, dt, op);
+    /* Blocking calls on one node: the slots for small buffers; on three
+     * ranks or more the split allreduce from FAST_SPLIT_MIN while a rank's
+     * share fits its slot (the slots are what make the direct algorithm's
+     * messages unnecessary; both need every member on this node). */
+    if (!nb && (!a || a == 4) && shm_ok(c.comm)) {
+        if ((a == 4 || bytes >= FAST_SPLIT_MIN) && cadre__fast_split_fits(c.n, count, c.es))
+            return cadre__fast_allreduce_split(c.comm, fn,
+                                               cadre__sig(SIG_ALLREDUCE, dt, op, 4, SIG_NO_ROOT,
+                                                          count),
+                                               sbuf, rbuf, count, dt, op);
+        if (!a && bytes <= cadre__fast_limit(c.n))
+            return cadre__fast_allreduce(c.comm, fn,
+                                         cadre__sig(SIG_ALLREDUCE, dt, op, 7, SIG_NO_ROOT, count),
+                                         sbuf, rbuf, count, dt, op);
+    }
     struct coll_sched s;
     begin(&s, &c, dt, op);
     int direct = direct_ok(c.comm);
-    if (a == 3 && !direct)
+    if ((a == 3 && !direct) || a == 4)
         a = 0;
     if (!a)
         a = direct && bytes >= (c.n == 2 ? DIRECT_MIN_ALLREDUCE : DIRECT_MIN_ALLREDUCE_N) ? 3

@@ -74,10 +74,8 @@ int cadre__direct_usable(const struct cadre_comm *c)
     return 1;
 }
 
-/* Copies n bytes between local memory and rank `rank`'s address space. */
-static int cma(struct coll_sched *s, int rank, void *local, uint64_t remote, size_t n, int write)
+int cadre__cma(int w, void *local, uint64_t remote, size_t n, int write)
 {
-    int w = world_of(s->comm, rank);
     pid_t pid = cadre__eng.peers[w].pid;
     char *l = local;
     while (n) {
@@ -86,20 +84,30 @@ static int cma(struct coll_sched *s, int rank, void *local, uint64_t remote, siz
                             : process_vm_readv(pid, &lv, 1, &rv, 1, 0);
         if (got < 0 && errno == EINTR)
             continue;
-        if (got < 0 && errno == ESRCH) {
-            cadre__coll_poison_peer_locked(s->comm, rank);
-            return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d, pid %d) is gone",
-                                s->op_name, rank, w, (int)pid);
-        }
         if (got <= 0)
-            return cadre__error(CADRE_ERR_INTERNAL, "%s: process_vm_%s of %zu bytes at rank %d: %s",
-                                s->op_name, write ? "writev" : "readv", n, rank,
-                                got < 0 ? strerror(errno) : "no progress");
+            return got < 0 ? errno : EIO;
         l += got;
         remote += (uint64_t)got;
         n -= (size_t)got;
     }
-    return CADRE_SUCCESS;
+    return 0;
+}
+
+/* Copies n bytes between local memory and rank `rank`'s address space. */
+static int cma(struct coll_sched *s, int rank, void *local, uint64_t remote, size_t n, int write)
+{
+    int w = world_of(s->comm, rank);
+    int err = cadre__cma(w, local, remote, n, write);
+    if (!err)
+        return CADRE_SUCCESS;
+    if (err == ESRCH) {
+        cadre__coll_poison_peer_locked(s->comm, rank);
+        return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d, pid %d) is gone",
+                            s->op_name, rank, w, (int)cadre__eng.peers[w].pid);
+    }
+    return cadre__error(CADRE_ERR_INTERNAL, "%s: process_vm_%s of %zu bytes at rank %d: %s",
+                        s->op_name, write ? "writev" : "readv", n, rank,
+                        err == EIO ? "no progress" : strerror(err));
 }
 
 /* Two chunk buffers. Local steps run under the engine lock, one at a time,
@@ -137,17 +145,6 @@ static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine
     return CADRE_SUCCESS;
 }
 
-/* The share [lo, hi) of a vector of `count` elements that rank r owns,
- * cut at cache-line multiples. */
-static void share(size_t count, size_t es, int n, int r, size_t *lo, size_t *hi)
-{
-    size_t align = es >= 64 ? 1 : 64 / es;
-    size_t per = (count + (size_t)n - 1) / (size_t)n;
-    per = (per + align - 1) / align * align;
-    *lo = (size_t)r * per < count ? (size_t)r * per : count;
-    *hi = *lo + per < count ? *lo + per : count;
-}
-
 static int allreduce_pair(struct coll_sched *s, struct direct *d);
 static int allreduce_pair_stream(struct coll_sched *s, struct direct *d);
 
@@ -165,7 +162,7 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
                    ? allreduce_pair_stream(s, d)
                    : allreduce_pair(s, d);
     size_t es = s->elsize, lo, hi;
-    share(d->count, es, n, me, &lo, &hi);
+    cadre__share(d->count, es, n, me, &lo, &hi);
     unsigned char *acc, *tmp;
     CADRE_CHECK(get_scratch(s, &acc, &tmp));
     size_t step = DIRECT_CHUNK / es;
@@ -277,8 +274,8 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
     int me = s->comm->rank, peer = !me;
     int wme = world_of(s->comm, me), wpeer = world_of(s->comm, peer);
     size_t es = s->elsize, lo, hi, plo, phi;
-    share(d->count, es, 2, me, &lo, &hi);
-    share(d->count, es, 2, peer, &plo, &phi);
+    cadre__share(d->count, es, 2, me, &lo, &hi);
+    cadre__share(d->count, es, 2, peer, &plo, &phi);
     unsigned char *ring = cadre__direct_ring(wme), *pring = cadre__direct_ring(wpeer);
     struct direct_flags *mine = cadre__direct_flags(wme);
     uint64_t key = ((uint64_t)(uint32_t)s->tag << 32) ^ ((uint64_t)s->ctx << 62);

@@ -23,6 +23,7 @@
  * peers for failure and gives up after CADRE_TIMEOUT seconds without
  * progress.
  */
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,8 @@ struct fast_buf {
     _Atomic uint64_t seq; /* ctx << 32 | call number, once data is in place */
     uint64_t sig;
     uint64_t prev_sig;    /* the call before, for calls that nobody read (a bcast's roots) */
+    _Atomic uint64_t aseq; /* split allreduce: ctx << 32 | call number, once addr is set */
+    uint64_t addr;         /* ... the send buffer's address in the owner's process */
     unsigned char data[FAST_BYTES];
 } __attribute__((aligned(64)));
 
@@ -76,6 +79,7 @@ struct coll_fast {
     struct fast_slot **peer; /* each member's slot, this rank's too */
     int *world;
     uint32_t *seen_done;
+    unsigned char *tmp; /* split allreduce: FAST_SPLIT_CHUNK bytes, on first use */
 };
 
 static uint64_t used_mask; /* slots this process has given to communicators */
@@ -137,6 +141,7 @@ void cadre__fast_release(struct cadre_comm *c)
     if (!F)
         return;
     used_mask &= ~(1ull << F->slot);
+    free(F->tmp);
     free(F->peer), free(F->world), free(F->seen_done), free(F);
     c->fast = NULL;
 }
@@ -262,13 +267,20 @@ static void publish(struct coll_fast *F, uint32_t f, uint64_t sig, const void *d
             cadre__shm_wake(F->world[q]);
 }
 
-/* Rank q's data of call f, once published; checks that q made the same call. */
-static int fetch(struct coll_fast *F, uint32_t f, int q, uint64_t sig, struct waiter *w,
-                 const unsigned char **data)
+/* Waits for rank q's word of call f: its data (seq) or, in a split
+ * allreduce, its send buffer's address (aseq); checks that q made the same
+ * call. A rank that published the other word runs a call of another kind,
+ * and its signature says so at once. */
+static int await_word(struct coll_fast *F, uint32_t f, int q, uint64_t sig, struct waiter *w,
+                      int addr, struct fast_buf **out)
 {
     struct fast_buf *b = &F->peer[q]->buf[f & 1];
-    while (atomic_load_explicit(&b->seq, memory_order_acquire) != (F->ctx | f))
+    _Atomic uint64_t *want = addr ? &b->aseq : &b->seq, *other = addr ? &b->seq : &b->aseq;
+    while (atomic_load_explicit(want, memory_order_acquire) != (F->ctx | f)) {
+        if (atomic_load_explicit(other, memory_order_acquire) == (F->ctx | f) && b->sig != sig)
+            break;
         CADRE_CHECK(idle(F, w, q, "joined it"));
+    }
     if (b->sig != sig) {
         cadre__coll_poison(w->comm, q, b->sig, sig);
         return cadre__sig_mismatch(w->fn, q, b->sig, F->me, sig);
@@ -279,6 +291,16 @@ static int fetch(struct coll_fast *F, uint32_t f, int q, uint64_t sig, struct wa
         cadre__coll_poison(w->comm, q, b->prev_sig, F->last_sig);
         return cadre__sig_mismatch(w->fn, q, b->prev_sig, F->me, F->last_sig);
     }
+    *out = b;
+    return CADRE_SUCCESS;
+}
+
+/* Rank q's data of call f, once published. */
+static int fetch(struct coll_fast *F, uint32_t f, int q, uint64_t sig, struct waiter *w,
+                 const unsigned char **data)
+{
+    struct fast_buf *b;
+    CADRE_CHECK(await_word(F, f, q, sig, w, 0, &b));
     *data = b->data;
     return CADRE_SUCCESS;
 }
@@ -328,6 +350,114 @@ int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, co
                           void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op)
 {
     return reduce_common(c, fn, sig, sbuf, rbuf, count, dt, op, -1);
+}
+
+/* allreduce, split (three ranks or more): a reduce-scatter that reads the
+ * peers' send buffers with process_vm_readv, then an allgather through the
+ * slots. In call f each rank publishes its send buffer's address (aseq);
+ * rank r reduces share r of every rank's input into its own slot buffer
+ * (scaled there for AVG) and publishes it (seq); every rank copies the n
+ * shares into its output. Two waits on shared words and no message, and the
+ * kernel only reads (a write into another process costs it a read of every
+ * line first). A rank leaves once every share is published, that is once
+ * nobody reads its send buffer any more (in place, share q of the output is
+ * written only after rank q, its only reader, published); wait_free keeps
+ * the slot buffer until the peers copied from it. One rank computes each
+ * share, so every rank gets the same bits. */
+#define FAST_SPLIT_CHUNK ((size_t)256 << 10)
+
+/* Rank q's send buffer address in call f. */
+static int fetch_addr(struct coll_fast *F, uint32_t f, int q, uint64_t sig, struct waiter *w,
+                      uint64_t *addr)
+{
+    struct fast_buf *b;
+    CADRE_CHECK(await_word(F, f, q, sig, w, 1, &b));
+    *addr = b->addr;
+    return CADRE_SUCCESS;
+}
+
+/* n bytes at addr in rank q's process into local memory. */
+static int split_read(struct coll_fast *F, struct waiter *w, int q, void *dst, uint64_t addr,
+                      size_t n)
+{
+    int world = F->world[q], err = cadre__cma(world, dst, addr, n, 0);
+    if (!err)
+        return CADRE_SUCCESS;
+    if (err == ESRCH) {
+        eng_lock();
+        cadre__coll_poison_peer_locked(w->comm, q);
+        eng_unlock();
+        return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d) is gone", w->fn, q,
+                            world);
+    }
+    return cadre__error(CADRE_ERR_INTERNAL, "%s: process_vm_readv of %zu bytes at rank %d: %s",
+                        w->fn, n, q, err == EIO ? "no progress" : strerror(err));
+}
+
+int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
+                                const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
+                                cadre_op_t op)
+{
+    struct coll_fast *F = c->fast;
+    struct waiter w = WAITER(fn);
+    uint32_t f = begin(c, F, &w);
+    size_t es = cadre_datatype_size(dt), lo, hi;
+    cadre_op_t rop = op == CADRE_AVG ? CADRE_SUM : op;
+    if (!F->tmp && !(F->tmp = malloc(FAST_SPLIT_CHUNK)))
+        return end(F, f, cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn));
+    int rc = wait_free(F, f, &w);
+    if (rc != CADRE_SUCCESS)
+        return end(F, f, rc);
+    struct fast_buf *mine = &F->peer[F->me]->buf[f & 1];
+    mine->addr = (uint64_t)(uintptr_t)sbuf;
+    mine->sig = sig;
+    mine->prev_sig = F->last_sig;
+    atomic_store_explicit(&mine->aseq, F->ctx | f, memory_order_release);
+    for (int q = 0; q < F->n; q++)
+        if (q != F->me)
+            cadre__shm_wake(F->world[q]);
+
+    /* This rank's share: the peers' parts in rank order, then its own. */
+    cadre__share(count, es, F->n, F->me, &lo, &hi);
+    uint64_t *addr = F->n <= 64 ? (uint64_t[64]){0} : NULL;
+    if (!addr && !(addr = calloc((size_t)F->n, sizeof *addr)))
+        return end(F, f, cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn));
+    for (int q = 0; q < F->n && rc == CADRE_SUCCESS; q++)
+        if (q != F->me)
+            rc = fetch_addr(F, f, q, sig, &w, &addr[q]);
+    size_t step = FAST_SPLIT_CHUNK / es;
+    for (size_t off = lo; off < hi && rc == CADRE_SUCCESS; off += step) {
+        size_t m = hi - off < step ? hi - off : step, bytes = m * es;
+        unsigned char *acc = mine->data + (off - lo) * es;
+        int first = 1;
+        for (int q = 0; q < F->n && rc == CADRE_SUCCESS; q++) {
+            if (q == F->me)
+                continue;
+            rc = split_read(F, &w, q, first ? acc : F->tmp, addr[q] + off * es, bytes);
+            if (rc == CADRE_SUCCESS && !first)
+                cadre__coll_reduce(acc, F->tmp, m, dt, rop);
+            first = 0;
+        }
+        if (rc == CADRE_SUCCESS)
+            cadre__coll_reduce(acc, (const char *)sbuf + off * es, m, dt, rop);
+        if (rc == CADRE_SUCCESS && op == CADRE_AVG)
+            cadre__coll_scale(acc, m, dt, F->n);
+    }
+    if (F->n > 64)
+        free(addr);
+    if (rc != CADRE_SUCCESS)
+        return end(F, f, rc);
+    publish(F, f, sig, NULL, 0);
+
+    for (int q = 0; q < F->n; q++) {
+        const unsigned char *d = mine->data;
+        if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
+            return end(F, f, rc);
+        cadre__share(count, es, F->n, q, &lo, &hi);
+        if (hi > lo)
+            cadre__copy((char *)rbuf + lo * es, d, (hi - lo) * es);
+    }
+    return end(F, f, CADRE_SUCCESS);
 }
 
 int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,

@@ -39,7 +39,34 @@ struct direct_flags *cadre__direct_flags(int w);
  * its halves through (DIRECT_RING_BYTES), readable by the peers. */
 #define DIRECT_RING_BYTES ((size_t)512 << 10)
 unsigned char *cadre__direct_ring(int w);
+/* process_vm_readv (write 0) or process_vm_writev of n bytes between local
+ * memory and world rank w's address space: 0, or an errno (ESRCH: the
+ * process is gone; EIO: no progress). */
+int cadre__cma(int w, void *local, uint64_t remote, size_t n, int write);
 
+/* The share [lo, hi) of a vector of `count` elements that rank r of n owns,
+ * cut at cache-line multiples (the direct and the split allreduce). */
+static inline void cadre__share(size_t count, size_t es, int n, int r, size_t *lo, size_t *hi)
+{
+    size_t align = es >= 64 ? 1 : 64 / es;
+    size_t per = (count + (size_t)n - 1) / (size_t)n;
+    per = (per + align - 1) / align * align;
+    *lo = (size_t)r * per < count ? (size_t)r * per : count;
+    *hi = *lo + per < count ? *lo + per : count;
+}
+
+/* The split allreduce (coll_fast.c) serves blocking calls on three ranks or
+ * more from FAST_SPLIT_MIN bytes, while a rank's share fits its slot. */
+#define FAST_SPLIT_MIN ((size_t)64 << 10)
+static inline int cadre__fast_split_fits(int nranks, size_t count, size_t es)
+{
+    size_t lo, hi;
+    cadre__share(count, es, nranks, 0, &lo, &hi);
+    return nranks > 2 && (hi - lo) * es <= FAST_BYTES;
+}
+int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
+                                const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
+                                cadre_op_t op);
 int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
                           void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op);
 int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
