@@ -30,20 +30,21 @@ static int world_of(const struct cadre_comm *c, int rank)
     return c->world_ranks ? c->world_ranks[rank] : rank;
 }
 
-/* Lock held. */
-static void record(uint32_t ctx, int code, const char *text)
+/* Lock held. Returns 1 when this is ctx's first report. */
+static int record(uint32_t ctx, int code, const char *text)
 {
     int n = atomic_load(&npoisoned);
     for (int i = 0; i < n; i++)
         if (poisoned[i].ctx == ctx)
-            return; /* the first report stands */
+            return 0; /* the first report stands */
     if (n == MAX_POISONED)
-        return;
+        return 0;
     poisoned[n].ctx = ctx;
     poisoned[n].code = code;
     snprintf(poisoned[n].text, sizeof poisoned[n].text, "%s", text);
     atomic_store(&npoisoned, n + 1);
     cadre__p2p_kick();
+    return 1;
 }
 
 static void describe(char *buf, size_t len, int a, uint64_t asig, int b, uint64_t bsig)
@@ -54,6 +55,20 @@ static void describe(char *buf, size_t len, int a, uint64_t asig, int b, uint64_
     snprintf(buf, len, "rank %d called %s, rank %d called %s", a, x, b, y);
 }
 
+static void tell(struct cadre_comm *c, int other, uint64_t a, uint64_t b);
+
+struct forward {
+    uint32_t ctx;
+    int dead;
+};
+
+static void forward_one(const struct cadre_comm *c, void *arg)
+{
+    const struct forward *f = arg;
+    if (cadre__coll_ctx(c) == f->ctx)
+        tell((struct cadre_comm *)c, f->dead, 0, 0);
+}
+
 void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
 {
     (void)peer;
@@ -61,7 +76,14 @@ void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
     if (!h->sreq && !h->rreq) { /* a rank failed */
         snprintf(text, sizeof text, "rank %d failed (rank %d found out)", (int)h->off,
                  (int)h->src);
-        record(h->ctx, CADRE_ERR_PEER, text);
+        /* Passed on, once, before anything this rank sends later: its BYE at
+         * finalize must not reach a rank that still waits on it before the
+         * news does (the finder's own message may come later, on another
+         * connection), or that rank blames this one's finalize. */
+        if (record(h->ctx, CADRE_ERR_PEER, text)) {
+            struct forward f = {h->ctx, (int)h->off};
+            cadre__comm_foreach(forward_one, &f);
+        }
         return;
     }
     describe(text, sizeof text, (int)h->off, h->sreq, (int)h->src, h->rreq);
