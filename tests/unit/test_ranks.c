@@ -96,11 +96,13 @@ static void test_senders_lose_receiver(void)
 
 /* A rank SIGKILLed in a loop of allreduces: every survivor gets
  * CADRE_ERR_PEER within 5 s and finalizes (16 MiB through the direct
- * algorithm, 8 bytes through the shared-memory slots, 16 MiB over TCP). */
+ * algorithm, 8 bytes through the shared-memory slots, 400 KB through the
+ * split algorithm, 16 MiB over TCP). */
 static void test_coll_peer_killed(void)
 {
-    const char *envs[] = {"", "COLL_PEERFAIL_COUNT=2", "CADRE_TRANSPORT=tcp"};
-    for (int i = 0; i < 3; i++) {
+    const char *envs[] = {"", "COLL_PEERFAIL_COUNT=2", "COLL_PEERFAIL_COUNT=100000",
+                          "CADRE_TRANSPORT=tcp"};
+    for (int i = 0; i < 4; i++) {
         char cmd[4096];
         snprintf(cmd, sizeof cmd, "env %s %s --keep-going -n 4 %s", envs[i], CADRERUN,
                  build_path("tests/ranks/coll_peerfail"));
