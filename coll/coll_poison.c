@@ -55,51 +55,52 @@ static void describe(char *buf, size_t len, int a, uint64_t asig, int b, uint64_
     snprintf(buf, len, "rank %d called %s, rank %d called %s", a, x, b, y);
 }
 
-static void tell(struct cadre_comm *c, int other, uint64_t a, uint64_t b);
+static void tell(struct cadre_comm *c, int skip, int src, int other, uint64_t a, uint64_t b);
 
 struct forward {
-    uint32_t ctx;
-    int dead;
+    const struct cadre_p2p_hdr *h;
+    int skip;
 };
 
 static void forward_one(const struct cadre_comm *c, void *arg)
 {
     const struct forward *f = arg;
-    if (cadre__coll_ctx(c) == f->ctx)
-        tell((struct cadre_comm *)c, f->dead, 0, 0);
+    if (cadre__coll_ctx(c) == f->h->ctx)
+        tell((struct cadre_comm *)c, f->skip, f->h->src, (int)f->h->off, f->h->sreq, f->h->rreq);
 }
 
+/* A POISON is passed on, once, before anything this rank sends later: its
+ * BYE at finalize must not reach a rank that still waits on it before the
+ * news does (the finder's own message may come later, on another
+ * connection), or that rank blames this one's finalize. */
 void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
 {
     (void)peer;
     char text[300];
-    if (!h->sreq && !h->rreq) { /* a rank failed */
+    int failed = !h->sreq && !h->rreq; /* a rank failed, else a mismatch */
+    if (failed) {
         snprintf(text, sizeof text, "rank %d failed (rank %d found out)", (int)h->off,
                  (int)h->src);
-        /* Passed on, once, before anything this rank sends later: its BYE at
-         * finalize must not reach a rank that still waits on it before the
-         * news does (the finder's own message may come later, on another
-         * connection), or that rank blames this one's finalize. */
-        if (record(h->ctx, CADRE_ERR_PEER, text)) {
-            struct forward f = {h->ctx, (int)h->off};
-            cadre__comm_foreach(forward_one, &f);
-        }
-        return;
+    } else {
+        describe(text, sizeof text, (int)h->off, h->sreq, (int)h->src, h->rreq);
     }
-    describe(text, sizeof text, (int)h->off, h->sreq, (int)h->src, h->rreq);
-    record(h->ctx, CADRE_ERR_MISMATCH, text);
+    if (record(h->ctx, failed ? CADRE_ERR_PEER : CADRE_ERR_MISMATCH, text)) {
+        struct forward f = {h, failed ? (int)h->off : -1};
+        cadre__comm_foreach(forward_one, &f);
+    }
 }
 
-/* Tells the live ranks of c; sreq = a, rreq = b, off = other. */
-static void tell(struct cadre_comm *c, int other, uint64_t a, uint64_t b)
+/* Tells the live ranks of c but `skip` what rank `src` found: sreq = a,
+ * rreq = b, off = other (src is this rank, or the finder when passed on). */
+static void tell(struct cadre_comm *c, int skip, int src, int other, uint64_t a, uint64_t b)
 {
     struct cadre_engine *e = &cadre__eng;
     uint32_t ctx = cadre__coll_ctx(c);
     for (int q = 0; q < c->size; q++) {
         int w = world_of(c, q);
-        if (q == c->rank || q == other || e->peers[w].state != PEER_OK)
+        if (q == c->rank || q == skip || e->peers[w].state != PEER_OK)
             continue;
-        struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .ctx = ctx, .src = c->rank,
+        struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .ctx = ctx, .src = src,
                                   .tag = CADRE_P2P_POISON_TAG, .sreq = a, .rreq = b,
                                   .off = (uint64_t)other};
         (void)cadre__p2p_post(w, &h, NULL, NULL);
@@ -116,7 +117,7 @@ void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead)
         if (poisoned[i].ctx == ctx)
             return; /* told already */
     record(ctx, CADRE_ERR_PEER, text);
-    tell(c, dead, 0, 0);
+    tell(c, dead, c->rank, dead, 0, 0);
 }
 
 /* Lock held: poisons comm here and at every other rank, after this rank
@@ -126,7 +127,7 @@ void cadre__coll_poison_locked(struct cadre_comm *c, int other, uint64_t theirs,
     char text[300];
     describe(text, sizeof text, other, theirs, c->rank, mine);
     record(cadre__coll_ctx(c), CADRE_ERR_MISMATCH, text);
-    tell(c, -1, theirs, mine);
+    tell(c, -1, c->rank, other, theirs, mine);
 }
 
 void cadre__coll_poison(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine)

@@ -32,6 +32,7 @@ static void expect_mismatch(cadre_comm_t c, int rc, const char *case_name, const
         EXPECT(strstr(msg, a), "%s: message \"%s\" lacks \"%s\"", case_name, msg, a);
     if (b)
         EXPECT(strstr(msg, b), "%s: message \"%s\" lacks \"%s\"", case_name, msg, b);
+    EXPECT(!strstr(msg, "rank -1"), "%s: message \"%s\" names rank -1", case_name, msg);
     /* The communicator stays poisoned. */
     EXPECT(cadre_barrier(c) == CADRE_ERR_MISMATCH, "%s: a later barrier passed", case_name);
 }
@@ -127,6 +128,25 @@ static void matching_calls(void)
     OK(cadre_barrier(CADRE_COMM_WORLD));
 }
 
+/* The last call before finalize: the bcast root's part of the bad call
+ * finishes, it learns of the mismatch from another rank and finalizes; every
+ * other rank must still get MISMATCH naming the two calls, not the root's
+ * finalize (which they would see first if the news came only from the rank
+ * that found it, on another connection). */
+static void mismatch_then_finalize(void)
+{
+    int x[4] = {0}, y[4];
+    int rc = me == 1 ? cadre_allreduce(x, y, 4, CADRE_INT32, CADRE_SUM, CADRE_COMM_WORLD)
+                     : cadre_bcast(x, 4, CADRE_INT32, 0, CADRE_COMM_WORLD);
+    if (rc == CADRE_SUCCESS)
+        rc = cadre_barrier(CADRE_COMM_WORLD);
+    EXPECT(rc == CADRE_ERR_MISMATCH, "mismatch before finalize: %s: %s", cadre_error_string(rc),
+           cadre_last_error());
+    EXPECT(strstr(cadre_last_error(), "rank 0 called bcast") &&
+               strstr(cadre_last_error(), "rank 1") && !strstr(cadre_last_error(), "rank -1"),
+           "mismatch before finalize: %s", cadre_last_error());
+}
+
 int main(void)
 {
     OK(cadre_init(NULL, NULL));
@@ -148,6 +168,8 @@ int main(void)
         small_vs_large();
     }
     matching_calls();
+    if (np >= 3 && !(chk && !strcmp(chk, "0")))
+        mismatch_then_finalize();
     OK(cadre_finalize());
     if (ru_failures)
         fprintf(stderr, "[rank %d] mismatch_test: %d failure(s)\n", me, ru_failures);
