@@ -112,6 +112,13 @@ void cadre__coll_poison_locked(struct cadre_comm *c, int other, uint64_t theirs,
 void cadre__coll_poison(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine);
 /* Rank `dead` of c failed: fail c's collectives here and at the live ranks. */
 void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead);
+/* Lock held. A collective of c failed because rank `peer` of c is gone. A
+ * peer that finalized (its BYE came) left because of a failure elsewhere,
+ * and the news of it may not reach this rank before its BYE did: a member
+ * that died without a BYE (its pidfd says so, noticed or not) is the one to
+ * name, if there is one. Returns the rank of c to blame (peer -1: not known;
+ * then -1 when no member died). */
+int cadre__coll_blame(struct cadre_comm *c, int peer);
 /* CADRE_ERR_MISMATCH (recorded, naming fn) when ctx is poisoned. */
 int cadre__coll_poisoned(uint32_t ctx, const char *fn);
 int cadre__coll_any_poisoned(void);

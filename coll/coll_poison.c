@@ -10,6 +10,7 @@
  * rank waiting on a live partner that left the collective for that reason
  * does not wait for it in vain: every survivor gets CADRE_ERR_PEER.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -118,6 +119,27 @@ void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead)
             return; /* told already */
     record(ctx, CADRE_ERR_PEER, text);
     tell(c, dead, c->rank, dead, 0, 0);
+}
+
+int cadre__coll_blame(struct cadre_comm *c, int peer)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (peer >= 0 && !e->peers[world_of(c, peer)].said_bye)
+        return peer;
+    /* First a failure the engine noticed (it saw no BYE), then a process
+     * that exited unnoticed: a rank that finalized may have exited with its
+     * BYE still unread here, a failure seen is surer. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int q = 0; q < c->size; q++) {
+            const struct cadre_peer *m = &e->peers[world_of(c, q)];
+            if (q == c->rank || m->said_bye)
+                continue;
+            struct pollfd pf = {m->pidfd, POLLIN, 0};
+            if (pass == 0 ? m->state == PEER_DEAD : m->pidfd >= 0 && poll(&pf, 1, 0) == 1)
+                return q;
+        }
+    }
+    return peer;
 }
 
 /* Lock held: poisons comm here and at every other rank, after this rank

@@ -220,6 +220,13 @@ static int advance(struct coll_sched *s, int *finished)
             if (rc != CADRE_SUCCESS) {
                 s->error = rc;
                 snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
+                int dead = rc == CADRE_ERR_PEER ? cadre__coll_blame(s->comm, -1) : -1;
+                if (dead >= 0) {
+                    snprintf(s->errmsg, sizeof s->errmsg,
+                             "%s: rank %d failed (found when a send to a finalized rank failed)",
+                             s->op_name, dead);
+                    cadre__coll_poison_peer_locked(s->comm, dead);
+                }
                 drop_reqs(s);
                 *finished = 1;
                 return events;
@@ -248,8 +255,14 @@ static int advance(struct coll_sched *s, int *finished)
                     snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
                     cadre__coll_poison_locked(s->comm, r->status.source, r->peer_sig, s->sig);
                 } else if (r->error == CADRE_ERR_PEER && r->peer >= 0) {
-                    snprintf(s->errmsg, sizeof s->errmsg, "%s", r->errmsg);
-                    cadre__coll_poison_peer_locked(s->comm, r->peer);
+                    int dead = cadre__coll_blame(s->comm, r->peer);
+                    if (dead == r->peer)
+                        snprintf(s->errmsg, sizeof s->errmsg, "%s", r->errmsg);
+                    else
+                        snprintf(s->errmsg, sizeof s->errmsg,
+                                 "%s: rank %d failed (rank %d finalized after it)", s->op_name,
+                                 dead, r->peer);
+                    cadre__coll_poison_peer_locked(s->comm, dead);
                 } else if (r->error == CADRE_ERR_TRUNCATE)
                     snprintf(s->errmsg, sizeof s->errmsg,
                              "%s: rank %d sent more data than this rank expects (do the ranks "

@@ -384,6 +384,7 @@ void cadre__p2p_peer_failed(int w, const char *why)
 void cadre__p2p_peer_finalized(int w)
 {
     struct cadre_peer *p = &cadre__eng.peers[w];
+    p->said_bye = 1;
     if (p->state == PEER_OK) {
         p->state = PEER_FINALIZED;
         snprintf(p->why, sizeof p->why, "has called cadre_finalize");

@@ -113,6 +113,7 @@ struct cadre_peer {
     /* The receive an EAGER payload from this peer is being read into
      * (cadre__p2p_eager_dest); RS_WAIT_DATA, registered. */
     struct cadre_request *claimed;
+    int said_bye; /* its BYE came: it finalized, it did not fail */
     char why[160];
 };
 

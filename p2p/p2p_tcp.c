@@ -275,6 +275,30 @@ static int send_wait(int fd, double until)
     return tcp->pfd[0].revents != 0;
 }
 
+/* A peer whose end is closed may have left messages in our inbound socket
+ * (or on a connection still waiting to be accepted) before it went: its BYE, a POISON saying why it left a collective. They
+ * are read and delivered before the broken pipe fails the peer, so that
+ * they, not the pipe, tell what happened (a rank that finalized after a
+ * failure elsewhere is not blamed for it). Not while a drain runs: a message
+ * delivered here may itself be answered with a send to the same peer. */
+static void drain_in(int peer)
+{
+    static int draining;
+    if (draining)
+        return;
+    draining = 1;
+    /* What it sent may be on a connection it opened last, not yet accepted. */
+    cadre__p2p_tcp_accept();
+    for (int i = 0; i < tcp->nin; i++)
+        if (tcp->in[i]->fd >= 0 && tcp->in[i]->peer < 0)
+            cadre__p2p_tcp_in_progress(tcp->in[i]);
+    struct tcp_in *c = tcp->peers[peer].in;
+    for (int k = 0; c && k < 1024 && tcp->peers[peer].in == c && c->fd >= 0; k++)
+        if (cadre__p2p_tcp_in_progress(c) == 0)
+            break;
+    draining = 0;
+}
+
 /* Writes the bytes of iov (total in all); *done says how many the kernel
  * took. wait: while the socket is full, wait for the reader (send_wait), at
  * most TCP_SEND_WAIT in all: a slower reader costs less with a copy. */
@@ -289,9 +313,13 @@ static int out_write(int peer, struct iovec *iov, int iovcnt, size_t total, size
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                int err = errno;
+                if (err == EPIPE || err == ECONNRESET)
+                    drain_in(peer);
                 return cadre__p2p_tcp_peer_fail(peer, "sending to rank %d: %s", peer,
-                                                strerror(errno));
+                                                strerror(err));
+            }
             n = 0;
         }
         *done += (size_t)n;
