@@ -93,21 +93,24 @@ int cadre__cma(int w, void *local, uint64_t remote, size_t n, int write)
     return 0;
 }
 
+int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, size_t n, int write)
+{
+    int w = world_of(c, rank);
+    if (err == ESRCH) {
+        cadre__coll_poison_peer_locked(c, rank);
+        return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d, pid %d) is gone", fn, rank,
+                            w, (int)cadre__eng.peers[w].pid);
+    }
+    return cadre__error(CADRE_ERR_INTERNAL, "%s: process_vm_%s of %zu bytes at rank %d: %s", fn,
+                        write ? "writev" : "readv", n, rank,
+                        err == EIO ? "no progress" : strerror(err));
+}
+
 /* Copies n bytes between local memory and rank `rank`'s address space. */
 static int cma(struct coll_sched *s, int rank, void *local, uint64_t remote, size_t n, int write)
 {
-    int w = world_of(s->comm, rank);
-    int err = cadre__cma(w, local, remote, n, write);
-    if (!err)
-        return CADRE_SUCCESS;
-    if (err == ESRCH) {
-        cadre__coll_poison_peer_locked(s->comm, rank);
-        return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d, pid %d) is gone",
-                            s->op_name, rank, w, (int)cadre__eng.peers[w].pid);
-    }
-    return cadre__error(CADRE_ERR_INTERNAL, "%s: process_vm_%s of %zu bytes at rank %d: %s",
-                        s->op_name, write ? "writev" : "readv", n, rank,
-                        err == EIO ? "no progress" : strerror(err));
+    int err = cadre__cma(world_of(s->comm, rank), local, remote, n, write);
+    return err ? cadre__cma_failed(s->comm, s->op_name, rank, err, n, write) : CADRE_SUCCESS;
 }
 
 /* Two chunk buffers. Local steps run under the engine lock, one at a time,

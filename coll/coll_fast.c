@@ -23,7 +23,6 @@
  * peers for failure and gives up after CADRE_TIMEOUT seconds without
  * progress.
  */
-#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +78,8 @@ struct coll_fast {
     struct fast_slot **peer; /* each member's slot, this rank's too */
     int *world;
     uint32_t *seen_done;
-    unsigned char *tmp; /* split allreduce: FAST_SPLIT_CHUNK bytes, on first use */
+    unsigned char *tmp; /* split allreduce, on first use: FAST_SPLIT_CHUNK bytes, */
+    uint64_t *addr;     /* ... and each member's send buffer address */
 };
 
 static uint64_t used_mask; /* slots this process has given to communicators */
@@ -141,7 +141,7 @@ void cadre__fast_release(struct cadre_comm *c)
     if (!F)
         return;
     used_mask &= ~(1ull << F->slot);
-    free(F->tmp);
+    free(F->tmp), free(F->addr);
     free(F->peer), free(F->world), free(F->seen_done), free(F);
     c->fast = NULL;
 }
@@ -254,17 +254,24 @@ static int wait_free(struct coll_fast *F, uint32_t f, struct waiter *w)
     return CADRE_SUCCESS;
 }
 
-static void publish(struct coll_fast *F, uint32_t f, uint64_t sig, const void *data, size_t len)
+/* Publishes this rank's word of call f, its data (seq) or, in a split
+ * allreduce, its send buffer's address (aseq), with the call's signature. */
+static void announce(struct coll_fast *F, uint32_t f, uint64_t sig, int addr)
 {
     struct fast_buf *b = &F->peer[F->me]->buf[f & 1];
-    if (len)
-        cadre__copy(b->data, data, len);
     b->sig = sig;
     b->prev_sig = F->last_sig;
-    atomic_store_explicit(&b->seq, F->ctx | f, memory_order_release);
+    atomic_store_explicit(addr ? &b->aseq : &b->seq, F->ctx | f, memory_order_release);
     for (int q = 0; q < F->n; q++)
         if (q != F->me)
             cadre__shm_wake(F->world[q]);
+}
+
+static void publish(struct coll_fast *F, uint32_t f, uint64_t sig, const void *data, size_t len)
+{
+    if (len)
+        cadre__copy(F->peer[F->me]->buf[f & 1].data, data, len);
+    announce(F, f, sig, 0);
 }
 
 /* Waits for rank q's word of call f: its data (seq) or, in a split
@@ -380,18 +387,13 @@ static int fetch_addr(struct coll_fast *F, uint32_t f, int q, uint64_t sig, stru
 static int split_read(struct coll_fast *F, struct waiter *w, int q, void *dst, uint64_t addr,
                       size_t n)
 {
-    int world = F->world[q], err = cadre__cma(world, dst, addr, n, 0);
+    int err = cadre__cma(F->world[q], dst, addr, n, 0);
     if (!err)
         return CADRE_SUCCESS;
-    if (err == ESRCH) {
-        eng_lock();
-        cadre__coll_poison_peer_locked(w->comm, q);
-        eng_unlock();
-        return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d) is gone", w->fn, q,
-                            world);
-    }
-    return cadre__error(CADRE_ERR_INTERNAL, "%s: process_vm_readv of %zu bytes at rank %d: %s",
-                        w->fn, n, q, err == EIO ? "no progress" : strerror(err));
+    eng_lock();
+    int rc = cadre__cma_failed(w->comm, w->fn, q, err, n, 0);
+    eng_unlock();
+    return rc;
 }
 
 int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
@@ -403,50 +405,40 @@ int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t s
     uint32_t f = begin(c, F, &w);
     size_t es = cadre_datatype_size(dt), lo, hi;
     cadre_op_t rop = op == CADRE_AVG ? CADRE_SUM : op;
-    if (!F->tmp && !(F->tmp = malloc(FAST_SPLIT_CHUNK)))
+    if ((!F->tmp && !(F->tmp = malloc(FAST_SPLIT_CHUNK))) ||
+        (!F->addr && !(F->addr = calloc((size_t)F->n, sizeof *F->addr))))
         return end(F, f, cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn));
     int rc = wait_free(F, f, &w);
     if (rc != CADRE_SUCCESS)
         return end(F, f, rc);
     struct fast_buf *mine = &F->peer[F->me]->buf[f & 1];
     mine->addr = (uint64_t)(uintptr_t)sbuf;
-    mine->sig = sig;
-    mine->prev_sig = F->last_sig;
-    atomic_store_explicit(&mine->aseq, F->ctx | f, memory_order_release);
+    announce(F, f, sig, 1);
     for (int q = 0; q < F->n; q++)
-        if (q != F->me)
-            cadre__shm_wake(F->world[q]);
+        if (q != F->me && (rc = fetch_addr(F, f, q, sig, &w, &F->addr[q])) != CADRE_SUCCESS)
+            return end(F, f, rc);
 
     /* This rank's share: the peers' parts in rank order, then its own. */
     cadre__share(count, es, F->n, F->me, &lo, &hi);
-    uint64_t *addr = F->n <= 64 ? (uint64_t[64]){0} : NULL;
-    if (!addr && !(addr = calloc((size_t)F->n, sizeof *addr)))
-        return end(F, f, cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn));
-    for (int q = 0; q < F->n && rc == CADRE_SUCCESS; q++)
-        if (q != F->me)
-            rc = fetch_addr(F, f, q, sig, &w, &addr[q]);
     size_t step = FAST_SPLIT_CHUNK / es;
-    for (size_t off = lo; off < hi && rc == CADRE_SUCCESS; off += step) {
+    for (size_t off = lo; off < hi; off += step) {
         size_t m = hi - off < step ? hi - off : step, bytes = m * es;
         unsigned char *acc = mine->data + (off - lo) * es;
         int first = 1;
-        for (int q = 0; q < F->n && rc == CADRE_SUCCESS; q++) {
+        for (int q = 0; q < F->n; q++) {
             if (q == F->me)
                 continue;
-            rc = split_read(F, &w, q, first ? acc : F->tmp, addr[q] + off * es, bytes);
-            if (rc == CADRE_SUCCESS && !first)
+            rc = split_read(F, &w, q, first ? acc : F->tmp, F->addr[q] + off * es, bytes);
+            if (rc != CADRE_SUCCESS)
+                return end(F, f, rc);
+            if (!first)
                 cadre__coll_reduce(acc, F->tmp, m, dt, rop);
             first = 0;
         }
-        if (rc == CADRE_SUCCESS)
-            cadre__coll_reduce(acc, (const char *)sbuf + off * es, m, dt, rop);
-        if (rc == CADRE_SUCCESS && op == CADRE_AVG)
+        cadre__coll_reduce(acc, (const char *)sbuf + off * es, m, dt, rop);
+        if (op == CADRE_AVG)
             cadre__coll_scale(acc, m, dt, F->n);
     }
-    if (F->n > 64)
-        free(addr);
-    if (rc != CADRE_SUCCESS)
-        return end(F, f, rc);
     publish(F, f, sig, NULL, 0);
 
     for (int q = 0; q < F->n; q++) {

@@ -43,6 +43,10 @@ unsigned char *cadre__direct_ring(int w);
  * memory and world rank w's address space: 0, or an errno (ESRCH: the
  * process is gone; EIO: no progress). */
 int cadre__cma(int w, void *local, uint64_t remote, size_t n, int write);
+/* Lock held. The status of fn for cadre__cma's error err with rank `rank` of
+ * c: CADRE_ERR_PEER (c poisoned) when the process is gone, else
+ * CADRE_ERR_INTERNAL. */
+int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, size_t n, int write);
 
 /* The share [lo, hi) of a vector of `count` elements that rank r of n owns,
  * cut at cache-line multiples (the direct and the split allreduce). */

@@ -56,7 +56,22 @@ static void describe(char *buf, size_t len, int a, uint64_t asig, int b, uint64_
     snprintf(buf, len, "rank %d called %s, rank %d called %s", a, x, b, y);
 }
 
-static void tell(struct cadre_comm *c, int skip, int src, int other, uint64_t a, uint64_t b);
+/* Tells the live ranks of c but `skip` what rank `src` found: sreq = a,
+ * rreq = b, off = other (src is this rank, or the finder when passed on). */
+static void tell(struct cadre_comm *c, int skip, int src, int other, uint64_t a, uint64_t b)
+{
+    struct cadre_engine *e = &cadre__eng;
+    uint32_t ctx = cadre__coll_ctx(c);
+    for (int q = 0; q < c->size; q++) {
+        int w = world_of(c, q);
+        if (q == c->rank || q == skip || e->peers[w].state != PEER_OK)
+            continue;
+        struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .ctx = ctx, .src = src,
+                                  .tag = CADRE_P2P_POISON_TAG, .sreq = a, .rreq = b,
+                                  .off = (uint64_t)other};
+        (void)cadre__p2p_post(w, &h, NULL, NULL);
+    }
+}
 
 struct forward {
     const struct cadre_p2p_hdr *h;
@@ -88,23 +103,6 @@ void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
     if (record(h->ctx, failed ? CADRE_ERR_PEER : CADRE_ERR_MISMATCH, text)) {
         struct forward f = {h, failed ? (int)h->off : -1};
         cadre__comm_foreach(forward_one, &f);
-    }
-}
-
-/* Tells the live ranks of c but `skip` what rank `src` found: sreq = a,
- * rreq = b, off = other (src is this rank, or the finder when passed on). */
-static void tell(struct cadre_comm *c, int skip, int src, int other, uint64_t a, uint64_t b)
-{
-    struct cadre_engine *e = &cadre__eng;
-    uint32_t ctx = cadre__coll_ctx(c);
-    for (int q = 0; q < c->size; q++) {
-        int w = world_of(c, q);
-        if (q == c->rank || q == skip || e->peers[w].state != PEER_OK)
-            continue;
-        struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .ctx = ctx, .src = src,
-                                  .tag = CADRE_P2P_POISON_TAG, .sreq = a, .rreq = b,
-                                  .off = (uint64_t)other};
-        (void)cadre__p2p_post(w, &h, NULL, NULL);
     }
 }
 

@@ -198,6 +198,22 @@ static void drop_reqs(struct coll_sched *s)
     s->nreqs = 0;
 }
 
+/* s failed with CADRE_ERR_PEER on rank `peer` of its communicator (-1: not
+ * known), whose text is msg: names the member to blame (cadre__coll_blame)
+ * and tells the live ranks. Lock held. */
+static void peer_failure(struct coll_sched *s, int peer, const char *msg)
+{
+    int dead = cadre__coll_blame(s->comm, peer);
+    if (dead >= 0 && dead != peer)
+        snprintf(s->errmsg, sizeof s->errmsg,
+                 "%s: rank %d failed (a rank that finalized after it went first)", s->op_name,
+                 dead);
+    else
+        snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
+    if (dead >= 0)
+        cadre__coll_poison_peer_locked(s->comm, dead);
+}
+
 /* Advances as far as possible; returns events. Sets *finished with the
  * status in s->error. Lock held. */
 static int advance(struct coll_sched *s, int *finished)
@@ -220,13 +236,8 @@ static int advance(struct coll_sched *s, int *finished)
             if (rc != CADRE_SUCCESS) {
                 s->error = rc;
                 snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
-                int dead = rc == CADRE_ERR_PEER ? cadre__coll_blame(s->comm, -1) : -1;
-                if (dead >= 0) {
-                    snprintf(s->errmsg, sizeof s->errmsg,
-                             "%s: rank %d failed (found when a send to a finalized rank failed)",
-                             s->op_name, dead);
-                    cadre__coll_poison_peer_locked(s->comm, dead);
-                }
+                if (rc == CADRE_ERR_PEER)
+                    peer_failure(s, -1, cadre_last_error());
                 drop_reqs(s);
                 *finished = 1;
                 return events;
@@ -255,14 +266,7 @@ static int advance(struct coll_sched *s, int *finished)
                     snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
                     cadre__coll_poison_locked(s->comm, r->status.source, r->peer_sig, s->sig);
                 } else if (r->error == CADRE_ERR_PEER && r->peer >= 0) {
-                    int dead = cadre__coll_blame(s->comm, r->peer);
-                    if (dead == r->peer)
-                        snprintf(s->errmsg, sizeof s->errmsg, "%s", r->errmsg);
-                    else
-                        snprintf(s->errmsg, sizeof s->errmsg,
-                                 "%s: rank %d failed (rank %d finalized after it)", s->op_name,
-                                 dead, r->peer);
-                    cadre__coll_poison_peer_locked(s->comm, dead);
+                    peer_failure(s, r->peer, r->errmsg);
                 } else if (r->error == CADRE_ERR_TRUNCATE)
                     snprintf(s->errmsg, sizeof s->errmsg,
                              "%s: rank %d sent more data than this rank expects (do the ranks "

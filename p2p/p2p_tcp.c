@@ -276,11 +276,12 @@ static int send_wait(int fd, double until)
 }
 
 /* A peer whose end is closed may have left messages in our inbound socket
- * (or on a connection still waiting to be accepted) before it went: its BYE, a POISON saying why it left a collective. They
- * are read and delivered before the broken pipe fails the peer, so that
- * they, not the pipe, tell what happened (a rank that finalized after a
- * failure elsewhere is not blamed for it). Not while a drain runs: a message
- * delivered here may itself be answered with a send to the same peer. */
+ * (or on a connection still waiting to be accepted) before it went: its
+ * BYE, a POISON saying why it left a collective. They are read and
+ * delivered before the broken pipe fails the peer, so that they, not the
+ * pipe, tell what happened (a rank that finalized after a failure elsewhere
+ * is not blamed for it). Not while a drain runs: a message delivered here
+ * may itself be answered with a send to the same peer. */
 static void drain_in(int peer)
 {
     static int draining;
