@@ -406,7 +406,13 @@ void cadre__p2p_check_peers(void)
         if (poll(&pf, 1, 0) == 1) {
             close(p->pidfd);
             p->pidfd = -1;
-            /* Messages it sent before exiting may still be in our queues. */
+            /* Messages it sent before exiting may still be in our queues,
+             * or on a connection not accepted yet (idle: accept on the next
+             * call, which the one after it reads). */
+            for (int i = 0; i < e->ntps; i++)
+                if (e->tps[i]->idle)
+                    e->tps[i]->idle();
+            cadre__p2p_progress_locked();
             cadre__p2p_progress_locked();
             cadre__p2p_peer_failed(w, "exited");
         }
