@@ -130,6 +130,16 @@ struct cadre_p2p_transport {
      * EAGER payload, which is matched again once whole. May be NULL for a
      * transport that never reads a payload in several steps. */
     void (*release_dest)(int peer, const char *buf, size_t len);
+    /* The receive fast path (cadre__p2p_recv_direct); all three may be NULL.
+     * peek: the next message from `peer` on the lane small messages take,
+     * left in place: its header copied into *h, the framing that lane allows
+     * in *framing; returns where its payload is (valid until take), or NULL
+     * when none has arrived. Lock held. take: consumes the message peek
+     * returned. Lock held. ready: whether a message from `peer` may be
+     * waiting; without the lock (a stale answer costs a look, no more). */
+    const void *(*peek)(int peer, struct cadre_p2p_hdr *h, const struct cadre_p2p_wire **framing);
+    void (*take)(int peer);
+    int (*ready)(int peer);
     /* Releases everything; peers have been sent BYE already. */
     void (*finalize)(void);
 };

@@ -196,6 +196,11 @@ int cadre_recv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, c
     struct p2p_args a;
     CADRE_CHECK(check_args("cadre_recv", buf, count, dt, src, tag, comm, 1, &a));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_recv(buf, count, dt, src, tag, a.comm, NULL, status); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (a.world >= 0 && a.world != cadre__proc.rank) {
+        struct cadre_p2p_direct d = {a.comm->context_id, a.world, src, tag, buf, a.bytes, a.elsize};
+        if (cadre__p2p_recv_direct(&d, status))
+            return CADRE_SUCCESS;
+    }
     struct cadre_request *r = make_req(REQ_RECV, "cadre_recv", buf, &a, src, tag);
     if (!r)
         return cadre__error(CADRE_ERR_NOMEM, "cadre_recv: no memory for a request");

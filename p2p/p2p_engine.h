@@ -185,6 +185,21 @@ static inline void eng_unlock(void)
 }
 
 double cadre__now(void);
+
+/* A blocking receive from one peer (world rank `world`, comm rank `src`). */
+struct cadre_p2p_direct {
+    uint32_t ctx;
+    int world, src, tag;
+    void *buf;
+    size_t bytes, elsize;
+};
+/* Polls of the peer's lane before the general path (about a few us). */
+#define DIRECT_POLLS 2048
+/* The receive fast path: when the next message of the peer's lane is the
+ * one this receive takes and nothing posted or queued before could take
+ * it, reads it straight into the buffer, without a request. Returns 1 when
+ * done (status filled), 0 to take the general path. Lock NOT held. */
+int cadre__p2p_recv_direct(const struct cadre_p2p_direct *d, cadre_status_t *status);
 /* Progress with the lock already held. */
 int cadre__p2p_progress_locked(void);
 /* Sleeps until a peer or local thread rings our doorbell, a socket is

@@ -492,6 +492,74 @@ void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const voi
     }
 }
 
+/* One look for cadre__p2p_recv_direct, lock held. */
+enum { DIRECT_DONE, DIRECT_EMPTY, DIRECT_NO };
+static int direct_try(const struct cadre_p2p_direct *d, cadre_status_t *status)
+{
+    struct cadre_engine *e = &cadre__eng;
+    struct cadre_peer *p = &e->peers[d->world];
+    if (p->state != PEER_OK || p->claimed)
+        return DIRECT_NO;
+    /* Nothing that came before may match first: no posted receive on the
+     * communicator (it was posted earlier), no queued message we match. */
+    struct match_ctx *m = ctx_find(d->ctx, 0);
+    if (m) {
+        if (m->posted)
+            return DIRECT_NO;
+        for (struct unexp *u = m->unexp; u; u = u->next)
+            if (u->h.src == d->src && (d->tag == CADRE_ANY_TAG || d->tag == u->h.tag))
+                return DIRECT_NO;
+    }
+    struct cadre_p2p_hdr h;
+    const struct cadre_p2p_wire *framing;
+    const void *payload = p->tp->peek(d->world, &h, &framing);
+    if (!payload)
+        return DIRECT_EMPTY;
+    /* Anything but a plain message for us goes the general way. */
+    if (h.type != CADRE_P2P_EAGER || h.ctx != d->ctx || (int)h.src != d->src ||
+        (d->tag != CADRE_ANY_TAG && (int)h.tag != d->tag) || h.len > d->bytes ||
+        (h.flags & CADRE_P2P_DEVICE) || h.off)
+        return DIRECT_NO;
+    char why[160];
+    if (engine_check(d->world, &h, framing, why, sizeof why) != CADRE_P2P_HDR_OK)
+        return DIRECT_NO;
+    if (h.len)
+        cadre__copy(d->buf, payload, h.len);
+    p->recv_seq = h.seq;
+    p->tp->take(d->world);
+    if (status)
+        *status = (cadre_status_t){.source = (int)h.src, .tag = (int)h.tag,
+                                   .count = d->elsize ? h.len / d->elsize : h.len};
+    return DIRECT_DONE;
+}
+
+int cadre__p2p_recv_direct(const struct cadre_p2p_direct *d, cadre_status_t *status)
+{
+    struct cadre_engine *e = &cadre__eng;
+    const struct cadre_p2p_transport *tp = e->peers[d->world].tp;
+    if (!tp || !tp->peek)
+        return 0;
+    /* While other work is under way (nonblocking requests, collectives,
+     * several threads), one look and no spinning: the general path drives it. */
+    int polls = e->oversubscribed || atomic_load_explicit(&e->outstanding, memory_order_relaxed) ||
+                        __atomic_load_n(&e->generic, __ATOMIC_RELAXED)
+                    ? 0
+                    : DIRECT_POLLS;
+    eng_lock();
+    int rc = direct_try(d, status);
+    eng_unlock();
+    for (int i = 0; rc == DIRECT_EMPTY && i < polls; i++) {
+        if (!tp->ready(d->world)) {
+            __builtin_ia32_pause();
+            continue;
+        }
+        eng_lock();
+        rc = direct_try(d, status);
+        eng_unlock();
+    }
+    return rc == DIRECT_DONE;
+}
+
 int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig)
 {
     int src = -1;

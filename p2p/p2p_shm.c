@@ -351,6 +351,51 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
     return CADRE_P2P_SENT;
 }
 
+/* Tells the sender how far we have read; wakes it if it found the lane full. */
+static void lane_read(struct shm_peer *p, struct lane *l)
+{
+    /* The counter's line is ours, so the fence that orders this store before
+     * the look at sender_waiting is cheap. */
+    atomic_store_explicit(l->head, l->pos, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&p->rx_ring->sender_waiting, memory_order_relaxed)) {
+        atomic_store_explicit(&p->rx_ring->sender_waiting, 0, memory_order_relaxed);
+        cadre__bell_ring(peer_bell(p));
+    }
+}
+
+static const struct cadre_p2p_wire eager_framing = {
+    .types = CADRE_P2P_TYPES_ALL & ~CADRE_P2P_TYPE_BIT(CADRE_P2P_DATA),
+    .max_payload = SLOT_DATA,
+    .max_inline = CADRE_P2P_INLINE_MAX,
+};
+
+static const void *shm_peek(int w, struct cadre_p2p_hdr *h, const struct cadre_p2p_wire **framing)
+{
+    struct lane *l = &S.peers[w].rx_eager;
+    struct slot *s = l->cur;
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != l->pos + 1)
+        return NULL;
+    *h = s->hdr;
+    *framing = &eager_framing;
+    return (h->flags & CADRE_P2P_INLINE) ? (const void *)&h->sreq : s->data;
+}
+
+static void shm_take(int w)
+{
+    struct shm_peer *p = &S.peers[w];
+    lane_next(&p->rx_eager);
+    lane_read(p, &p->rx_eager);
+}
+
+static int shm_ready(int w)
+{
+    struct lane *l = &S.peers[w].rx_eager;
+    uint64_t pos = __atomic_load_n(&l->pos, __ATOMIC_RELAXED);
+    struct slot *s = __atomic_load_n(&l->cur, __ATOMIC_RELAXED);
+    return atomic_load_explicit(&s->seq, memory_order_relaxed) == pos + 1;
+}
+
 static int drain_lane(int w, struct shm_peer *p, struct lane *l, int bulk, int max)
 {
     /* What the lane may hold. The header is copied out of the slot once and
@@ -377,17 +422,8 @@ static int drain_lane(int w, struct shm_peer *p, struct lane *l, int bulk, int m
         lane_next(l);
         n++;
     }
-    if (n) {
-        /* The slots are read (copied out, or queued): the sender may reuse
-         * them. The counter's line is ours, so the fence that orders this
-         * store before the look at sender_waiting is cheap. */
-        atomic_store_explicit(l->head, l->pos, memory_order_release);
-        atomic_thread_fence(memory_order_seq_cst);
-        if (atomic_load_explicit(&p->rx_ring->sender_waiting, memory_order_relaxed)) {
-            atomic_store_explicit(&p->rx_ring->sender_waiting, 0, memory_order_relaxed);
-            cadre__bell_ring(peer_bell(p));
-        }
-    }
+    if (n) /* the slots are read (copied out, or queued): the sender may reuse them */
+        lane_read(p, l);
     return n;
 }
 
@@ -459,4 +495,7 @@ const struct cadre_p2p_transport cadre__p2p_shm = {
     .progress = shm_progress,
     .pollfds = NULL,
     .finalize = shm_finalize,
+    .peek = shm_peek,
+    .take = shm_take,
+    .ready = shm_ready,
 };

@@ -320,6 +320,106 @@ static void test_truncate(void)
     }
 }
 
+/* Blocking receives whose message is already there, among others that must
+ * take precedence. A blocking receive reads the next message of a
+ * shared-memory peer straight into its buffer when nothing else may take it
+ * first; each step below puts in front of it one thing that must: a message
+ * of another tag or communicator first in line, a queued message that
+ * matches, a receive posted earlier, a message too long. Every rank sends
+ * to the next and receives from the previous one; `arrived` lets the
+ * previous rank's messages land first. */
+static int bo_next, bo_prev;
+static void bo_send(int v, int tag, int words, cadre_comm_t c)
+{
+    uint32_t out[32];
+    for (int k = 0; k < 32; k++)
+        out[k] = (uint32_t)(me << 20 | v << 8 | k);
+    OK(cadre_send(out, (size_t)words, CADRE_UINT32, bo_next, tag, c));
+}
+static void bo_check(int v, const uint32_t *in, const cadre_status_t *st, int tag, int words, int err)
+{
+    EXPECT(st->source == bo_prev && st->tag == tag && st->count == (size_t)words && st->error == err,
+           "message %d: status %d/%d/%zu/%d, expected %d/%d/%d/%d", v, st->source, st->tag,
+           st->count, st->error, bo_prev, tag, words, err);
+    for (int k = 0; k < 32; k++) {
+        uint32_t want = k < words ? (uint32_t)(bo_prev << 20 | v << 8 | k) : 0xEEEEEEEEu;
+        if (in[k] != want) {
+            EXPECT(0, "message %d word %d: %#x, expected %#x", v, k, in[k], want);
+            break;
+        }
+    }
+}
+static void bo_recv(int v, int tag, int want_tag, int words, cadre_comm_t c)
+{
+    uint32_t in[32];
+    cadre_status_t st;
+    memset(in, 0xEE, sizeof in);
+    OK(cadre_recv(in, 32, CADRE_UINT32, bo_prev, tag, c, &st));
+    bo_check(v, in, &st, want_tag, words, 0);
+}
+static void arrived(void)
+{
+    usleep(20000);
+}
+/* Tells the previous rank that what it sent so far is taken in; waits for the next's word. */
+static void bo_handshake(void)
+{
+    char c = 0;
+    OK(cadre_send(&c, 1, CADRE_UINT8, bo_prev, 99, W));
+    OK(cadre_recv(&c, 1, CADRE_UINT8, bo_next, 99, W, CADRE_STATUS_IGNORE));
+}
+
+static void test_blocking_order(void)
+{
+    if (np < 2)
+        return;
+    bo_next = (me + 1) % np, bo_prev = (me + np - 1) % np;
+    cadre_comm_t d;
+    OK(cadre_comm_dup(W, &d));
+    /* Another communicator's message first in line, then another tag's. */
+    bo_send(0, 1, 10, d);
+    bo_send(1, 1, 25, W);
+    arrived();
+    bo_recv(1, 1, 1, 25, W);
+    bo_recv(0, 1, 1, 10, d);
+    bo_handshake();
+    bo_send(2, 2, 3, W);
+    bo_send(3, 1, 2, W);
+    arrived();
+    bo_recv(3, 1, 1, 2, W);
+    bo_handshake();
+    /* Message 2 waits in the queue: it goes before 8, which is first in line. */
+    bo_send(8, 2, 5, W);
+    arrived();
+    bo_recv(2, 2, 2, 3, W);
+    bo_recv(8, CADRE_ANY_TAG, 2, 5, W);
+    bo_handshake();
+    /* A receive posted before takes the first message. */
+    bo_send(4, 5, 1, W);
+    bo_send(5, 5, 4, W);
+    arrived();
+    uint32_t early[32];
+    memset(early, 0xEE, sizeof early);
+    cadre_request_t r;
+    cadre_status_t st;
+    OK(cadre_irecv(early, 32, CADRE_UINT32, bo_prev, 5, W, &r));
+    bo_recv(5, 5, 5, 4, W);
+    OK(cadre_wait(&r, &st));
+    bo_check(4, early, &st, 5, 1, 0);
+    bo_handshake();
+    /* Too long for the buffer; then an empty one. */
+    bo_send(6, 7, 20, W);
+    bo_send(7, 8, 0, W);
+    arrived();
+    uint32_t in[32];
+    memset(in, 0xEE, sizeof in);
+    FAILS(cadre_recv(in, 8, CADRE_UINT32, bo_prev, 7, W, &st), CADRE_ERR_TRUNCATE,
+          "exceeds the receive buffer");
+    bo_check(6, in, &st, 7, 8, CADRE_ERR_TRUNCATE);
+    bo_recv(7, 8, 8, 0, W);
+    OK(cadre_comm_free(&d));
+}
+
 /* A receive posted before 200 ms of computation with no cadre calls is
  * complete when the computation ends: the progress thread moved it. The
  * receiver proves it without timing the wait: it watches its own buffer,
@@ -511,7 +611,8 @@ int main(int argc, char **argv)
                  {"fanin", test_fanin},           {"outstanding", test_outstanding},
                  {"sendrecv_ring", test_sendrecv_ring}, {"truncate", test_truncate},
                  {"wait_timeout", test_wait_timeout}, {"background", test_background},
-                 {"no_progress_timeout", test_no_progress_timeout}, {"gib", test_gib}};
+                 {"no_progress_timeout", test_no_progress_timeout}, {"gib", test_gib},
+                 {"blocking_order", test_blocking_order}};
     const char *only = getenv("P2P_TESTS");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         /* P2P_TESTS=a,b runs the tests whose names contain a or b. */
