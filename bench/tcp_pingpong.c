@@ -1,11 +1,11 @@
 /*
  * tcp_pingpong - the reference the TCP transport is measured against: a plain
  * blocking-socket ping-pong over loopback between two processes (fork), one
- * connection, TCP_NODELAY, sizes 8 B .. 4 MiB. Prints one-way latency (half
+ * connection, TCP_NODELAY, sizes 8 B (or -b) .. 4 MiB (or -m). Prints one-way latency (half
  * the round trip) in microseconds and bandwidth (size / one-way time) in GB/s.
  *
  *   cc -O2 -o tcp_pingpong bench/tcp_pingpong.c     (or: make -C tests bench/tcp_pingpong)
- *   ./tcp_pingpong [-p] [-q] [-m MAXBYTES] [-t SECONDS_PER_SIZE]
+ *   ./tcp_pingpong [-p] [-q] [-b MINBYTES] [-m MAXBYTES] [-t SECONDS_PER_SIZE]
  *
  * -p busy-polls instead of blocking (MSG_DONTWAIT calls in a loop), as a
  *    progress engine that spins does: the best case for plain sockets.
@@ -91,17 +91,18 @@ static void nodelay(int fd)
 
 int main(int argc, char **argv)
 {
-    size_t maxsize = 4u << 20;
+    size_t minsize = 8, maxsize = 4u << 20;
     double secs = 0.3;
     int quick = 0, opt;
-    while ((opt = getopt(argc, argv, "pqm:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "pqb:m:t:")) != -1) {
         switch (opt) {
         case 'p': spin_flag = MSG_DONTWAIT; break;
         case 'q': quick = 1; break;
+        case 'b': minsize = strtoul(optarg, NULL, 0); break;
         case 'm': maxsize = strtoul(optarg, NULL, 0); break;
         case 't': secs = atof(optarg); break;
         default:
-            fprintf(stderr, "usage: %s [-p] [-q] [-m MAXBYTES] [-t SECONDS_PER_SIZE]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-p] [-q] [-b MINBYTES] [-m MAXBYTES] [-t SECONDS_PER_SIZE]\n", argv[0]);
             return 2;
         }
     }
@@ -115,6 +116,10 @@ int main(int argc, char **argv)
         getsockname(lfd, (struct sockaddr *)&sa, &sl))
         die("listen");
 
+    if (minsize < 1 || minsize > maxsize) {
+        fprintf(stderr, "tcp_pingpong: -b must be at least 1 and at most -m\n");
+        return 2;
+    }
     char *buf = malloc(maxsize);
     if (!buf)
         die("malloc");
@@ -129,7 +134,7 @@ int main(int argc, char **argv)
         if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa))
             die("connect");
         nodelay(fd);
-        for (size_t size = 8; size <= maxsize; size *= 2) {
+        for (size_t size = minsize; size <= maxsize; size *= 2) {
             long n = iters_for(size, secs, quick) + (quick ? 1 : 10);
             for (long i = 0; i < n; i++) {
                 read_all(fd, buf, size);
@@ -148,7 +153,7 @@ int main(int argc, char **argv)
     printf("# plain %s TCP ping-pong over loopback (one connection, TCP_NODELAY)\n",
            spin_flag ? "busy-polling" : "blocking");
     printf("%10s %8s %12s %10s\n", "bytes", "iters", "latency_us", "GB/s");
-    for (size_t size = 8; size <= maxsize; size *= 2) {
+    for (size_t size = minsize; size <= maxsize; size *= 2) {
         long n = iters_for(size, secs, quick), warm = quick ? 1 : 10;
         double t0 = 0;
         for (long i = 0; i < n + warm; i++) {
