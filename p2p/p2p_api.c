@@ -57,6 +57,23 @@ static struct cadre_request *make_req(int kind, const char *fn, const void *buf,
     return r;
 }
 
+/* Whether a request just started needs the progress thread while the caller
+ * computes: a send that is not out yet (queued, or waiting for its
+ * receiver), and a receive that may get a message by rendezvous, whose data
+ * moves only when some thread answers. A smaller receive's message waits
+ * whole in the transport until the caller's wait or test, or the progress
+ * thread's next tick (0.1 s): waking the thread for it would cost a system
+ * call and, where it shares the caller's core, two context switches for
+ * every batch of receives. */
+static int wants_progress(const struct cadre_request *r)
+{
+    const struct cadre_engine *e = &cadre__eng;
+    if (r->kind != REQ_RECV || r->peer_world == cadre__proc.rank)
+        return r->kind != REQ_RECV;
+    size_t eager = r->peer_world < 0 ? e->eager_min : e->peers[r->peer_world].eager;
+    return r->bytes > eager;
+}
+
 /* Starts a request under the engine lock; on failure frees it. */
 static int start(struct cadre_request *r, int user)
 {
@@ -74,7 +91,7 @@ static int start(struct cadre_request *r, int user)
         return rc;
     }
     eng_unlock();
-    if (user && !atomic_load(&r->done))
+    if (user && !atomic_load(&r->done) && wants_progress(r))
         cadre__p2p_kick();
     return CADRE_SUCCESS;
 }

@@ -530,6 +530,8 @@ int cadre__p2p_init(void)
         }
         p->frag = p->tp->max_payload(w);
         p->eager = p->tp->eager_limit ? p->tp->eager_limit(w) : p->frag;
+        if (!e->eager_min || p->eager < e->eager_min)
+            e->eager_min = p->eager;
         if (p->tp == &cadre__p2p_shm)
             e->shm_active = 1;
         else

@@ -138,6 +138,7 @@ struct cadre_engine {
     int shm_active; /* some peer is reached through shared memory */
     int shm_only;   /* ... and no peer through anything else */
     int oversubscribed;
+    size_t eager_min; /* the smallest eager limit of any peer */
     int eventfd;
     struct cadre_p2p_doorbell *bell; /* in our shm segment, or bell_local */
     struct cadre_p2p_doorbell bell_local;
