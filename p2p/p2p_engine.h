@@ -73,8 +73,8 @@ struct cadre_request {
 /* Creates a request (zeroed, magic set). NULL on ENOMEM. */
 struct cadre_request *cadre__req_new(int kind, const char *op);
 void cadre__req_free(struct cadre_request *req);
-/* Frees the calling thread's cached request: a thread that frees requests
- * calls it before it ends (its thread-local cache would be lost). */
+/* Frees the calling thread's cache of freed requests (done by itself when
+ * the thread ends; the progress thread calls it before it returns). */
 void cadre__req_drop_spare(void);
 /* Takes a generic request off the engine's list (lock held). */
 void cadre__req_unlink_generic(struct cadre_request *r);

@@ -13,18 +13,38 @@ static struct cadre_request **id_table;
 static uint32_t *id_gen;
 static uint32_t id_cap, *id_free, id_nfree;
 
-/* One freed request kept per thread: a blocking receive needs one per call,
- * and malloc plus clearing it all cost a ping-pong more than the rest. */
+/* Freed requests are kept per thread, up to REQ_CACHE: a window of
+ * nonblocking calls takes one per message, and malloc and free cost more
+ * than the rest of a small message's path. A thread's cache is freed when
+ * the thread ends (a key destructor) or calls cadre__req_drop_spare. */
+#define REQ_CACHE 64
 /* initial-exec: no __tls_get_addr call on every request of the shared library */
-static __thread struct cadre_request *spare __attribute__((tls_model("initial-exec")));
+static __thread struct cadre_request *cache __attribute__((tls_model("initial-exec")));
+static __thread int cache_n __attribute__((tls_model("initial-exec")));
+static __thread int cache_keyed __attribute__((tls_model("initial-exec")));
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_end(void *unused)
+{
+    (void)unused;
+    cadre__req_drop_spare();
+}
+
+static void cache_key_make(void)
+{
+    (void)pthread_key_create(&cache_key, cache_end);
+}
 
 struct cadre_request *cadre__req_new(int kind, const char *op)
 {
-    struct cadre_request *r = spare;
-    if (r)
-        spare = NULL;
-    else if (!(r = malloc(sizeof *r)))
+    struct cadre_request *r = cache;
+    if (r) {
+        cache = r->next;
+        cache_n--;
+    } else if (!(r = malloc(sizeof *r))) {
         return NULL;
+    }
     memset(r, 0, offsetof(struct cadre_request, errmsg));
     r->errmsg[0] = '\0';
     r->magic = CADRE_REQ_MAGIC;
@@ -38,8 +58,12 @@ struct cadre_request *cadre__req_new(int kind, const char *op)
 
 void cadre__req_drop_spare(void)
 {
-    free(spare);
-    spare = NULL;
+    while (cache) {
+        struct cadre_request *n = cache->next;
+        free(cache);
+        cache = n;
+    }
+    cache_n = 0;
 }
 
 static void req_unregister(struct cadre_request *r)
@@ -74,10 +98,19 @@ void cadre__req_free(struct cadre_request *r)
     if (r->release)
         r->release(r);
     r->magic = 0;
-    if (!spare)
-        spare = r;
-    else
+    if (cache_n >= REQ_CACHE) {
         free(r);
+        return;
+    }
+    if (!cache_keyed) {
+        /* The key's value only makes the destructor run at the thread's end. */
+        cache_keyed = 1;
+        if (pthread_once(&cache_once, cache_key_make) == 0)
+            (void)pthread_setspecific(cache_key, &cache_keyed);
+    }
+    r->next = cache;
+    cache = r;
+    cache_n++;
 }
 
 int cadre__req_register(struct cadre_request *r)
