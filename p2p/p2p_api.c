@@ -17,6 +17,7 @@ static int check_args(const char *fn, const void *buf, size_t count, cadre_datat
                       int tag, cadre_comm_t comm, int is_recv, struct p2p_args *a)
 {
     CADRE_CHECK(cadre__check_initialized(fn));
+    cadre__app_active();
     int st;
     a->comm = cadre__comm_get(comm, fn, &st);
     if (!a->comm)
@@ -368,6 +369,7 @@ int cadre_test(cadre_request_t *req, int *done, cadre_status_t *status)
         *done = 1;
         return CADRE_SUCCESS;
     }
+    cadre__app_active();
     if (!atomic_load_explicit(&r->done, memory_order_acquire))
         cadre__p2p_progress();
     if (!atomic_load_explicit(&r->done, memory_order_acquire)) {

@@ -265,17 +265,35 @@ void cadre__p2p_kick(void)
     }
 }
 
+/* How long the application must stay out of cadre, with work outstanding,
+ * before the progress thread drives that work. */
+#define PT_DEFER 200e-6
+
 /* Drives nonblocking work while the application computes. It sleeps while
  * there is nothing outstanding or an application thread is waiting (that
  * thread progresses itself), and naps on the doorbell when idle, so on an
- * oversubscribed node it costs nothing but the wake-ups. */
+ * oversubscribed node it costs nothing but the wake-ups. While application
+ * threads keep calling into cadre (posting a window of sends, testing,
+ * waiting), their calls move the work, and a thread that took turns with
+ * them on a shared core, or fought them for the engine lock, would only
+ * slow them: it stands aside until they have been away for PT_DEFER. */
 static void *progress_thread(void *arg)
 {
     (void)arg;
     struct cadre_engine *e = &cadre__eng;
     int idle = 0;
     double next_check = 0;
+    uint32_t seen = atomic_load(&e->app_seq) - 1; /* a kick finds the caller in cadre */
     while (!atomic_load(&e->stop)) {
+        uint32_t seq = atomic_load_explicit(&e->app_seq, memory_order_relaxed);
+        if (seq != seen && atomic_load(&e->outstanding) && !atomic_load(&e->app_waiting)) {
+            /* Not idle: a kick need not wake this nap. */
+            seen = seq;
+            uint32_t v = atomic_load(&e->pt_word);
+            cadre__futex_wait(&e->pt_word, v, PT_DEFER);
+            idle = 0;
+            continue;
+        }
         if (!atomic_load(&e->outstanding) || atomic_load(&e->app_waiting)) {
             atomic_store(&e->pt_idle, 1);
             uint32_t v = atomic_load(&e->pt_word);

@@ -154,6 +154,11 @@ struct cadre_engine {
     double next_peer_check;
 
     struct cadre_request *generic; /* collective requests polled by progress */
+
+    /* Moved by application threads as they enter cadre (cadre__app_active);
+     * read by the progress thread. A line of its own. */
+    _Alignas(64) _Atomic uint32_t app_seq;
+    char app_seq_pad[60];
 };
 extern struct cadre_engine cadre__eng;
 
@@ -186,6 +191,16 @@ static inline void eng_unlock(void)
 }
 
 double cadre__now(void);
+
+/* An application thread is in cadre: the progress thread stands aside while
+ * the counter moves (the caller's own calls progress the work) and takes
+ * over once it has stood still for PT_DEFER. A plain store, no atomic add:
+ * a count lost to a race between threads still changes the value. */
+static inline void cadre__app_active(void)
+{
+    uint32_t s = atomic_load_explicit(&cadre__eng.app_seq, memory_order_relaxed);
+    atomic_store_explicit(&cadre__eng.app_seq, s + 1, memory_order_relaxed);
+}
 
 /* A blocking receive from one peer (world rank `world`, comm rank `src`). */
 struct cadre_p2p_direct {

@@ -189,6 +189,7 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
     int idle = 0;
     int spin = e->oversubscribed ? SPIN_POLLS_OVERSUB : SPIN_POLLS;
     double nap = 50e-6;
+    cadre__app_active();
     if (atomic_load_explicit(&r->done, memory_order_acquire))
         return CADRE_SUCCESS;
     /* Most waits end within a few polls: only a longer one tells the
