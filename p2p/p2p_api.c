@@ -156,6 +156,10 @@ static void enter(struct cadre_request *r, const char *fn)
 
 static int wait_and_finish(struct cadre_request *r, const char *fn, cadre_status_t *status)
 {
+    /* Done already (most requests of a window): no wait for a peer's
+     * diagnosis to see. */
+    if (atomic_load_explicit(&r->done, memory_order_acquire))
+        return finish(r, status);
     enter(r, fn);
     int rc;
     if (cadre__req_wait(r, 0, 1) != CADRE_SUCCESS) {
@@ -312,6 +316,7 @@ static int check_req(const char *fn, cadre_request_t *req)
     if (!req)
         return cadre__error(CADRE_ERR_ARG, "%s: req is NULL", fn);
     CADRE_CHECK(cadre__check_initialized(fn));
+    cadre__app_active();
     if (*req && (*req)->magic != CADRE_REQ_MAGIC)
         return cadre__error(CADRE_ERR_STATE, "%s: request %p is freed or not a request", fn,
                             (void *)*req);
@@ -324,9 +329,10 @@ static void empty_status(cadre_status_t *status)
         *status = (cadre_status_t){.source = CADRE_ANY_SOURCE, .tag = CADRE_ANY_TAG};
 }
 
-int cadre_wait(cadre_request_t *req, cadre_status_t *status)
+/* cadre_wait, or one request of cadre_waitall (fn names the call). */
+static int wait_one(const char *fn, cadre_request_t *req, cadre_status_t *status)
 {
-    CADRE_CHECK(check_req("cadre_wait", req));
+    CADRE_CHECK(check_req(fn, req));
     struct cadre_request *r = *req;
     if (!r) {
         empty_status(status);
@@ -334,7 +340,12 @@ int cadre_wait(cadre_request_t *req, cadre_status_t *status)
     }
     *req = CADRE_REQUEST_NULL;
     if (cadre__gpu_enabled()) { int g = cadre__gpu_wait(r, status); if (g != CADRE__GPU_NOT_MINE) return g; }
-    return wait_and_finish(r, "cadre_wait", status);
+    return wait_and_finish(r, fn, status);
+}
+
+int cadre_wait(cadre_request_t *req, cadre_status_t *status)
+{
+    return wait_one("cadre_wait", req, status);
 }
 
 int cadre_wait_timeout(cadre_request_t *req, double seconds, cadre_status_t *status)
@@ -369,7 +380,6 @@ int cadre_test(cadre_request_t *req, int *done, cadre_status_t *status)
         *done = 1;
         return CADRE_SUCCESS;
     }
-    cadre__app_active();
     if (!atomic_load_explicit(&r->done, memory_order_acquire))
         cadre__p2p_progress();
     if (!atomic_load_explicit(&r->done, memory_order_acquire)) {
@@ -395,10 +405,14 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
     int first = CADRE_SUCCESS;
     char msg[512] = "";
     for (int i = 0; i < n; i++) {
-        int rc = cadre_wait(&reqs[i], statuses ? &statuses[i] : NULL);
+        int rc = wait_one("cadre_waitall", &reqs[i], statuses ? &statuses[i] : NULL);
         if (rc != CADRE_SUCCESS && first == CADRE_SUCCESS) {
             first = rc;
-            snprintf(msg, sizeof msg, "cadre_waitall: reqs[%d]: %s", i, cadre_last_error());
+            /* The request's own text, without the name of the call twice. */
+            const char *why = cadre_last_error();
+            if (!strncmp(why, "cadre_waitall: ", 15))
+                why += 15;
+            snprintf(msg, sizeof msg, "cadre_waitall: reqs[%d]: %s", i, why);
         }
     }
     if (first != CADRE_SUCCESS)

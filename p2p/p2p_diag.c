@@ -37,6 +37,7 @@ enum {
     SR_VIA_WAIT = 0x10,
     SR_VIA_WAIT_TIMEOUT = 0x20,
     SR_FINAL = 0x40,   /* unsolicited, at finalize: the count on ctx is final */
+    SR_VIA_WAITALL = 0x80,
 };
 
 /* Final collective counts left by finalized peers; engine lock held. */
@@ -101,6 +102,8 @@ static void answer_query(int peer, const struct cadre_p2p_hdr *q)
         flags |= SR_VIA_WAIT;
     else if (!strcmp(s.via, "cadre_wait_timeout"))
         flags |= SR_VIA_WAIT_TIMEOUT;
+    else if (!strcmp(s.via, "cadre_waitall"))
+        flags |= SR_VIA_WAITALL;
     uint64_t ms = s.secs >= 0 ? (uint64_t)(s.secs * 1e3) : 0;
     if (ms >= (1ull << 40))
         ms = (1ull << 40) - 1;
@@ -136,6 +139,8 @@ static void take_answer(int peer, const struct cadre_p2p_hdr *h)
         snprintf(s->via, sizeof s->via, "cadre_wait");
     else if (flags & SR_VIA_WAIT_TIMEOUT)
         snprintf(s->via, sizeof s->via, "cadre_wait_timeout");
+    else if (flags & SR_VIA_WAITALL)
+        snprintf(s->via, sizeof s->via, "cadre_waitall");
     s->ctx = h->ctx;
     s->seq = (uint32_t)h->len;
     s->peer = h->src;

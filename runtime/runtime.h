@@ -174,7 +174,7 @@ struct cadre_comm *cadre__comm_get(cadre_comm_t comm, const char *fn, int *statu
 struct cadre_op_state {
     uint32_t gen;         /* odd while the writer is inside (accessed with __atomic builtins) */
     const char *op;       /* current op (in_cadre) or the last one; never NULL once set */
-    const char *via;      /* "cadre_wait" when waiting on the nonblocking op `op`; else NULL */
+    const char *via;      /* "cadre_wait", "cadre_waitall", ... when waiting on the nonblocking op `op`; else NULL */
     uint32_t ctx;         /* context id of op's communicator */
     uint32_t seq;         /* collectives: its number on that communicator (from 1); p2p: 0 */
     int32_t peer, tag;    /* p2p: peer's rank in the communicator (or CADRE_ANY_SOURCE), tag */

@@ -10,6 +10,8 @@
  *                   last member sleeps
  *   recv_stuck      rank 0 receives from rank 1, which receives from rank 0 a
  *                   tag never sent: each names the other's state
+ *   waitall_stuck   the same with rank 1 in cadre_waitall: rank 0 names that
+ *                   call and the receive it waits on
  *   barrier_sleeper (cadrerun --timeout, no CADRE_TIMEOUT) every rank but the
  *                   last waits in a barrier, the last sleeps
  * Prints "diag: rank R ok" when its checks passed. */
@@ -71,6 +73,29 @@ static void recv_stuck(void)
     }
 }
 
+/* As recv_stuck, but rank 1 waits in cadre_waitall: on a request to itself,
+ * done, and on the receive that never matches. */
+static void waitall_stuck(void)
+{
+    int x = 0, y = 5, z = 0;
+    if (me == 0) {
+        FAILS(cadre_recv(&x, 1, CADRE_INT32, 1, 777, W, CADRE_STATUS_IGNORE), CADRE_ERR_TIMEOUT,
+              "from rank 1 (tag 777) made no progress");
+        expect_text("rank 1 is in cadre_waitall on cadre_irecv from rank 0 (tag 778) on WORLD for ");
+        sleep(3);
+    } else if (me == 1) {
+        sleep(1);
+        cadre_request_t r[3];
+        OK(cadre_isend(&y, 1, CADRE_INT32, 1, 5, W, &r[0]));
+        OK(cadre_irecv(&z, 1, CADRE_INT32, 1, 5, W, &r[1]));
+        OK(cadre_irecv(&x, 1, CADRE_INT32, 0, 778, W, &r[2]));
+        FAILS(cadre_waitall(3, r, NULL), CADRE_ERR_TIMEOUT,
+              "cadre_waitall: reqs[2]: cadre_irecv from rank 0 (tag 778) made no progress");
+        expect_text("rank 0 is not in cadre for ");
+        EXPECT(z == 5, "the message to itself: %d", z);
+    }
+}
+
 int main(void)
 {
     const char *what = getenv("DIAG"), *rank = getenv("CADRE_RANK");
@@ -96,6 +121,8 @@ int main(void)
         }
     } else if (!strcmp(what, "recv_stuck")) {
         recv_stuck();
+    } else if (!strcmp(what, "waitall_stuck")) {
+        waitall_stuck();
     } else if (!strcmp(what, "barrier_sleeper")) {
         printf("diag: rank %d ready\n", me);
         fflush(stdout);

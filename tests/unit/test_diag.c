@@ -110,6 +110,21 @@ static void test_subcomm_sleeper(void)
     run_free(&r);
 }
 
+/* The same with rank 1 in cadre_waitall (a request to itself, done, then the
+ * receive): rank 0 names the call and the receive (it was shown as
+ * cadre_wait before). */
+static void test_waitall_stuck(void)
+{
+    struct run_result r;
+    run_diag(&r, "CADRE_TIMEOUT=3 DIAG=waitall_stuck", "", 2);
+    CHECK_MSG(r.exit_code == 0 && all_ok(&r, 2), SHOW(r));
+    CHECK_MSG(count_matching(r.err, "rank 0:   rank 1: in cadre_waitall on cadre_irecv from rank 0 "
+                                    "(tag 778) on WORLD for ") == 1,
+              SHOW(r));
+    CHECK_MSG(count_matching(r.err, "rank 1:   rank 0: not in cadre for ") == 1, SHOW(r));
+    run_free(&r);
+}
+
 /* Rank 0 receives from rank 1, which sits in a receive that never matches:
  * rank 0 names it in cadre_recv; rank 1, timing out later, finds rank 0 out
  * of cadre. */
@@ -178,6 +193,7 @@ void suite_diag(void)
     CU_add_test(s, "a rank that gave up and finalized first", test_allreduce_leaver);
     CU_add_test(s, "the same on a sub-communicator", test_subcomm_sleeper);
     CU_add_test(s, "receives that never match", test_recv_stuck);
+    CU_add_test(s, "a receive that never matches, in cadre_waitall", test_waitall_stuck);
     CU_add_test(s, "cadrerun --timeout reports every rank", test_cadrerun_timeout_report);
     CU_add_test(s, "cadrerun --timeout with no cadre program", test_cadrerun_timeout_not_cadre);
 }
