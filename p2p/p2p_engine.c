@@ -265,6 +265,15 @@ void cadre__p2p_kick(void)
     }
 }
 
+/* The transports' idle hooks: what busy progress does only now and then
+ * (accepting connections) is done on the next progress call. */
+static void tps_idle(void)
+{
+    for (int i = 0; i < cadre__eng.ntps; i++)
+        if (cadre__eng.tps[i]->idle)
+            cadre__eng.tps[i]->idle();
+}
+
 /* How long the application must stay out of cadre, with work outstanding,
  * before the progress thread drives that work. */
 #define PT_DEFER 200e-6
@@ -305,9 +314,7 @@ static void *progress_thread(void *arg)
             /* A peer's question (STATE_Q) must be answered while the
              * application computes: look at least every 0.1 s. */
             if (!atomic_load(&e->app_waiting)) {
-                for (int i = 0; i < e->ntps; i++)
-                    if (e->tps[i]->idle)
-                        e->tps[i]->idle();
+                tps_idle();
                 cadre__p2p_progress();
             }
             /* The time the application left cadre, within 0.1 s. */
@@ -427,9 +434,7 @@ void cadre__p2p_check_peers(void)
             /* Messages it sent before exiting may still be in our queues,
              * or on a connection not accepted yet (idle: accept on the next
              * call, which the one after it reads). */
-            for (int i = 0; i < e->ntps; i++)
-                if (e->tps[i]->idle)
-                    e->tps[i]->idle();
+            tps_idle();
             cadre__p2p_progress_locked();
             cadre__p2p_progress_locked();
             cadre__p2p_peer_failed(w, "exited");

@@ -70,10 +70,17 @@ static struct match_ctx *ctx_find(uint32_t ctx, int create)
     return &ctxs[h];
 }
 
+/* Whether a receive from `src` (or CADRE_ANY_SOURCE) with `tag` (or
+ * CADRE_ANY_TAG) takes the message h. */
+static int takes(int src, int tag, const struct cadre_p2p_hdr *h)
+{
+    return (src == CADRE_ANY_SOURCE || src == (int)h->src) &&
+           (tag == CADRE_ANY_TAG || tag == (int)h->tag);
+}
+
 static int matches(const struct cadre_request *r, const struct cadre_p2p_hdr *h)
 {
-    return (r->peer == CADRE_ANY_SOURCE || r->peer == h->src) &&
-           (r->tag == CADRE_ANY_TAG || r->tag == h->tag);
+    return takes(r->peer, r->tag, h);
 }
 
 static void set_status(struct cadre_request *r, const struct cadre_p2p_hdr *h, size_t got)
@@ -507,7 +514,7 @@ static int direct_try(const struct cadre_p2p_direct *d, cadre_status_t *status)
         if (m->posted)
             return DIRECT_NO;
         for (struct unexp *u = m->unexp; u; u = u->next)
-            if (u->h.src == d->src && (d->tag == CADRE_ANY_TAG || d->tag == u->h.tag))
+            if (takes(d->src, d->tag, &u->h))
                 return DIRECT_NO;
     }
     struct cadre_p2p_hdr h;
@@ -516,9 +523,8 @@ static int direct_try(const struct cadre_p2p_direct *d, cadre_status_t *status)
     if (!payload)
         return DIRECT_EMPTY;
     /* Anything but a plain message for us goes the general way. */
-    if (h.type != CADRE_P2P_EAGER || h.ctx != d->ctx || (int)h.src != d->src ||
-        (d->tag != CADRE_ANY_TAG && (int)h.tag != d->tag) || h.len > d->bytes ||
-        (h.flags & CADRE_P2P_DEVICE) || h.off)
+    if (h.type != CADRE_P2P_EAGER || h.ctx != d->ctx || !takes(d->src, d->tag, &h) ||
+        h.len > d->bytes || (h.flags & CADRE_P2P_DEVICE) || h.off)
         return DIRECT_NO;
     char why[160];
     if (engine_check(d->world, &h, framing, why, sizeof why) != CADRE_P2P_HDR_OK)

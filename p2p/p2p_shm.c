@@ -364,21 +364,32 @@ static void lane_read(struct shm_peer *p, struct lane *l)
     }
 }
 
+/* What the eager lane may hold (the bulk lane's depends on CADRE_SHM_FRAG). */
 static const struct cadre_p2p_wire eager_framing = {
     .types = CADRE_P2P_TYPES_ALL & ~CADRE_P2P_TYPE_BIT(CADRE_P2P_DATA),
     .max_payload = SLOT_DATA,
     .max_inline = CADRE_P2P_INLINE_MAX,
 };
 
-static const void *shm_peek(int w, struct cadre_p2p_hdr *h, const struct cadre_p2p_wire **framing)
+/* The message at the head of lane l, left in place: its header copied into
+ * *h; returns where its payload is, or NULL when none has arrived. The
+ * engine checks the copy, not the slot (the peer could rewrite the slot):
+ * a corrupt header fails the peer and never makes us read out of bounds (an
+ * inline payload is read from the copy, any other from the slot's data,
+ * within the checked length). */
+static const void *lane_peek(struct lane *l, struct cadre_p2p_hdr *h)
 {
-    struct lane *l = &S.peers[w].rx_eager;
     struct slot *s = l->cur;
     if (atomic_load_explicit(&s->seq, memory_order_acquire) != l->pos + 1)
         return NULL;
     *h = s->hdr;
-    *framing = &eager_framing;
     return (h->flags & CADRE_P2P_INLINE) ? (const void *)&h->sreq : s->data;
+}
+
+static const void *shm_peek(int w, struct cadre_p2p_hdr *h, const struct cadre_p2p_wire **framing)
+{
+    *framing = &eager_framing;
+    return lane_peek(&S.peers[w].rx_eager, h);
 }
 
 static void shm_take(int w)
@@ -398,25 +409,18 @@ static int shm_ready(int w)
 
 static int drain_lane(int w, struct shm_peer *p, struct lane *l, int bulk, int max)
 {
-    /* What the lane may hold. The header is copied out of the slot once and
-     * the engine checks that copy (the peer could rewrite the slot): a
-     * corrupt one fails the peer, and never makes us read out of bounds (an
-     * inline payload is read from the copy, any other from the slot's
-     * data, within the checked length). */
-    const struct cadre_p2p_wire framing = {
-        .types = bulk ? CADRE_P2P_TYPE_BIT(CADRE_P2P_DATA)
-                      : CADRE_P2P_TYPES_ALL & ~CADRE_P2P_TYPE_BIT(CADRE_P2P_DATA),
-        .max_payload = bulk ? S.frag : SLOT_DATA,
+    const struct cadre_p2p_wire bulk_framing = {
+        .types = CADRE_P2P_TYPE_BIT(CADRE_P2P_DATA),
+        .max_payload = S.frag,
         .max_inline = CADRE_P2P_INLINE_MAX,
     };
     int n = 0;
     while (n < max) {
-        struct slot *s = l->cur;
-        if (atomic_load_explicit(&s->seq, memory_order_acquire) != l->pos + 1)
+        struct cadre_p2p_hdr h;
+        const void *payload = lane_peek(l, &h);
+        if (!payload)
             break;
-        struct cadre_p2p_hdr h = s->hdr;
-        cadre__p2p_incoming_wire(w, &h, (h.flags & CADRE_P2P_INLINE) ? (const void *)&h.sreq : s->data,
-                                 &framing);
+        cadre__p2p_incoming_wire(w, &h, payload, bulk ? &bulk_framing : &eager_framing);
         if (cadre__eng.peers[w].state == PEER_DEAD)
             return n;
         lane_next(l);
