@@ -2,9 +2,13 @@
 # cadre's TCP transport over loopback against a plain socket ping-pong of the
 # same sizes (bench/tcp_pingpong.c: blocking, and busy-polling with -p), on
 # 2 ranks, in many alternated turns. This machine has episodes of a few
-# seconds in which every program's large socket copies run 2-4x slower; a
-# turn of each program falls in the same seconds, and the medians and the
-# per-turn comparison over many turns say what one run cannot.
+# seconds in which every program's large socket copies run 2-4x slower (the
+# plain sockets too); a turn of each program falls in the same seconds, and
+# the medians over many turns say what one run cannot. Then bench/tcp_alternate
+# runs cadre's ping-pong and the plain-socket ones between the same two
+# processes in blocks of a few milliseconds, alternated: those compare in the
+# same milliseconds, round by round, whatever episode they fall in.
+# Environment: TURNS (15), MIN (8), MAX (4194304), ROUNDS (21; tcp_alternate).
 # Usage: TURNS=15 bench/tcp.sh [builddir]   (run from the source tree after make)
 # Prints a markdown table; bench/RESULTS.md keeps the figures.
 set -euo pipefail
@@ -16,6 +20,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -o "$tmp/tcp_pingpong" "$src/bench/tcp_pingpong.c"
 cc -O2 -pthread -o "$tmp/c2c" "$src/bench/c2c.c"
+make -s -C "$build/tests" bench/tcp_alternate >/dev/null
 turns=${TURNS:-15}
 min=${MIN:-8}
 max=${MAX:-4194304}
@@ -62,3 +67,12 @@ awk '
             printf "| %d | %.2f | %.2f | %.2f | %.2f | %d of %d |\n", size, mc, mb, ms, mc / mb, ok, n
         }
     }' turns="$turns" "$tmp/cadre" "$tmp/block" "$tmp/spin"
+
+echo
+echo "### The same ping-pongs alternated in one job: bench/tcp_alternate"
+echo
+echo "\`CADRE_TRANSPORT=tcp cadrerun -n 2 --bind-to core tests/bench/tcp_alternate -r ${ROUNDS:-21} -b $min -m $max\`"
+echo "(c2c before: $("$tmp/c2c" | awk '{ print $2 }') ns)"
+echo
+CADRE_TRANSPORT=tcp "$cadrerun" -n 2 --bind-to core "$build/tests/bench/tcp_alternate" \
+    -r "${ROUNDS:-21}" -b "$min" -m "$max"

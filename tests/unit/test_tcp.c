@@ -47,6 +47,23 @@ static void test_bench_smoke(void)
     run_free(&r);
 }
 
+/* The alternated benchmark checks every message it moves: a short run on
+ * TCP must end well with a row for every size. */
+static void test_alternate_smoke(void)
+{
+    struct run_result r;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "CADRE_TRANSPORT=tcp %s -n 2 %s -q -b 1 -m 65536", CADRERUN,
+             build_path("tests/bench/tcp_alternate"));
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    int rows = 0;
+    for (const char *p = r.out; (p = strstr(p, "\n| ")) != NULL; p++)
+        rows += p[3] >= '0' && p[3] <= '9';
+    CHECK_MSG(r.exit_code == 0 && rows == 17 && strstr(r.out, "| 65536 |") != NULL,
+              "tcp_alternate: exit %d, %d rows\n%s%s", r.exit_code, rows, r.out, r.err);
+    run_free(&r);
+}
+
 void suite_tcp(void)
 {
     CU_pSuite s = CU_add_suite("tcp", NULL, NULL);
@@ -65,4 +82,5 @@ void suite_tcp(void)
     CU_add_test(s, "stall: a reader that stops; staging, sends never block", test_stall);
     CU_add_test(s, "claim: payloads read into a receive, released part-way", test_claim);
     CU_add_test(s, "bench/tcp_pingpong runs", test_bench_smoke);
+    CU_add_test(s, "bench/tcp_alternate runs on TCP, every message checked", test_alternate_smoke);
 }
