@@ -8,7 +8,8 @@
 # runs cadre's ping-pong and the plain-socket ones between the same two
 # processes in blocks of a few milliseconds, alternated: those compare in the
 # same milliseconds, round by round, whatever episode they fall in.
-# Environment: TURNS (15), MIN (8), MAX (4194304), ROUNDS (21; tcp_alternate).
+# Environment: TURNS (15), MIN (8), MAX (4194304), ROUNDS (21) and ALT_MAX (64 MiB,
+# the largest ping-pong of the tests) for tcp_alternate.
 # Usage: TURNS=15 bench/tcp.sh [builddir]   (run from the source tree after make)
 # Prints a markdown table; bench/RESULTS.md keeps the figures.
 set -euo pipefail
@@ -71,8 +72,8 @@ awk '
 echo
 echo "### The same ping-pongs alternated in one job: bench/tcp_alternate"
 echo
-echo "\`CADRE_TRANSPORT=tcp cadrerun -n 2 --bind-to core tests/bench/tcp_alternate -r ${ROUNDS:-21} -b $min -m $max\`"
+echo "\`CADRE_TRANSPORT=tcp cadrerun -n 2 --bind-to core tests/bench/tcp_alternate -r ${ROUNDS:-21} -b $min -m ${ALT_MAX:-67108864}\`"
 echo "(c2c before: $("$tmp/c2c" | awk '{ print $2 }') ns)"
 echo
 CADRE_TRANSPORT=tcp "$cadrerun" -n 2 --bind-to core "$build/tests/bench/tcp_alternate" \
-    -r "${ROUNDS:-21}" -b "$min" -m "$max"
+    -r "${ROUNDS:-21}" -b "$min" -m "${ALT_MAX:-67108864}"

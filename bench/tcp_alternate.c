@@ -14,6 +14,7 @@
  * to round; a block lasts a few milliseconds.
  *
  *   CADRE_TRANSPORT=tcp cadrerun -n 2 --bind-to core ./tcp_alternate [-q] [-b MIN] [-m MAX]
+ *                                                        (sizes in bytes, or with K, M, G)
  *                                                        [-r ROUNDS] [-t SECONDS_PER_BLOCK]
  *
  * Prints a markdown table: per size the median one-way latency (half the
@@ -172,6 +173,19 @@ static double block(int m, int rank, int fd, char *buf, size_t size, long n)
     return (now() - t0) / (2.0 * (double)n);
 }
 
+/* A size with an optional K, M or G (binary) suffix. */
+static size_t parse_size(const char *s)
+{
+    char *end;
+    size_t v = strtoul(s, &end, 0);
+    switch (*end) {
+    case 'K': case 'k': return v << 10;
+    case 'M': case 'm': return v << 20;
+    case 'G': case 'g': return v << 30;
+    default: return v;
+    }
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -198,8 +212,8 @@ int main(int argc, char **argv)
     while ((opt = getopt(argc, argv, "qb:m:r:t:")) != -1) {
         switch (opt) {
         case 'q': quick = 1; break;
-        case 'b': minsize = strtoul(optarg, NULL, 0); break;
-        case 'm': maxsize = strtoul(optarg, NULL, 0); break;
+        case 'b': minsize = parse_size(optarg); break;
+        case 'm': maxsize = parse_size(optarg); break;
         case 'r': rounds = atoi(optarg); break;
         case 't': secs = atof(optarg); break;
         default:
