@@ -2,8 +2,10 @@
 # Point-to-point on 2 ranks of this machine, cadre beside Open MPI in the same
 # run: ping-pong latency (cadre-perf sendrecv vs bench/mpi_pingpong.c, the same
 # loop) and windowed bandwidth (stream, like osu_bw), over shared memory and,
-# for cadre, over TCP loopback beside a plain blocking-socket ping-pong.
-# Usage: bench/p2p.sh [builddir]   (run from the source tree after make)
+# for cadre, over TCP loopback beside a plain blocking-socket ping-pong
+# between the same two ranks (bench/tcp_alternate: short blocks of each,
+# alternated, so that this VM's slow-copy episodes fall on both alike).
+# Usage: [REPS=3] [LAT_RUNS=30] [ROUNDS=11] bench/p2p.sh [builddir]   (from the source tree after make)
 # Prints a markdown table; bench/RESULTS.md keeps the figures.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,10 +16,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpicc -O2 -o "$tmp/mpi_pingpong" "$src/bench/mpi_pingpong.c"
-have_tcp_ref=0
-if [[ -f $src/bench/tcp_pingpong.c ]]; then
-    cc -O2 -o "$tmp/tcp_pingpong" "$src/bench/tcp_pingpong.c" && have_tcp_ref=1
-fi
+make -s -C "$build/tests" bench/tcp_alternate >/dev/null
 cc -O2 -pthread -o "$tmp/c2c" "$src/bench/c2c.c"
 reps=${REPS:-3}
 lat_runs=${LAT_RUNS:-30}
@@ -45,20 +44,19 @@ for ((i = 0; i < reps; i++)); do
         cadre_col "$mode" "" >> "$tmp/rc.$mode"
         mpi_col "$mode" >> "$tmp/rm.$mode"
     done
-    cadre_col sendrecv tcp >> "$tmp/rct"
-    if ((have_tcp_ref)); then
-        "$tmp/tcp_pingpong" -m 67108864 | awk '!/^#/ && NF >= 4 { print $1, $3 }' >> "$tmp/rtr"
-    fi
 done
+# TCP: cadre and the blocking socket, medians over ROUNDS alternated rounds.
+CADRE_TRANSPORT=tcp "$cadrerun" -n 2 --bind-to core "$build/tests/bench/tcp_alternate" \
+    -r "${ROUNDS:-11}" -b 8 -m 64M | awk -F'|' '$2 + 0 > 0 { print $2 + 0, $3 + 0, $4 + 0 }' > "$tmp/tcp"
+awk '{ print $1, $2 }' "$tmp/tcp" > "$tmp/ct"
+awk '{ print $1, $3 }' "$tmp/tcp" > "$tmp/tr"
 for mode in sendrecv stream; do
     median "$tmp/rc.$mode" > "$tmp/c.$mode"
     median "$tmp/rm.$mode" > "$tmp/m.$mode"
 done
-median "$tmp/rct" > "$tmp/ct"
-if ((have_tcp_ref)); then median "$tmp/rtr" > "$tmp/tr"; else : > "$tmp/tr"; fi
 echo
 echo "Core-to-core round trip (bench/c2c) before each run: $(tr '\n' ' ' < "$tmp/c2c.log")ns"
-printf '\n| size (B) | cadre shm lat (us) | Open MPI lat (us) | cadre shm bw (GB/s) | Open MPI bw (GB/s) | cadre stream (GB/s) | Open MPI stream (GB/s) | cadre tcp lat (us) | socket ping-pong (us) |\n'
+printf '\n| size (B) | cadre shm lat (us) | Open MPI lat (us) | cadre shm bw (GB/s) | Open MPI bw (GB/s) | cadre stream (GB/s) | Open MPI stream (GB/s) | cadre tcp lat (us) | socket ping-pong, same job (us) |\n'
 printf '|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 for f in "$tmp"/c.* "$tmp"/m.* "$tmp/ct" "$tmp/tr"; do sort -k1,1 "$f" -o "$f"; done
 join "$tmp/c.sendrecv" "$tmp/m.sendrecv" | join - "$tmp/c.stream" | join - "$tmp/m.stream" |
