@@ -37,6 +37,8 @@
 
 #include <cadre.h>
 
+#include "sock_io.h"
+
 enum { M_CADRE, M_BLOCK, M_SPIN, NMETHODS };
 static const char *const method_name[NMETHODS] = {"cadre tcp", "socket, blocking", "socket, busy-polling"};
 
@@ -62,32 +64,14 @@ static void check(int rc, const char *what)
 
 static void sock_send(int fd, const char *p, size_t n, int flags)
 {
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | flags);
-        if (w < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-                continue;
-            fail("send", strerror(errno));
-        }
-        p += w;
-        n -= (size_t)w;
-    }
+    if (sock_send_all(fd, p, n, flags))
+        fail("send", strerror(errno));
 }
 
 static void sock_recv(int fd, char *p, size_t n, int flags)
 {
-    while (n > 0) {
-        ssize_t r = recv(fd, p, n, flags);
-        if (r < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-                continue;
-            fail("recv", strerror(errno));
-        }
-        if (r == 0)
-            fail("recv", "the peer closed the connection");
-        p += r;
-        n -= (size_t)r;
-    }
+    if (sock_recv_all(fd, p, n, flags))
+        fail("recv", errno ? strerror(errno) : "the peer closed the connection");
 }
 
 /* One plain TCP connection over loopback: rank 0 listens on a port the

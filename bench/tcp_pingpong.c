@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sock_io.h"
+
 static double now(void)
 {
     struct timespec ts;
@@ -41,34 +43,18 @@ static void die(const char *what)
 
 static void write_all(int fd, const char *p, size_t n)
 {
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | spin_flag);
-        if (w < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-                continue;
-            die("send");
-        }
-        p += w;
-        n -= (size_t)w;
-    }
+    if (sock_send_all(fd, p, n, spin_flag))
+        die("send");
 }
 
 static void read_all(int fd, char *p, size_t n)
 {
-    while (n > 0) {
-        ssize_t r = recv(fd, p, n, spin_flag);
-        if (r < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-                continue;
-            die("recv");
-        }
-        if (r == 0) {
-            fprintf(stderr, "tcp_pingpong: peer closed the connection\n");
-            exit(1);
-        }
-        p += r;
-        n -= (size_t)r;
-    }
+    if (sock_recv_all(fd, p, n, spin_flag) == 0)
+        return;
+    if (errno)
+        die("recv");
+    fprintf(stderr, "tcp_pingpong: peer closed the connection\n");
+    exit(1);
 }
 
 /* Iterations for a size: aim at `secs` seconds of traffic from a rough guess
