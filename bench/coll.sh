@@ -17,9 +17,7 @@
 #   bench/coll.sh [BUILDDIR]      (default: the source tree; build first)
 #   REPS=3 ITERS4=50 WARM4=5 TIMEOUT=900 RESULTS=bench/RESULTS.md (RESULTS= to only print)
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
-build=$(cd "${1:-$top}" && pwd)
+. "$(dirname "$0")/common.sh" "$@"
 reps=${REPS:-3}
 iters4=${ITERS4:-50}
 warm4=${WARM4:-5}
@@ -28,24 +26,15 @@ results=${RESULTS-$here/RESULTS.md}
 plots=$here/plots
 maxb=${MAXB:-67108864} # the largest size (the goals read 16 MiB and 64 MiB)
 
-cadrerun=$build/launcher/cadrerun
-perf=$build/tools/cadre-perf
-for f in "$cadrerun" "$perf"; do
-    [ -x "$f" ] || { echo "coll.sh: $f missing: build first (make)" >&2; exit 1; }
-done
 for t in mpicc mpirun mpicc.mpich mpirun.mpich; do
     command -v $t >/dev/null ||
         { echo "coll.sh: needs $t (Debian: openmpi-bin libopenmpi-dev mpich libmpich-dev)" >&2; exit 1; }
 done
 mpirun --version 2>&1 | grep -q "Open MPI" ||
     { echo "coll.sh: mpirun is not Open MPI's (update-alternatives --config mpirun)" >&2; exit 1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-tmp=$(mktemp -d /tmp/cadre-coll.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
 mpicc -O2 -o "$tmp/mpi_coll.ompi" "$here/mpi_coll.c"
 mpicc.mpich -O2 -o "$tmp/mpi_coll.mpich" "$here/mpi_coll.c"
-cc -O2 -pthread -o "$tmp/c2c" "$here/c2c.c"
 : > "$tmp/c2c.log"
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -9,25 +9,14 @@
 #
 #   bench/floor.sh [BUILDDIR]        REPS=5 SIZE_MIB=16
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
-build=$(cd "${1:-$top}" && pwd)
+. "$(dirname "$0")/common.sh" "$@"
 reps=${REPS:-5}
 mib=${SIZE_MIB:-16}
 bytes=$((mib << 20))
-cadrerun=$build/launcher/cadrerun
-perf=$build/tools/cadre-perf
-for f in "$cadrerun" "$perf"; do
-    [ -x "$f" ] || { echo "floor.sh: $f missing: build first (make)" >&2; exit 1; }
-done
 for t in mpicc mpirun; do
     command -v $t >/dev/null || { echo "floor.sh: needs $t (Debian: openmpi-bin libopenmpi-dev)" >&2; exit 1; }
 done
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-tmp=$(mktemp -d /tmp/cadre-floor.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
 mpicc -O2 -o "$tmp/mpi_coll" "$here/mpi_coll.c"
-cc -O2 -pthread -o "$tmp/c2c" "$here/c2c.c"
 cc -O2 -o "$tmp/copy_floor" "$here/copy_floor.c"
 
 # The time (us, column 6) of the $bytes row of one cadre-perf or mpi_coll run.

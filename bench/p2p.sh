@@ -8,16 +8,9 @@
 # Usage: [REPS=3] [LAT_RUNS=30] [ROUNDS=11] bench/p2p.sh [builddir]   (from the source tree after make)
 # Prints a markdown table; bench/RESULTS.md keeps the figures.
 set -euo pipefail
-src=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$src}
-cadrerun="$build/launcher/cadrerun"
-perf="$build/tools/cadre-perf"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpicc -O2 -o "$tmp/mpi_pingpong" "$src/bench/mpi_pingpong.c"
+. "$(dirname "$0")/common.sh" "$@"
+mpicc -O2 -o "$tmp/mpi_pingpong" "$here/mpi_pingpong.c"
 make -s -C "$build/tests" bench/tcp_alternate >/dev/null
-cc -O2 -pthread -o "$tmp/c2c" "$src/bench/c2c.c"
 reps=${REPS:-3}
 lat_runs=${LAT_RUNS:-30}
 

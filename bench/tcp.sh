@@ -13,14 +13,8 @@
 # Usage: TURNS=15 bench/tcp.sh [builddir]   (run from the source tree after make)
 # Prints a markdown table; bench/RESULTS.md keeps the figures.
 set -euo pipefail
-src=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$src}
-cadrerun="$build/launcher/cadrerun"
-perf="$build/tools/cadre-perf"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cc -O2 -o "$tmp/tcp_pingpong" "$src/bench/tcp_pingpong.c"
-cc -O2 -pthread -o "$tmp/c2c" "$src/bench/c2c.c"
+. "$(dirname "$0")/common.sh" "$@"
+cc -O2 -o "$tmp/tcp_pingpong" "$here/tcp_pingpong.c"
 make -s -C "$build/tests" bench/tcp_alternate >/dev/null
 turns=${TURNS:-15}
 min=${MIN:-8}

@@ -1,0 +1,18 @@
+# The start the bench scripts share; a script sources it first:
+#   . "$(dirname "$0")/common.sh" "$@"
+# Sets here (bench/), top (the source tree), build (the first argument, or
+# the source tree; built first), cadrerun and perf (checked to be there),
+# tmp (a directory removed at exit), allows Open MPI to run as root, and
+# builds $tmp/c2c (bench/c2c.c: the vCPUs' core-to-core round trip).
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+build=$(cd "${1:-$top}" && pwd)
+cadrerun=$build/launcher/cadrerun
+perf=$build/tools/cadre-perf
+for f in "$cadrerun" "$perf"; do
+    [ -x "$f" ] || { echo "$(basename "$0"): $f missing: build first (make)" >&2; exit 1; }
+done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tmp=$(mktemp -d "/tmp/cadre-$(basename "$0" .sh).XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+cc -O2 -pthread -o "$tmp/c2c" "$here/c2c.c"
