@@ -122,9 +122,8 @@ static int check_op(const struct call *c, cadre_datatype_t dt, cadre_op_t op)
         return cadre__error(CADRE_ERR_ARG, "%s: unknown op %d", c->fn, (int)op);
     if (op == CADRE_AVG && !is_float(dt))
         return cadre__error(CADRE_ERR_ARG,
-                            "%s: CADRE_AVG is valid for floating-point datatypes only, not "
-                            "datatype %d",
-                            c->fn, (int)dt);
+                            "%s: CADRE_AVG is valid for floating-point datatypes only, not %s",
+                            c->fn, cadre__datatype_name(dt));
     return CADRE_SUCCESS;
 }
 

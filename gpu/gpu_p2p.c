@@ -270,13 +270,15 @@ void cadre__gpu_deliver(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
         op->desc = d;
         op->peer_world = peer;
         atomic_store(&op->got_desc, 1);
-        if (d.bytes > r->bytes)
+        if (d.bytes > r->bytes) {
+            char got[64], room[64];
+            cadre__elements_text(got, sizeof got, (size_t)d.bytes, r->elsize);
+            cadre__elements_text(room, sizeof room, r->bytes, r->elsize);
             cadre__req_complete(r, CADRE_ERR_TRUNCATE,
-                                "%s: message of %llu bytes from rank %d (tag %d) exceeds the "
-                                "receive buffer of %zu bytes",
-                                r->op, (unsigned long long)d.bytes, (int)h->src, (int)h->tag,
-                                r->bytes);
-        else
+                                "%s: message of %s from rank %d tag %d is longer than the "
+                                "receive buffer of %s",
+                                r->op, got, (int)h->src, (int)h->tag, room);
+        } else
             cadre__req_complete(r, CADRE_SUCCESS, NULL);
         return;
     }

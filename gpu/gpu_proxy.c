@@ -419,13 +419,15 @@ static void host_recv_run(struct gpu_op *op)
     eng_lock();
     if (rc != CADRE_SUCCESS)
         cadre__req_complete(r, rc, "%s", msg);
-    else if (op->desc.bytes > r->bytes)
+    else if (op->desc.bytes > r->bytes) {
+        char got[64], room[64];
+        cadre__elements_text(got, sizeof got, (size_t)op->desc.bytes, r->elsize);
+        cadre__elements_text(room, sizeof room, r->bytes, r->elsize);
         cadre__req_complete(r, CADRE_ERR_TRUNCATE,
-                            "%s: message of %llu bytes from rank %d (tag %d) exceeds the receive "
-                            "buffer of %zu bytes",
-                            r->op, (unsigned long long)op->desc.bytes, r->status.source,
-                            r->status.tag, r->bytes);
-    else
+                            "%s: message of %s from rank %d tag %d is longer than the receive "
+                            "buffer of %s",
+                            r->op, got, r->status.source, r->status.tag, room);
+    } else
         cadre__req_complete(r, CADRE_SUCCESS, NULL);
     op->host_r = NULL;
     rc = cadre__gpu_ipc_post_answer(op->peer_world, op->desc.id, &op->ack, &op->ctl);

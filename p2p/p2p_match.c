@@ -92,13 +92,17 @@ static void set_status(struct cadre_request *r, const struct cadre_p2p_hdr *h, s
 
 static void complete_recv(struct cadre_request *r)
 {
-    if (r->msg_len > r->bytes)
+    if (r->msg_len > r->bytes) {
+        char got[64], room[64];
+        cadre__elements_text(got, sizeof got, r->msg_len, r->elsize);
+        cadre__elements_text(room, sizeof room, r->bytes, r->elsize);
         cadre__req_complete(r, CADRE_ERR_TRUNCATE,
-                            "%s: message of %zu bytes from rank %d (tag %d) exceeds the receive "
-                            "buffer of %zu bytes",
-                            r->op, r->msg_len, r->status.source, r->status.tag, r->bytes);
-    else
+                            "%s: message of %s from rank %d tag %d is longer than the receive "
+                            "buffer of %s",
+                            r->op, got, r->status.source, r->status.tag, room);
+    } else {
         cadre__req_complete(r, CADRE_SUCCESS, NULL);
+    }
 }
 
 /* A collective receive that matched a message of a different call. */

@@ -114,6 +114,16 @@ int cadre__check_initialized(const char *fn);
  * still usable (upper layers drain their work there); once per fn. */
 void cadre__at_finalize(void (*fn)(void));
 
+/* ---- argument checks (runtime_args.c) ------------------------------------ */
+/* "CADRE_INT32", "CADRE_SUM"; "an unknown datatype" / "an unknown op"
+ * otherwise, for messages. */
+const char *cadre__datatype_name(cadre_datatype_t dt);
+const char *cadre__op_name(cadre_op_t op);
+
+/* "1000 elements (4000 bytes)" for bytes of elements of elsize bytes;
+ * "4001 bytes" when they are not a whole number of elements. */
+void cadre__elements_text(char *buf, size_t len, size_t bytes, size_t elsize);
+
 /* ---- communicators ------------------------------------------------------ */
 #define CADRE_COMM_MAGIC 0x636f6d6du
 struct cadre_comm {

@@ -304,7 +304,7 @@ static void test_truncate(void)
             memset(b, 0xAB, n);
             cadre_status_t st;
             FAILS(cadre_recv(b, cap, CADRE_UINT8, 0, 50, W, &st), CADRE_ERR_TRUNCATE,
-                  "exceeds the receive buffer");
+                  "is longer than the receive buffer");
             EXPECT(st.error == CADRE_ERR_TRUNCATE && st.count == cap, "status %d count %zu",
                    st.error, st.count);
             EXPECT(ru_check(b, cap, 0, 1, 50 + (uint64_t)i) == cap, "truncated data");
@@ -416,7 +416,7 @@ static void test_blocking_order(void)
     uint32_t in[32];
     memset(in, 0xEE, sizeof in);
     FAILS(cadre_recv(in, 8, CADRE_UINT32, bo_prev, 7, W, &st), CADRE_ERR_TRUNCATE,
-          "exceeds the receive buffer");
+          "is longer than the receive buffer");
     bo_check(6, in, &st, 7, 8, CADRE_ERR_TRUNCATE);
     bo_recv(7, 8, 8, 0, W);
     OK(cadre_comm_free(&d));

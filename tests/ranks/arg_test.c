@@ -1,0 +1,115 @@
+/* Argument checks that must hold before any communication, and the wording
+ * of their messages: datatypes named, truncation in elements and bytes.
+ * Every rank passes the same bad arguments, so every rank that fails has
+ * failed before sending anything; then a correct call must work, checked
+ * element by element.
+ *
+ * ARG_TESTS picks sections by name: messages. */
+#include "rank_util.h"
+
+#define W CADRE_COMM_WORLD
+static int me, np;
+
+static int32_t val(int rank, int salt, size_t i)
+{
+    return (int32_t)(rank * 1000003 + salt * 7919 + (int)(i % 100000) * 3);
+}
+
+static void fill(int32_t *b, size_t n, int rank, int salt)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = val(rank, salt, i);
+}
+
+/* Index of the first element of b[0..n) that is not val(rank, salt, first + i), or n. */
+static size_t bad_at(const int32_t *b, size_t n, int rank, int salt, size_t first)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != val(rank, salt, first + i))
+            return i;
+    return n;
+}
+
+/* After an error: the communicator still works. */
+static void still_works(const char *after)
+{
+    int32_t x[3] = {me, 2 * me, -me}, y[3] = {0, 0, 0};
+    int rc = cadre_allreduce(x, y, 3, CADRE_INT32, CADRE_SUM, W);
+    int32_t s = np * (np - 1) / 2;
+    EXPECT(rc == CADRE_SUCCESS && y[0] == s && y[1] == 2 * s && y[2] == -s,
+           "allreduce after %s: %s, got %d %d %d", after, cadre_error_string(rc), y[0], y[1], y[2]);
+}
+
+/* ---- messages --------------------------------------------------------------------- */
+static void test_messages(void)
+{
+    int32_t x = 1, y = 0;
+    FAILS(cadre_allreduce(&x, &y, 1, CADRE_INT32, CADRE_AVG, W), CADRE_ERR_ARG, "CADRE_INT32");
+    FAILS(cadre_reduce(&x, &y, 1, CADRE_UINT8, CADRE_AVG, 0, W), CADRE_ERR_ARG, "CADRE_UINT8");
+    FAILS(cadre_reduce_scatter(&x, &y, 1, CADRE_INT64, CADRE_AVG, W), CADRE_ERR_ARG,
+          "CADRE_INT64");
+    FAILS(cadre_allreduce(&x, &y, 1, (cadre_datatype_t)77, CADRE_SUM, W), CADRE_ERR_ARG,
+          "unknown datatype 77");
+    FAILS(cadre_allreduce(&x, &y, 1, CADRE_INT32, (cadre_op_t)9, W), CADRE_ERR_ARG, "unknown op 9");
+    still_works("datatype errors");
+
+    /* A message of 1000 int32 into a buffer of 10, from rank 1 (or itself). */
+    int from = np > 1 ? 1 : 0;
+    int32_t *big = malloc(1000 * sizeof *big), small[11];
+    fill(big, 1000, from, 1);
+    cadre_request_t r = CADRE_REQUEST_NULL;
+    if (me == from)
+        OK(cadre_isend(big, 1000, CADRE_INT32, 0, 7, W, &r));
+    if (me == 0) {
+        small[10] = -5;
+        cadre_status_t st;
+        int rc = cadre_recv(small, 10, CADRE_INT32, from, 7, W, &st);
+        const char *m = cadre_last_error();
+        char want[160];
+        snprintf(want, sizeof want, "message of 1000 elements (4000 bytes) from rank %d", from);
+        EXPECT(rc == CADRE_ERR_TRUNCATE, "truncating recv: %s", cadre_error_string(rc));
+        EXPECT(strstr(m, want) && strstr(m, "tag 7") &&
+                   strstr(m, "receive buffer of 10 elements (40 bytes)"),
+               "truncation message \"%s\" lacks \"%s\" or the buffer's elements and bytes", m, want);
+        EXPECT(bad_at(small, 10, from, 1, 0) == 10 && small[10] == -5, "truncated data");
+    }
+    if (me == from)
+        OK(cadre_wait(&r, CADRE_STATUS_IGNORE));
+    free(big);
+    still_works("a truncated message");
+}
+
+int main(int argc, char **argv)
+{
+    if (cadre_init(&argc, &argv) != CADRE_SUCCESS) {
+        fprintf(stderr, "arg_test: cadre_init: %s\n", cadre_last_error());
+        return 1;
+    }
+    cadre_comm_rank(W, &me);
+    cadre_comm_size(W, &np);
+    if (np < 1 || np > 64)
+        return 1;
+    ru_rank = me;
+    struct {
+        const char *name;
+        void (*fn)(void);
+    } tests[] = {{"messages", test_messages}};
+    const char *only = getenv("ARG_TESTS");
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (only && !strstr(only, tests[i].name))
+            continue;
+        int before = ru_failures;
+        double t0 = ru_now();
+        tests[i].fn();
+        OK(cadre_barrier(W));
+        if (me == 0)
+            printf("arg_test %-12s %s (%.2f s)\n", tests[i].name,
+                   ru_failures == before ? "ok" : "FAILED", ru_now() - t0);
+        fflush(stdout);
+    }
+    int rc = cadre_finalize();
+    EXPECT(rc == CADRE_SUCCESS, "finalize: %s", cadre_last_error());
+    if (ru_failures)
+        fprintf(stderr, "[rank %d] %d check(s) failed\n", me, ru_failures);
+    return ru_failures ? 1 : 0;
+}
