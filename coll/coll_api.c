@@ -89,6 +89,7 @@ static int direct_ok(struct cadre_comm *c)
 struct call {
     const char *fn;
     struct cadre_comm *comm;
+    cadre_datatype_t dt;
     size_t es;
     int n, me;
 };
@@ -101,6 +102,7 @@ static int check_comm_dt(struct call *c, const char *fn, cadre_comm_t comm, cadr
     c->comm = cadre__comm_get(comm, fn, &st);
     if (!c->comm)
         return st;
+    c->dt = dt;
     c->es = cadre_datatype_size(dt);
     if (!c->es)
         return cadre__error(CADRE_ERR_ARG, "%s: unknown datatype %d", fn, (int)dt);
@@ -127,13 +129,14 @@ static int check_op(const struct call *c, cadre_datatype_t dt, cadre_op_t op)
     return CADRE_SUCCESS;
 }
 
-/* count elements times `mult` ranks must fit in memory. */
-static int check_count(const struct call *c, size_t count, size_t mult)
+/* `count` elements, times `mult` ranks, at buf (the buffer `name`; NULL
+ * where only the count is known) fit in the address space; *bytes gets
+ * their size. */
+static int check_span(const struct call *c, const char *what, size_t count, size_t mult,
+                      const char *name, const void *buf, size_t *bytes)
 {
-    if (mult && count > SIZE_MAX / c->es / mult)
-        return cadre__error(CADRE_ERR_ARG, "%s: count %zu overflows the address space", c->fn,
-                            count);
-    return CADRE_SUCCESS;
+    return cadre__check_span(c->fn, what, count, mult, c->dt, name,
+                             buf == CADRE_IN_PLACE ? NULL : buf, bytes);
 }
 
 static int check_buf(const struct call *c, const char *name, const void *buf, size_t bytes)
@@ -161,21 +164,19 @@ static int check_vec(const struct call *c, const char *name, const size_t *v)
     return CADRE_SUCCESS;
 }
 
-/* The counts and displacements of a v-collective: present, each count in
- * range, each block addressable; *any says whether anything moves. */
-static int check_layout(const struct call *c, const char *counts_name, const size_t *counts,
-                        const size_t *displs, int *any)
+/* The counts and displacements of a v-collective's buffer `name`: present,
+ * each block in the address space. *lo and *hi get the bytes from buf that
+ * the nonempty blocks span (equal when nothing moves). */
+static int check_layout(const struct call *c, const char *name, const void *buf,
+                        const char *counts_name, const size_t *counts, const char *displs_name,
+                        const size_t *displs, size_t *lo, size_t *hi)
 {
     CADRE_CHECK(check_vec(c, counts_name, counts));
-    CADRE_CHECK(check_vec(c, "displs", displs));
-    *any = 0;
-    for (int i = 0; i < c->n; i++) {
-        CADRE_CHECK(check_count(c, counts[i], 1));
-        if (counts[i] && displs[i] > SIZE_MAX / c->es - counts[i])
-            return cadre__error(CADRE_ERR_ARG, "%s: displs[%d] %zu overflows", c->fn, i,
-                                displs[i]);
-        *any |= counts[i] != 0;
-    }
+    CADRE_CHECK(check_vec(c, displs_name, displs));
+    CADRE_CHECK(cadre__check_layout(c->fn, name, buf == CADRE_IN_PLACE ? NULL : buf, counts_name,
+                                    counts, displs_name, displs, c->n, c->dt, lo, hi));
+    *lo *= c->es;
+    *hi *= c->es;
     return CADRE_SUCCESS;
 }
 
@@ -251,8 +252,9 @@ static int bcast_impl(const char *fn, void *buf, size_t count, cadre_datatype_t 
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_root(&c, root));
-    CADRE_CHECK(check_count(&c, count, 1));
-    CADRE_CHECK(check_buf(&c, "buf", buf, count * c.es));
+    size_t nbytes;
+    CADRE_CHECK(check_span(&c, "count", count, 1, "buf", buf, &nbytes));
+    CADRE_CHECK(check_buf(&c, "buf", buf, nbytes));
     int a = algo_forced(K_BCAST);
     if (!nb && !a && count * c.es <= cadre__fast_limit(c.n) && shm_ok(c.comm))
         return cadre__fast_bcast(c.comm, fn, cadre__sig(SIG_BCAST, dt, SIG_NO_OP, 7, root, count),
@@ -293,13 +295,14 @@ static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_op(&c, dt, op));
     CADRE_CHECK(check_root(&c, root));
-    CADRE_CHECK(check_count(&c, count, 1));
-    size_t bytes = count * c.es;
+    size_t bytes;
     if (c.me == root) {
+        CADRE_CHECK(check_span(&c, "count", count, 1, "recvbuf", rbuf, &bytes));
         CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
         if (sbuf == CADRE_IN_PLACE)
             sbuf = rbuf;
     }
+    CADRE_CHECK(check_span(&c, "count", count, 1, "sendbuf", sbuf, &bytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
     if (!nb && !algo_forced(K_REDUCE) && bytes <= cadre__fast_limit(c.n) && shm_ok(c.comm))
         return cadre__fast_reduce(c.comm, fn, cadre__sig(SIG_REDUCE, dt, op, 7, root, count), sbuf,
@@ -332,11 +335,12 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_op(&c, dt, op));
-    CADRE_CHECK(check_count(&c, count, 1));
-    size_t bytes = count * c.es;
+    size_t bytes;
+    CADRE_CHECK(check_span(&c, "count", count, 1, "recvbuf", rbuf, &bytes));
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
     if (sbuf == CADRE_IN_PLACE)
         sbuf = rbuf;
+    CADRE_CHECK(check_span(&c, "count", count, 1, "sendbuf", sbuf, &bytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_allreduce(fn, sbuf, rbuf, count, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     int a = algo_forced(K_ALLREDUCE);
@@ -428,15 +432,17 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_op(&c, dt, op));
-    CADRE_CHECK(check_count(&c, recvcount, (size_t)c.n));
-    size_t bytes = recvcount * c.es;
-    if (sbuf == CADRE_IN_PLACE) {
-        /* The input is recvbuf, size*recvcount long; the result is its first block. */
-        CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes * (size_t)c.n));
+    size_t bytes, all;
+    CADRE_CHECK(check_span(&c, "recvcount", recvcount, 1, "recvbuf", rbuf, &bytes));
+    /* In place the input is recvbuf, size*recvcount long; the result is its
+     * first block. */
+    int in_place = sbuf == CADRE_IN_PLACE;
+    if (in_place)
         sbuf = rbuf;
-    }
+    const char *sname = in_place ? "recvbuf" : "sendbuf";
+    CADRE_CHECK(check_span(&c, "recvcount", recvcount, (size_t)c.n, sname, sbuf, &all));
+    CADRE_CHECK(check_buf(&c, sname, sbuf, all));
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
-    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes * (size_t)c.n));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_reduce_scatter(fn, sbuf, rbuf, recvcount, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     int a = algo_forced(K_REDUCE_SCATTER);
     if (!nb && !a && bytes * (size_t)c.n <= cadre__fast_limit(c.n) && shm_ok(c.comm)) {
@@ -484,14 +490,13 @@ static int gatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_root(&c, root));
-    CADRE_CHECK(check_count(&c, sendcount, 1));
+    size_t lo = 0, hi = 0, sbytes;
+    int in_place = sbuf == CADRE_IN_PLACE;
     if (c.me == root) {
-        int any;
-        CADRE_CHECK(check_layout(&c, "recvcounts", counts, displs, &any));
-        for (int i = 0; i < c.n; i++)
-            CADRE_CHECK(check_count(&c, displs[i], 1));
-        CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, (size_t)any));
-        if (sbuf == CADRE_IN_PLACE) {
+        CADRE_CHECK(check_layout(&c, "recvbuf", rbuf, "recvcounts", counts, "displs", displs, &lo,
+                                 &hi));
+        CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, hi - lo));
+        if (in_place) {
             sbuf = (char *)rbuf + displs[c.me] * c.es;
             sendcount = counts[c.me];
         } else if (sendcount != counts[c.me]) {
@@ -500,7 +505,8 @@ static int gatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void
                                 fn, sendcount, counts[c.me]);
         }
     }
-    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sendcount * c.es));
+    CADRE_CHECK(check_span(&c, "sendcount", sendcount, 1, "sendbuf", sbuf, &sbytes));
+    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sbytes));
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int rc = cadre__algo_gatherv_linear(&s, sbuf, sendcount, rbuf, counts, displs, root);
@@ -548,7 +554,8 @@ static int gather_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
     REQ_CHECK(fn, req);
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
-    CADRE_CHECK(check_count(&c, count, (size_t)c.n));
+    size_t all;
+    CADRE_CHECK(check_span(&c, "count", count, (size_t)c.n, "recvbuf", NULL, &all));
     size_t *counts, *displs;
     CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
     int rc = gatherv_impl(fn, sbuf, count, rbuf, counts, displs, dt, root, comm, req, nb);
@@ -578,12 +585,13 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
     CADRE_CHECK(check_root(&c, root));
-    CADRE_CHECK(check_count(&c, recvcount, 1));
+    size_t lo = 0, hi = 0, rbytes;
+    int in_place = rbuf == CADRE_IN_PLACE;
     if (c.me == root) {
-        int any;
-        CADRE_CHECK(check_layout(&c, "sendcounts", counts, displs, &any));
-        CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, (size_t)any));
-        if (rbuf == CADRE_IN_PLACE) {
+        CADRE_CHECK(check_layout(&c, "sendbuf", sbuf, "sendcounts", counts, "displs", displs, &lo,
+                                 &hi));
+        CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, hi - lo));
+        if (in_place) {
             rbuf = (char *)sbuf + displs[c.me] * c.es;
             recvcount = counts[c.me];
         } else if (recvcount != counts[c.me]) {
@@ -592,7 +600,8 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
                                 fn, counts[c.me], recvcount);
         }
     }
-    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, recvcount * c.es));
+    CADRE_CHECK(check_span(&c, "recvcount", recvcount, 1, "recvbuf", rbuf, &rbytes));
+    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, rbytes));
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int rc = cadre__algo_scatterv_linear(&s, sbuf, counts, displs, rbuf, recvcount, root);
@@ -622,7 +631,8 @@ static int scatter_impl(const char *fn, const void *sbuf, void *rbuf, size_t cou
     REQ_CHECK(fn, req);
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
-    CADRE_CHECK(check_count(&c, count, (size_t)c.n));
+    size_t all;
+    CADRE_CHECK(check_span(&c, "count", count, (size_t)c.n, "sendbuf", NULL, &all));
     size_t *counts, *displs;
     CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
     int rc = scatterv_impl(fn, sbuf, counts, displs, rbuf, count, dt, root, comm, req, nb);
@@ -649,17 +659,25 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     REQ_CHECK(fn, req);
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
-    int any;
-    CADRE_CHECK(check_layout(&c, "recvcounts", counts, displs, &any));
-    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, (size_t)any));
-    if (sbuf == CADRE_IN_PLACE) {
+    size_t lo, hi, sbytes;
+    CADRE_CHECK(check_layout(&c, "recvbuf", rbuf, "recvcounts", counts, "displs", displs, &lo,
+                             &hi));
+    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, hi - lo));
+    int in_place = sbuf == CADRE_IN_PLACE;
+    if (in_place) {
         sbuf = (char *)rbuf + displs[c.me] * c.es;
         sendcount = counts[c.me];
     } else if (sendcount != counts[c.me]) {
         return cadre__error(CADRE_ERR_ARG, "%s: rank %d sends %zu elements but recvcounts[%d] is %zu",
                             fn, c.me, sendcount, c.me, counts[c.me]);
     }
-    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sendcount * c.es));
+    CADRE_CHECK(check_span(&c, "sendcount", sendcount, 1, "sendbuf", sbuf, &sbytes));
+    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sbytes));
+    if (equal && cadre__gpu_enabled()) {
+        int g = cadre__gpu_allgather(fn, sbuf, rbuf, sendcount, dt, c.comm, req);
+        if (g != CADRE__GPU_NOT_MINE)
+            return g;
+    }
     int a = algo_forced(K_ALLGATHER);
     size_t most = 0;
     for (int i = 0; i < c.n; i++)
@@ -714,8 +732,9 @@ static int allgather_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     REQ_CHECK(fn, req);
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
-    CADRE_CHECK(check_count(&c, count, (size_t)c.n));
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_allgather(fn, sbuf, rbuf, count, dt, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
+    size_t all;
+    CADRE_CHECK(check_span(&c, "count", count, (size_t)c.n, "recvbuf", rbuf, &all));
+    /* The device path runs from allgatherv_impl, once the buffers are checked. */
     size_t *counts, *displs;
     CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
     int rc = allgatherv_impl(fn, sbuf, count, rbuf, counts, displs, dt, comm, req, nb, 1);
@@ -743,49 +762,42 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
     REQ_CHECK(fn, req);
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
-    CADRE_CHECK(check_vec(&c, "recvcounts", rcounts));
-    CADRE_CHECK(check_vec(&c, "rdispls", rdispls));
+    size_t rlo, rhi, slo, shi;
+    CADRE_CHECK(check_layout(&c, "recvbuf", rbuf, "recvcounts", rcounts, "rdispls", rdispls, &rlo,
+                             &rhi));
     int in_place = sbuf == CADRE_IN_PLACE;
     if (!in_place) {
-        CADRE_CHECK(check_vec(&c, "sendcounts", scounts));
-        CADRE_CHECK(check_vec(&c, "sdispls", sdispls));
-    } else {
+        CADRE_CHECK(check_layout(&c, "sendbuf", sbuf, "sendcounts", scounts, "sdispls", sdispls,
+                                 &slo, &shi));
+    }
+    if (in_place) {
         scounts = rcounts;
         sdispls = rdispls;
-    }
-    size_t rspan = 0, sspan = 0;
-    for (int i = 0; i < c.n; i++) {
-        CADRE_CHECK(check_count(&c, rcounts[i], 1));
-        CADRE_CHECK(check_count(&c, scounts[i], 1));
-        if ((rcounts[i] && rdispls[i] > SIZE_MAX / c.es - rcounts[i]) ||
-            (scounts[i] && sdispls[i] > SIZE_MAX / c.es - scounts[i]))
-            return cadre__error(CADRE_ERR_ARG, "%s: displacement %d overflows", fn, i);
-        if (rcounts[i] && rdispls[i] + rcounts[i] > rspan)
-            rspan = rdispls[i] + rcounts[i];
-        if (scounts[i] && sdispls[i] + scounts[i] > sspan)
-            sspan = sdispls[i] + scounts[i];
+        slo = rlo;
+        shi = rhi;
     }
     if (scounts[c.me] != rcounts[c.me])
         return cadre__error(CADRE_ERR_ARG, "%s: rank %d sends itself %zu elements but receives %zu",
                             fn, c.me, scounts[c.me], rcounts[c.me]);
-    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, rspan * c.es));
+    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, rhi - rlo));
+    if (!in_place) {
+        CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, shi - slo));
+    }
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     if (in_place) {
         /* Sends read the old contents while receives overwrite them: send from a copy. */
-        void *copy = cadre__sched_alloc(&s, sspan * c.es);
+        void *copy = cadre__sched_alloc(&s, shi);
         if (!copy) {
             cadre__sched_free(&s);
             return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for the in-place copy", fn);
         }
         /* A first round of its own, so that the device path can stage it. */
-        if (cadre__sched_copy(&s, copy, rbuf, sspan * c.es) || cadre__sched_barrier(&s)) {
+        if (cadre__sched_copy(&s, copy, rbuf, shi) || cadre__sched_barrier(&s)) {
             cadre__sched_free(&s);
             return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
         }
         sbuf = copy;
-    } else {
-        CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sspan * c.es));
     }
     /* The vectors are read at build time only. */
     int rc = cadre__algo_alltoallv_pairwise(&s, sbuf, scounts, sdispls, rbuf, rcounts, rdispls);
@@ -813,14 +825,18 @@ static int alltoall_impl(const char *fn, const void *sbuf, void *rbuf, size_t co
     REQ_CHECK(fn, req);
     struct call c;
     CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
-    CADRE_CHECK(check_count(&c, count, (size_t)c.n));
+    size_t all;
+    CADRE_CHECK(check_span(&c, "count", count, (size_t)c.n, "recvbuf", rbuf, &all));
+    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, all));
+    if (sbuf != CADRE_IN_PLACE) {
+        CADRE_CHECK(check_span(&c, "count", count, (size_t)c.n, "sendbuf", sbuf, &all));
+        CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, all));
+    }
     size_t bytes = count * c.es;
     if (!nb && !algo_forced(K_ALLTOALL) && bytes * (size_t)c.n <= cadre__fast_limit(c.n) &&
         shm_ok(c.comm)) {
         if (sbuf == CADRE_IN_PLACE)
             sbuf = rbuf;
-        CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes * (size_t)c.n));
-        CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes * (size_t)c.n));
         struct block_take t = {.rbuf = rbuf, .off = bytes * (size_t)c.me, .bytes = bytes};
         return cadre__fast_exchange(c.comm, fn, cadre__sig(SIG_ALLTOALL, dt, SIG_NO_OP, 7,
                                                            SIG_NO_ROOT, count),

@@ -13,8 +13,10 @@ struct p2p_args {
     int world; /* the peer's world rank; -1 for ANY_SOURCE */
 };
 
+/* sr: the send (is_recv 0) or receive half of cadre_sendrecv, whose
+ * arguments have their own names. */
 static int check_args(const char *fn, const void *buf, size_t count, cadre_datatype_t dt, int peer,
-                      int tag, cadre_comm_t comm, int is_recv, struct p2p_args *a)
+                      int tag, cadre_comm_t comm, int is_recv, int sr, struct p2p_args *a)
 {
     CADRE_CHECK(cadre__check_initialized(fn));
     cadre__app_active();
@@ -25,8 +27,9 @@ static int check_args(const char *fn, const void *buf, size_t count, cadre_datat
     a->elsize = cadre_datatype_size(dt);
     if (!a->elsize)
         return cadre__error(CADRE_ERR_ARG, "%s: unknown datatype %d", fn, (int)dt);
-    if (__builtin_mul_overflow(count, a->elsize, &a->bytes))
-        return cadre__error(CADRE_ERR_ARG, "%s: count %zu overflows the address space", fn, count);
+    CADRE_CHECK(cadre__check_span(fn, !sr ? "count" : is_recv ? "recvcount" : "sendcount", count, 1,
+                                  dt, !sr ? "buf" : is_recv ? "recvbuf" : "sendbuf", buf,
+                                  &a->bytes));
     if (!buf && count > 0)
         return cadre__error(CADRE_ERR_ARG, "%s: buffer is NULL with count %zu", fn, count);
     const char *what = is_recv ? "src" : "dst";
@@ -177,7 +180,7 @@ int cadre_send(const void *buf, size_t count, cadre_datatype_t dt, int dst, int 
                cadre_comm_t comm)
 {
     struct p2p_args a;
-    CADRE_CHECK(check_args("cadre_send", buf, count, dt, dst, tag, comm, 0, &a));
+    CADRE_CHECK(check_args("cadre_send", buf, count, dt, dst, tag, comm, 0, 0, &a));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_send(buf, count, dt, dst, tag, a.comm, NULL); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct cadre_engine *e = &cadre__eng;
     /* Fast path: a small message that the transport takes at once needs no
@@ -216,7 +219,7 @@ int cadre_recv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, c
                cadre_status_t *status)
 {
     struct p2p_args a;
-    CADRE_CHECK(check_args("cadre_recv", buf, count, dt, src, tag, comm, 1, &a));
+    CADRE_CHECK(check_args("cadre_recv", buf, count, dt, src, tag, comm, 1, 0, &a));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_recv(buf, count, dt, src, tag, a.comm, NULL, status); if (g != CADRE__GPU_NOT_MINE) return g; }
     if (a.world >= 0 && a.world != cadre__proc.rank) {
         struct cadre_p2p_direct d = {a.comm->context_id, a.world, src, tag, buf, a.bytes, a.elsize};
@@ -236,7 +239,7 @@ static int post_nb(int kind, const char *fn, const void *buf, size_t count, cadr
     if (!req)
         return cadre__error(CADRE_ERR_ARG, "%s: req is NULL", fn);
     struct p2p_args a;
-    CADRE_CHECK(check_args(fn, buf, count, dt, peer, tag, comm, kind == REQ_RECV, &a));
+    CADRE_CHECK(check_args(fn, buf, count, dt, peer, tag, comm, kind == REQ_RECV, 0, &a));
     if (cadre__gpu_enabled()) { int g = kind == REQ_SEND ? cadre__gpu_send(buf, count, dt, peer, tag, a.comm, req) : cadre__gpu_recv((void *)buf, count, dt, peer, tag, a.comm, req, NULL); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct cadre_request *r = make_req(kind, fn, buf, &a, peer, tag);
     if (!r)
@@ -264,8 +267,8 @@ int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, 
 {
     const char *fn = "cadre_sendrecv";
     struct p2p_args sa, ra;
-    CADRE_CHECK(check_args(fn, sendbuf, sendcount, dt, dst, sendtag, comm, 0, &sa));
-    CADRE_CHECK(check_args(fn, recvbuf, recvcount, dt, src, recvtag, comm, 1, &ra));
+    CADRE_CHECK(check_args(fn, sendbuf, sendcount, dt, dst, sendtag, comm, 0, 1, &sa));
+    CADRE_CHECK(check_args(fn, recvbuf, recvcount, dt, src, recvtag, comm, 1, 1, &ra));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_sendrecv(sendbuf, sendcount, dst, sendtag, recvbuf, recvcount, src, recvtag, dt, sa.comm, status); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct cadre_request *rr = make_req(REQ_RECV, fn, recvbuf, &ra, src, recvtag);
     struct cadre_request *sr = make_req(REQ_SEND, fn, sendbuf, &sa, dst, sendtag);

@@ -120,6 +120,37 @@ void cadre__at_finalize(void (*fn)(void));
 const char *cadre__datatype_name(cadre_datatype_t dt);
 const char *cadre__op_name(cadre_op_t op);
 
+/* The most bytes one buffer may span, and the address it must end at or
+ * below. On 64-bit Linux a user buffer lies below 2^56 wherever the kernel
+ * maps it (2^47 on x86-64 with 4-level paging, 2^56 with 5-level; 2^52 on
+ * aarch64 and ppc64; 2^56 on riscv64 with Sv57), so a larger count is a
+ * mistake, not a buffer; elsewhere the C bound: an object has at most
+ * PTRDIFF_MAX bytes and does not wrap around the address space. */
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__) || defined(__powerpc64__) || \
+                           (defined(__riscv) && __riscv_xlen == 64))
+#define CADRE__ADDR_BITS 56
+#define CADRE__MAX_BYTES ((size_t)1 << CADRE__ADDR_BITS)
+#define CADRE__ADDR_END ((uintptr_t)1 << CADRE__ADDR_BITS)
+#else
+#define CADRE__ADDR_BITS 0
+#define CADRE__MAX_BYTES ((size_t)PTRDIFF_MAX)
+#define CADRE__ADDR_END UINTPTR_MAX
+#endif
+
+/* count elements of dt, mult times over (the ranks of a collective's
+ * buffer; else 1), from buf: *bytes gets their size, or CADRE_ERR_ARG
+ * names fn, `what` (the count: "count", "sendcount"), bufname and the
+ * numbers when they overflow size_t, exceed CADRE__MAX_BYTES, or end past
+ * CADRE__ADDR_END. */
+int cadre__check_span(const char *fn, const char *what, size_t count, size_t mult,
+                      cadre_datatype_t dt, const char *bufname, const void *buf, size_t *bytes);
+/* The blocks of a v-collective's buffer: counts[i] elements from element
+ * displs[i], i < n. *lo and *hi get the first and one past the last element
+ * the nonempty blocks cover (0 and 0 when all are empty); CADRE_ERR_ARG
+ * names the block (cname[i], dname[i]) that ends past the address space. */
+int cadre__check_layout(const char *fn, const char *bufname, const void *buf, const char *cname,
+                        const size_t *counts, const char *dname, const size_t *displs, int n,
+                        cadre_datatype_t dt, size_t *lo, size_t *hi);
 /* "1000 elements (4000 bytes)" for bytes of elements of elsize bytes;
  * "4001 bytes" when they are not a whole number of elements. */
 void cadre__elements_text(char *buf, size_t len, size_t bytes, size_t elsize);
