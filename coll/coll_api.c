@@ -139,6 +139,22 @@ static int check_span(const struct call *c, const char *what, size_t count, size
                              buf == CADRE_IN_PLACE ? NULL : buf, bytes);
 }
 
+/* The send and receive bytes of this rank share none: a collective's
+ * receives may land before its sends have read (or, in the shared-memory
+ * slots, after they copied only part), so overlapping buffers would give
+ * wrong data. A sendbuf at `same` (NULL: nowhere) is the very place
+ * CADRE_IN_PLACE reads from and writes to, in the calls where the in-place
+ * input and result start at the same address on every rank, and is taken as
+ * CADRE_IN_PLACE (cadre(7)). */
+static int check_apart(const struct call *c, const void *sbuf, size_t sbytes, const void *rbuf,
+                       size_t rbytes, const void *same)
+{
+    if (same && sbuf == same)
+        return CADRE_SUCCESS;
+    return cadre__check_overlap(c->fn, sbuf, sbytes, rbuf, rbytes,
+                                "use CADRE_IN_PLACE (see cadre(7))");
+}
+
 static int check_buf(const struct call *c, const char *name, const void *buf, size_t bytes)
 {
     if (buf == CADRE_IN_PLACE)
@@ -304,6 +320,8 @@ static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
     }
     CADRE_CHECK(check_span(&c, "count", count, 1, "sendbuf", sbuf, &bytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
+    if (c.me == root)
+        CADRE_CHECK(check_apart(&c, sbuf, bytes, rbuf, bytes, rbuf));
     if (!nb && !algo_forced(K_REDUCE) && bytes <= cadre__fast_limit(c.n) && shm_ok(c.comm))
         return cadre__fast_reduce(c.comm, fn, cadre__sig(SIG_REDUCE, dt, op, 7, root, count), sbuf,
                                   rbuf, count, dt, op, root);
@@ -342,6 +360,7 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
         sbuf = rbuf;
     CADRE_CHECK(check_span(&c, "count", count, 1, "sendbuf", sbuf, &bytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
+    CADRE_CHECK(check_apart(&c, sbuf, bytes, rbuf, bytes, rbuf));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_allreduce(fn, sbuf, rbuf, count, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     int a = algo_forced(K_ALLREDUCE);
     /* Blocking calls on one node: the slots for small buffers; on three
@@ -443,6 +462,7 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     CADRE_CHECK(check_span(&c, "recvcount", recvcount, (size_t)c.n, sname, sbuf, &all));
     CADRE_CHECK(check_buf(&c, sname, sbuf, all));
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
+    CADRE_CHECK(check_apart(&c, sbuf, all, rbuf, bytes, rbuf));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_reduce_scatter(fn, sbuf, rbuf, recvcount, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     int a = algo_forced(K_REDUCE_SCATTER);
     if (!nb && !a && bytes * (size_t)c.n <= cadre__fast_limit(c.n) && shm_ok(c.comm)) {
@@ -507,6 +527,8 @@ static int gatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void
     }
     CADRE_CHECK(check_span(&c, "sendcount", sendcount, 1, "sendbuf", sbuf, &sbytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sbytes));
+    if (c.me == root && !in_place)
+        CADRE_CHECK(check_apart(&c, sbuf, sbytes, (char *)rbuf + lo, hi - lo, NULL));
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int rc = cadre__algo_gatherv_linear(&s, sbuf, sendcount, rbuf, counts, displs, root);
@@ -602,6 +624,8 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
     }
     CADRE_CHECK(check_span(&c, "recvcount", recvcount, 1, "recvbuf", rbuf, &rbytes));
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, rbytes));
+    if (c.me == root && !in_place)
+        CADRE_CHECK(check_apart(&c, (const char *)sbuf + lo, hi - lo, rbuf, rbytes, NULL));
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int rc = cadre__algo_scatterv_linear(&s, sbuf, counts, displs, rbuf, recvcount, root);
@@ -673,6 +697,9 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     }
     CADRE_CHECK(check_span(&c, "sendcount", sendcount, 1, "sendbuf", sbuf, &sbytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sbytes));
+    /* No equal pointer is in place here: the in-place block is the rank's own. */
+    if (!in_place)
+        CADRE_CHECK(check_apart(&c, sbuf, sbytes, (char *)rbuf + lo, hi - lo, NULL));
     if (equal && cadre__gpu_enabled()) {
         int g = cadre__gpu_allgather(fn, sbuf, rbuf, sendcount, dt, c.comm, req);
         if (g != CADRE__GPU_NOT_MINE)
@@ -769,6 +796,12 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
     if (!in_place) {
         CADRE_CHECK(check_layout(&c, "sendbuf", sbuf, "sendcounts", scounts, "sdispls", sdispls,
                                  &slo, &shi));
+        /* The same buffer with the same layout both ways is CADRE_IN_PLACE. */
+        if (sbuf == rbuf) {
+            in_place = 1;
+            for (int i = 0; i < c.n && in_place; i++)
+                in_place = scounts[i] == rcounts[i] && (!scounts[i] || sdispls[i] == rdispls[i]);
+        }
     }
     if (in_place) {
         scounts = rcounts;
@@ -782,6 +815,8 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, rhi - rlo));
     if (!in_place) {
         CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, shi - slo));
+        CADRE_CHECK(check_apart(&c, (const char *)sbuf + slo, shi - slo, (char *)rbuf + rlo,
+                                rhi - rlo, NULL));
     }
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
@@ -831,6 +866,10 @@ static int alltoall_impl(const char *fn, const void *sbuf, void *rbuf, size_t co
     if (sbuf != CADRE_IN_PLACE) {
         CADRE_CHECK(check_span(&c, "count", count, (size_t)c.n, "sendbuf", sbuf, &all));
         CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, all));
+        CADRE_CHECK(check_apart(&c, sbuf, all, rbuf, all, rbuf));
+        /* The same buffer both ways: the library sends from a copy. */
+        if (sbuf == rbuf)
+            sbuf = CADRE_IN_PLACE;
     }
     size_t bytes = count * c.es;
     if (!nb && !algo_forced(K_ALLTOALL) && bytes * (size_t)c.n <= cadre__fast_limit(c.n) &&

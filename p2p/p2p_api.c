@@ -269,6 +269,10 @@ int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, 
     struct p2p_args sa, ra;
     CADRE_CHECK(check_args(fn, sendbuf, sendcount, dt, dst, sendtag, comm, 0, 1, &sa));
     CADRE_CHECK(check_args(fn, recvbuf, recvcount, dt, src, recvtag, comm, 1, 1, &ra));
+    /* The receive may land while the send still reads: overlapping
+     * buffers would send what was received (MPI forbids them too). */
+    CADRE_CHECK(cadre__check_overlap(fn, sendbuf, sa.bytes, recvbuf, ra.bytes,
+                                     "the two buffers of cadre_sendrecv must not overlap"));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_sendrecv(sendbuf, sendcount, dst, sendtag, recvbuf, recvcount, src, recvtag, dt, sa.comm, status); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct cadre_request *rr = make_req(REQ_RECV, fn, recvbuf, &ra, src, recvtag);
     struct cadre_request *sr = make_req(REQ_SEND, fn, sendbuf, &sa, dst, sendtag);

@@ -151,6 +151,11 @@ int cadre__check_span(const char *fn, const char *what, size_t count, size_t mul
 int cadre__check_layout(const char *fn, const char *bufname, const void *buf, const char *cname,
                         const size_t *counts, const char *dname, const size_t *displs, int n,
                         cadre_datatype_t dt, size_t *lo, size_t *hi);
+/* CADRE_ERR_ARG naming both ranges ("fn: sendbuf [a, b) overlaps recvbuf
+ * [c, d); hint") when [sbuf, sbuf+sbytes) and [rbuf, rbuf+rbytes) share a
+ * byte; empty ranges share none. The ranges passed the checks above. */
+int cadre__check_overlap(const char *fn, const void *sbuf, size_t sbytes, const void *rbuf,
+                         size_t rbytes, const char *hint);
 /* "1000 elements (4000 bytes)" for bytes of elements of elsize bytes;
  * "4001 bytes" when they are not a whole number of elements. */
 void cadre__elements_text(char *buf, size_t len, size_t bytes, size_t elsize);

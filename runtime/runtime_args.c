@@ -1,6 +1,7 @@
 /* Argument checks shared by the point-to-point and collective calls: the
  * names of datatypes and ops for messages, buffers that no address space
- * holds. */
+ * holds, and send and receive buffers that overlap. */
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "runtime.h"
@@ -101,6 +102,18 @@ int cadre__check_layout(const char *fn, const char *bufname, const void *buf, co
     *lo = last ? first : 0;
     *hi = last;
     return CADRE_SUCCESS;
+}
+
+int cadre__check_overlap(const char *fn, const void *sbuf, size_t sbytes, const void *rbuf,
+                         size_t rbytes, const char *hint)
+{
+    uintptr_t s = (uintptr_t)sbuf, r = (uintptr_t)rbuf;
+    if (!sbytes || !rbytes || s >= r + rbytes || r >= s + sbytes)
+        return CADRE_SUCCESS;
+    return cadre__error(CADRE_ERR_ARG,
+                        "%s: sendbuf [%#" PRIxPTR ", %#" PRIxPTR ") overlaps recvbuf [%#" PRIxPTR
+                        ", %#" PRIxPTR ")%s%s",
+                        fn, s, s + sbytes, r, r + rbytes, hint ? "; " : "", hint ? hint : "");
 }
 
 void cadre__elements_text(char *buf, size_t len, size_t bytes, size_t elsize)

@@ -1,11 +1,13 @@
-/* Argument checks that must hold before any communication: counts that no
- * address space holds, and the wording of the datatype and truncation
- * messages. Every rank passes the same bad arguments (or, in rooted calls,
- * the root alone, where only the root's buffers are looked at), so every
- * rank that fails has failed before sending anything; then a correct call
- * must work, checked element by element.
+/* Argument checks that must hold before any communication: overlapping send
+ * and receive buffers (sendrecv and every collective, blocking and
+ * nonblocking), counts that no address space holds, and the wording of the
+ * datatype and truncation messages. Every rank passes the same bad
+ * arguments (or, in rooted calls, the root alone, where only the root's
+ * buffers are looked at), so every rank that fails has failed before
+ * sending anything; then a correct call must work, checked element by
+ * element.
  *
- * ARG_TESTS picks sections by name: messages, huge. */
+ * ARG_TESTS picks sections by name: messages, sendrecv, collectives, huge. */
 #include "rank_util.h"
 
 #define W CADRE_COMM_WORLD
@@ -30,6 +32,27 @@ static size_t bad_at(const int32_t *b, size_t n, int rank, int salt, size_t firs
             return i;
     return n;
 }
+
+/* A collective's outcome: blocking, or nonblocking and waited for. */
+static int done(int rc, int nb, cadre_request_t *r)
+{
+    if (rc == CADRE_SUCCESS && nb)
+        rc = cadre_wait(r, CADRE_STATUS_IGNORE);
+    return rc;
+}
+#define COLL(blocking, nonblocking) done(nb ? (nonblocking) : (blocking), nb, &req)
+
+/* CADRE_ERR_ARG whose message names both buffers and the overlap. */
+#define OVERLAPS(call, fn)                                                                  \
+    do {                                                                                    \
+        int rc_ = (call);                                                                   \
+        const char *m_ = cadre_last_error();                                                \
+        EXPECT(rc_ == CADRE_ERR_ARG, "%s (nb %d): %s, expected CADRE_ERR_ARG", #call, nb,  \
+               cadre_error_string(rc_));                                                    \
+        EXPECT(strstr(m_, fn) && strstr(m_, "sendbuf [") && strstr(m_, "recvbuf [") &&     \
+                   strstr(m_, "overlap"),                                                   \
+               "%s: message \"%s\" does not name both buffers", #call, m_);                 \
+    } while (0)
 
 /* After an error: the communicator still works. */
 static void still_works(const char *after)
@@ -78,6 +101,269 @@ static void test_messages(void)
         OK(cadre_wait(&r, CADRE_STATUS_IGNORE));
     free(big);
     still_works("a truncated message");
+}
+
+/* ---- sendrecv --------------------------------------------------------------------- */
+static void test_sendrecv(void)
+{
+    int nb = 0; /* for OVERLAPS */
+    int right = (me + 1) % np, left = (me + np - 1) % np;
+    size_t sizes[] = {1000, 1u << 20};
+    for (int k = 0; k < 2; k++) {
+        size_t n = sizes[k];
+        int32_t *b = malloc((2 * n + 1) * sizeof *b);
+        fill(b, 2 * n + 1, me, 10 + k);
+        /* The same buffer, then one element apart each way. */
+        OVERLAPS(cadre_sendrecv(b, n, right, 3, b, n, left, 3, CADRE_INT32, W, NULL),
+                 "cadre_sendrecv");
+        OVERLAPS(cadre_sendrecv(b, n, right, 3, b + 1, n, left, 3, CADRE_INT32, W, NULL),
+                 "cadre_sendrecv");
+        OVERLAPS(cadre_sendrecv(b + 1, n, right, 3, b, n, left, 3, CADRE_INT32, W, NULL),
+                 "cadre_sendrecv");
+        /* The last element of one is the first of the other. */
+        OVERLAPS(cadre_sendrecv(b, n, right, 3, b + n - 1, n, left, 3, CADRE_INT32, W, NULL),
+                 "cadre_sendrecv");
+        EXPECT(bad_at(b, 2 * n + 1, me, 10 + k, 0) == 2 * n + 1, "a rejected sendrecv wrote");
+        still_works("an overlapping sendrecv");
+        /* Adjacent halves do not overlap: the data arrives whole. */
+        cadre_status_t st;
+        OK(cadre_sendrecv(b, n, right, 4, b + n, n, left, 4, CADRE_INT32, W, &st));
+        EXPECT(st.count == n && st.source == left, "status count %zu source %d", st.count,
+               st.source);
+        size_t at = bad_at(b + n, n, left, 10 + k, 0);
+        EXPECT(at == n, "adjacent sendrecv of %zu: element %zu wrong", n, at);
+        EXPECT(bad_at(b, n, me, 10 + k, 0) == n, "adjacent sendrecv changed its send half");
+        /* A count of 0 covers no bytes: no overlap. */
+        fill(b, 2 * n + 1, me, 10 + k);
+        OK(cadre_sendrecv(b, 0, right, 5, b, n, left, 5, CADRE_INT32, W, &st));
+        EXPECT(st.count == 0, "empty message: count %zu", st.count);
+        free(b);
+    }
+}
+
+/* ---- collectives ------------------------------------------------------------------- */
+static void test_reductions(int nb, size_t c)
+{
+    cadre_request_t req;
+    int32_t *a = malloc((size_t)(np + 1) * c * sizeof *a);
+    int32_t *o = malloc((size_t)np * c * sizeof *o);
+    /* allreduce: the same buffer is CADRE_IN_PLACE; one element apart overlaps. */
+    fill(a, c, me, 20);
+    OK(COLL(cadre_allreduce(a, a, c, CADRE_INT32, CADRE_SUM, W),
+            cadre_iallreduce(a, a, c, CADRE_INT32, CADRE_SUM, W, &req)));
+    for (size_t i = 0; i < c; i++) {
+        int32_t s = 0;
+        for (int q = 0; q < np; q++)
+            s += val(q, 20, i);
+        if (a[i] != s) {
+            EXPECT(0, "allreduce(a, a) nb %d count %zu element %zu: %d, expected %d", nb, c, i,
+                   a[i], s);
+            break;
+        }
+    }
+    OVERLAPS(COLL(cadre_allreduce(a, a + 1, c, CADRE_INT32, CADRE_SUM, W),
+                  cadre_iallreduce(a, a + 1, c, CADRE_INT32, CADRE_SUM, W, &req)),
+             "allreduce");
+    OVERLAPS(COLL(cadre_allreduce(a + 1, a, c, CADRE_INT32, CADRE_SUM, W),
+                  cadre_iallreduce(a + 1, a, c, CADRE_INT32, CADRE_SUM, W, &req)),
+             "allreduce");
+    still_works("an overlapping allreduce");
+    /* Adjacent: fine. */
+    fill(a, c, me, 21);
+    OK(COLL(cadre_allreduce(a, a + c, c, CADRE_INT32, CADRE_SUM, W),
+            cadre_iallreduce(a, a + c, c, CADRE_INT32, CADRE_SUM, W, &req)));
+    EXPECT(bad_at(a, c, me, 21, 0) == c, "adjacent allreduce changed sendbuf");
+
+    /* reduce: only the root's recvbuf counts; the same buffer there is in place. */
+    for (int root = 0; root < np; root++) {
+        fill(a, c, me, 22 + root);
+        if (me == root) {
+            OVERLAPS(COLL(cadre_reduce(a, a + 1, c, CADRE_INT32, CADRE_SUM, root, W),
+                          cadre_ireduce(a, a + 1, c, CADRE_INT32, CADRE_SUM, root, W, &req)),
+                     "reduce");
+            OVERLAPS(COLL(cadre_reduce(a + 1, a, c, CADRE_INT32, CADRE_SUM, root, W),
+                          cadre_ireduce(a + 1, a, c, CADRE_INT32, CADRE_SUM, root, W, &req)),
+                     "reduce");
+        }
+        /* The others pass an overlapping recvbuf, which they do not use. */
+        int32_t *rb = me == root ? a : a + 1;
+        OK(COLL(cadre_reduce(a, rb, c, CADRE_INT32, CADRE_SUM, root, W),
+                cadre_ireduce(a, rb, c, CADRE_INT32, CADRE_SUM, root, W, &req)));
+        if (me == root)
+            for (size_t i = 0; i < c; i++) {
+                int32_t s = 0;
+                for (int q = 0; q < np; q++)
+                    s += val(q, 22 + root, i);
+                if (a[i] != s) {
+                    EXPECT(0, "reduce(a, a) root %d element %zu: %d, expected %d", root, i, a[i], s);
+                    break;
+                }
+            }
+        else
+            EXPECT(bad_at(a, c, me, 22 + root, 0) == c, "reduce changed a non-root's sendbuf");
+    }
+    still_works("overlapping reduces");
+
+    /* reduce_scatter: the same buffer is CADRE_IN_PLACE (result in its first block). */
+    size_t all = (size_t)np * c;
+    fill(a, all, me, 30);
+    OK(COLL(cadre_reduce_scatter(a, a, c, CADRE_INT32, CADRE_SUM, W),
+            cadre_ireduce_scatter(a, a, c, CADRE_INT32, CADRE_SUM, W, &req)));
+    for (size_t i = 0; i < c; i++) {
+        int32_t s = 0;
+        for (int q = 0; q < np; q++)
+            s += val(q, 30, (size_t)me * c + i);
+        if (a[i] != s) {
+            EXPECT(0, "reduce_scatter(a, a) nb %d element %zu: %d, expected %d", nb, i, a[i], s);
+            break;
+        }
+    }
+    OVERLAPS(COLL(cadre_reduce_scatter(a, a + 1, c, CADRE_INT32, CADRE_SUM, W),
+                  cadre_ireduce_scatter(a, a + 1, c, CADRE_INT32, CADRE_SUM, W, &req)),
+             "reduce_scatter");
+    /* recvbuf inside sendbuf's last block. */
+    OVERLAPS(COLL(cadre_reduce_scatter(a, a + all - 1, c, CADRE_INT32, CADRE_SUM, W),
+                  cadre_ireduce_scatter(a, a + all - 1, c, CADRE_INT32, CADRE_SUM, W, &req)),
+             "reduce_scatter");
+    still_works("an overlapping reduce_scatter");
+    fill(a, all, me, 31);
+    OK(COLL(cadre_reduce_scatter(a, o, c, CADRE_INT32, CADRE_SUM, W),
+            cadre_ireduce_scatter(a, o, c, CADRE_INT32, CADRE_SUM, W, &req)));
+    free(a);
+    free(o);
+}
+
+static void test_movers(int nb, size_t c)
+{
+    cadre_request_t req;
+    size_t all = (size_t)np * c;
+    int32_t *a = malloc((2 * all + c + 1) * sizeof *a);
+    size_t *cnt = malloc((size_t)np * sizeof *cnt), *dsp = malloc((size_t)np * sizeof *dsp);
+    size_t *cnt2 = malloc((size_t)np * sizeof *cnt2), *dsp2 = malloc((size_t)np * sizeof *dsp2);
+    for (int q = 0; q < np; q++) {
+        cnt[q] = c;
+        dsp[q] = (size_t)q * c;
+    }
+    /* allgather: no equal pointers are in place (the in-place block is the
+     * rank's own); every overlap fails on every rank. */
+    fill(a, all + c + 1, me, 40);
+    OVERLAPS(COLL(cadre_allgather(a, a, c, CADRE_INT32, W),
+                  cadre_iallgather(a, a, c, CADRE_INT32, W, &req)),
+             "allgather");
+    OVERLAPS(COLL(cadre_allgather(a + (size_t)me * c, a, c, CADRE_INT32, W),
+                  cadre_iallgather(a + (size_t)me * c, a, c, CADRE_INT32, W, &req)),
+             "allgather");
+    OVERLAPS(COLL(cadre_allgather(a + all - 1, a, c, CADRE_INT32, W),
+                  cadre_iallgather(a + all - 1, a, c, CADRE_INT32, W, &req)),
+             "allgather");
+    OVERLAPS(COLL(cadre_allgatherv(a + 1, c, a, cnt, dsp, CADRE_INT32, W),
+                  cadre_iallgatherv(a + 1, c, a, cnt, dsp, CADRE_INT32, W, &req)),
+             "allgatherv");
+    still_works("overlapping allgathers");
+    EXPECT(bad_at(a, all + c + 1, me, 40, 0) == all + c + 1, "a rejected allgather wrote");
+    /* The send block right after recvbuf, then before it (the v-variant's
+     * extent starts at its first displacement). */
+    OK(COLL(cadre_allgather(a + all, a, c, CADRE_INT32, W),
+            cadre_iallgather(a + all, a, c, CADRE_INT32, W, &req)));
+    for (int q = 0; q < np; q++)
+        EXPECT(bad_at(a + (size_t)q * c, c, q, 40, all) == c, "allgather block %d", q);
+    for (int q = 0; q < np; q++) {
+        cnt2[q] = c;
+        dsp2[q] = c + (size_t)q * c;
+    }
+    fill(a, c, me, 41);
+    OK(COLL(cadre_allgatherv(a, c, a, cnt2, dsp2, CADRE_INT32, W),
+            cadre_iallgatherv(a, c, a, cnt2, dsp2, CADRE_INT32, W, &req)));
+    for (int q = 0; q < np; q++)
+        EXPECT(bad_at(a + c + (size_t)q * c, c, q, 41, 0) == c, "allgatherv block %d", q);
+
+    /* gather and scatter: the root's buffers only. */
+    for (int root = 0; root < np; root++) {
+        fill(a, all + c + 1, me, 50 + root);
+        if (me == root) {
+            OVERLAPS(COLL(cadre_gather(a + (size_t)root * c, a, c, CADRE_INT32, root, W),
+                          cadre_igather(a + (size_t)root * c, a, c, CADRE_INT32, root, W, &req)),
+                     "gather");
+            OVERLAPS(COLL(cadre_gatherv(a + 1, c, a, cnt, dsp, CADRE_INT32, root, W),
+                          cadre_igatherv(a + 1, c, a, cnt, dsp, CADRE_INT32, root, W, &req)),
+                     "gatherv");
+            OVERLAPS(COLL(cadre_scatter(a, a + (size_t)root * c, c, CADRE_INT32, root, W),
+                          cadre_iscatter(a, a + (size_t)root * c, c, CADRE_INT32, root, W, &req)),
+                     "scatter");
+            OVERLAPS(COLL(cadre_scatterv(a, cnt, dsp, a + all - 1, c, CADRE_INT32, root, W),
+                          cadre_iscatterv(a, cnt, dsp, a + all - 1, c, CADRE_INT32, root, W, &req)),
+                     "scatterv");
+            EXPECT(bad_at(a, all + c + 1, me, 50 + root, 0) == all + c + 1,
+                   "a rejected gather or scatter wrote");
+        }
+        still_works("overlapping gathers and scatters");
+        /* Non-roots' ignored buffers may overlap; the root's adjacent ones are fine. */
+        int32_t *rb = me == root ? a : a + 1, *sb = me == root ? a + all : a;
+        OK(COLL(cadre_gather(sb, rb, c, CADRE_INT32, root, W),
+                cadre_igather(sb, rb, c, CADRE_INT32, root, W, &req)));
+        if (me == root)
+            for (int q = 0; q < np; q++)
+                EXPECT(bad_at(a + (size_t)q * c, c, q, 50 + root, q == root ? all : 0) == c,
+                       "gather root %d block %d", root, q);
+        fill(a, all + c, me, 60 + root);
+        OK(COLL(cadre_scatter(a, me == root ? a + all : a + 1, c, CADRE_INT32, root, W),
+                cadre_iscatter(a, me == root ? a + all : a + 1, c, CADRE_INT32, root, W, &req)));
+        int32_t *got = me == root ? a + all : a + 1;
+        EXPECT(bad_at(got, c, root, 60 + root, (size_t)me * c) == c, "scatter root %d", root);
+    }
+
+    /* alltoall: the same buffer is CADRE_IN_PLACE; one element apart overlaps. */
+    fill(a, all, me, 70);
+    OK(COLL(cadre_alltoall(a, a, c, CADRE_INT32, W), cadre_ialltoall(a, a, c, CADRE_INT32, W, &req)));
+    for (int q = 0; q < np; q++) {
+        size_t at = bad_at(a + (size_t)q * c, c, q, 70, (size_t)me * c);
+        EXPECT(at == c, "alltoall(a, a) nb %d count %zu block %d element %zu", nb, c, q, at);
+    }
+    OVERLAPS(COLL(cadre_alltoall(a, a + 1, c, CADRE_INT32, W),
+                  cadre_ialltoall(a, a + 1, c, CADRE_INT32, W, &req)),
+             "alltoall");
+    OVERLAPS(COLL(cadre_alltoall(a + all - 1, a, c, CADRE_INT32, W),
+                  cadre_ialltoall(a + all - 1, a, c, CADRE_INT32, W, &req)),
+             "alltoall");
+    /* alltoallv: the same buffer with the same layout is in place; with another, it overlaps. */
+    fill(a, all, me, 71);
+    OK(COLL(cadre_alltoallv(a, cnt, dsp, a, cnt, dsp, CADRE_INT32, W),
+            cadre_ialltoallv(a, cnt, dsp, a, cnt, dsp, CADRE_INT32, W, &req)));
+    for (int q = 0; q < np; q++) {
+        size_t at = bad_at(a + (size_t)q * c, c, q, 71, (size_t)me * c);
+        EXPECT(at == c, "alltoallv(a, a) nb %d count %zu block %d element %zu", nb, c, q, at);
+    }
+    for (int q = 0; q < np; q++)
+        dsp2[q] = 1 + (size_t)q * c;
+    OVERLAPS(COLL(cadre_alltoallv(a, cnt, dsp2, a, cnt, dsp, CADRE_INT32, W),
+                  cadre_ialltoallv(a, cnt, dsp2, a, cnt, dsp, CADRE_INT32, W, &req)),
+             "alltoallv");
+    still_works("overlapping alltoalls");
+    fill(a, all, me, 72);
+    OK(COLL(cadre_alltoall(a, a + all, c, CADRE_INT32, W),
+            cadre_ialltoall(a, a + all, c, CADRE_INT32, W, &req)));
+    for (int q = 0; q < np; q++)
+        EXPECT(bad_at(a + all + (size_t)q * c, c, q, 72, (size_t)me * c) == c,
+               "adjacent alltoall block %d", q);
+    free(a);
+    free(cnt);
+    free(dsp);
+    free(cnt2);
+    free(dsp2);
+}
+
+static void test_collectives(void)
+{
+    size_t counts[] = {5, 131075};
+    for (int nb = 0; nb < 2; nb++)
+        for (int k = 0; k < 2; k++) {
+            int before = ru_failures;
+            test_reductions(nb, counts[k]);
+            test_movers(nb, counts[k]);
+            if (ru_failures != before)
+                fprintf(stderr, "[rank %d] collectives nb %d count %zu failed\n", me, nb,
+                        counts[k]);
+        }
 }
 
 /* ---- counts that no address space holds -------------------------------------------- */
@@ -175,7 +461,10 @@ int main(int argc, char **argv)
     struct {
         const char *name;
         void (*fn)(void);
-    } tests[] = {{"messages", test_messages}, {"huge", test_huge}};
+    } tests[] = {{"messages", test_messages},
+                 {"sendrecv", test_sendrecv},
+                 {"collectives", test_collectives},
+                 {"huge", test_huge}};
     const char *only = getenv("ARG_TESTS");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         if (only && !strstr(only, tests[i].name))
