@@ -11,6 +11,9 @@
 #include "testutil.h"
 
 #define ERRPROG build_path("tests/ranks/errors_test")
+/* In every line that reports a failed call (and in no other line the jobs
+ * here should write; other warnings are not counted). */
+#define REPORT " WARN RUNTIME] cadre_"
 #define SHOW(r) "exit %d%s\n--- stdout\n%s--- stderr\n%s", (r).exit_code, \
                 (r).timed_out ? " (timed out)" : "", (r).out, (r).err
 
@@ -72,7 +75,7 @@ static void test_default_warns(void)
     CHECK_MSG(r.exit_code == 0 && all_ok(&r, n), SHOW(r));
     for (int i = 0; i < n; i++)
         CHECK_MSG(warnings(r.err, i, "cadre_send", "dst 99", "CADRE_ERR_ARG") == 1, SHOW(r));
-    CHECK_MSG(count_matching(r.err, "WARN") == n, SHOW(r));
+    CHECK_MSG(count_matching(r.err, REPORT) == n, SHOW(r));
     run_free(&r);
 
     /* A value that is none of the three is reported, and warn applies. */
@@ -90,7 +93,8 @@ static void test_return_is_silent(void)
     struct run_result r;
     run_err(&r, "ERRTEST=send CADRE_ERRORS=return", n);
     CHECK_MSG(r.exit_code == 0 && all_ok(&r, n), SHOW(r));
-    CHECK_MSG(r.err[0] == '\0', SHOW(r));
+    CHECK_MSG(count_matching(r.err, REPORT) == 0 && count_matching(r.err, "cadre_send") == 0,
+              SHOW(r));
     run_free(&r);
 }
 
@@ -132,7 +136,7 @@ static void test_override(void)
                             want);
                 CHECK_MSG(got == want, SHOW(r));
             }
-        CHECK_MSG(count_matching(r.err, "WARN") == n * (base_warn ? 2 : 3), SHOW(r));
+        CHECK_MSG(count_matching(r.err, REPORT) == n * (base_warn ? 2 : 3), SHOW(r));
         run_free(&r);
     }
 }
@@ -162,7 +166,7 @@ static void test_quiet_results(void)
     for (int i = 0; i < n; i++)
         CHECK_MSG(warnings(r.err, i, "cadre_comm_set_errors", "mode 7", "CADRE_ERR_ARG") == 1,
                   SHOW(r));
-    CHECK_MSG(count_matching(r.err, "WARN") == n, SHOW(r));
+    CHECK_MSG(count_matching(r.err, REPORT) == n, SHOW(r));
     run_free(&r);
 }
 
@@ -183,7 +187,7 @@ static void test_reported_once(void)
                       1,
                   SHOW(r));
     }
-    CHECK_MSG(count_matching(r.err, "WARN") == 2 * (n - 1), SHOW(r));
+    CHECK_MSG(count_matching(r.err, REPORT) == 2 * (n - 1), SHOW(r));
     run_free(&r);
 }
 
