@@ -136,6 +136,16 @@ int cadre_comm_world_rank(cadre_comm_t comm, int rank, int *world_rank);
  * without CUDA or without a bound device. */
 int cadre_comm_set_stream(cadre_comm_t comm, void *stream);
 int cadre_comm_get_stream(cadre_comm_t comm, void **stream);
+/* What a failing call on comm does besides returning its status (see
+ * cadre_comm_set_errors(3)): RETURN is silent, WARN (the default, from
+ * CADRE_ERRORS) writes cadre_last_error() to stderr, ABORT writes it and
+ * calls cadre_abort. Local; dup, split and create copy the parent's mode;
+ * calls without a communicator follow CADRE_COMM_WORLD's. */
+#define CADRE_ERRORS_RETURN 0
+#define CADRE_ERRORS_WARN 1
+#define CADRE_ERRORS_ABORT 2
+int cadre_comm_set_errors(cadre_comm_t comm, int mode);
+int cadre_comm_get_errors(cadre_comm_t comm, int *mode);
 
 /* ---------------------------------------------------------------------------
  * Point-to-point. Messages between a pair of ranks on one communicator with

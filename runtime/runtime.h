@@ -42,6 +42,18 @@ void cadre__clear_error(void);
         }                                                                        \
     } while (0)
 
+/* ---- error modes (runtime_errors.c) -------------------------------------- */
+/* A public call failed with rc (the wrappers of runtime_api.c): writes its
+ * cadre_last_error() to stderr, aborts the job or does nothing, as the mode of
+ * comm says (CADRE_COMM_NULL, or a handle that is not a communicator:
+ * CADRE_COMM_WORLD's). Returns rc. */
+int cadre__api_fail(int rc, cadre_comm_t comm, const char *fn) __attribute__((cold, noinline));
+/* A communicator made from parent (dup, split, create) starts with its mode;
+ * child may be CADRE_COMM_NULL. */
+void cadre__api_inherit(cadre_comm_t parent, cadre_comm_t child);
+/* The mode CADRE_ERRORS gives (read once; a bad value is warned about). */
+int cadre__errors_default(void);
+
 /* ---- logging ------------------------------------------------------------ */
 enum cadre_log_level { CADRE_LOG_WARN = 0, CADRE_LOG_INFO = 1, CADRE_LOG_TRACE = 2 };
 
@@ -170,6 +182,7 @@ struct cadre_comm {
     uint32_t coll_seq; /* collectives started on this communicator */
     void *fast;        /* its shared-memory slot (coll/coll_fast.c), or NULL */
     void *gpu;         /* device-path state (gpu/gpu_internal.h), made on first use */
+    int errors;        /* error mode + 1 (cadre_comm_set_errors); 0: CADRE_COMM_WORLD's */
 };
 /* memcpy for buffers that do not overlap, without the slow case of the
  * string instructions (runtime_copy.c). */

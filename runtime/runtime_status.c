@@ -1,5 +1,6 @@
 /* Status strings and the per-thread detailed error message. */
 #include <stdio.h>
+#include <string.h>
 
 #include "runtime.h"
 
@@ -31,10 +32,15 @@ void cadre__clear_error(void)
 
 int cadre__error(int status, const char *fmt, ...)
 {
+    /* Formatted aside, then copied: a caller that wraps an inner failure
+     * passes cadre_last_error() itself as an argument ("%s: ...: %s"), and
+     * vsnprintf into the buffer it reads from garbles the message. */
+    char msg[CADRE_LAST_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, strlen(msg) + 1);
     CADRE_TRACE(RUNTIME, "error %d: %s", status, last_error);
     return status;
 }

@@ -540,6 +540,46 @@ static void test_readme_quickstart(void)
     run_free(&r);
 }
 
+/* ---- the error-reporting wrappers --------------------------------------- */
+
+/* Every function of cadre.h that returns a status goes through a wrapper of
+ * runtime/runtime_api.c, which applies CADRE_ERRORS: it has a line in
+ * runtime/api_list.h and its rename in runtime/api_names.h. A function
+ * missing from both would fail silently; from one, the build breaks or a
+ * call inside the library would be reported. */
+static void test_every_function_is_wrapped(void)
+{
+    static struct func funcs[512];
+    char *err = NULL;
+    int n = header_functions(funcs, 512, &err);
+    char *list = slurp(src_path("runtime/api_list.h"));
+    char *names = slurp(src_path("runtime/api_names.h"));
+    CHECK_MSG(n > 0 && list && names, "cannot read cadre.h, api_list.h or api_names.h\n%s",
+              err ? err : "");
+    for (int i = 0; i < n && list && names; i++) {
+        const char *short_name = funcs[i].name + strlen("cadre_");
+        char entry[256], rename[256];
+        snprintf(entry, sizeof entry, ", %s, (", short_name);
+        snprintf(rename, sizeof rename, "#define %s cadre__impl_%s\n", funcs[i].name, short_name);
+        int in_list = strstr(list, entry) != NULL, in_names = strstr(names, rename) != NULL;
+        if (!strncmp(funcs[i].decl, "int ", 4)) {
+            if (!in_list)
+                addf(&err, "%s: no \"CADRE__API(kind%s\" line in runtime/api_list.h\n",
+                     funcs[i].name, entry);
+            if (!in_names)
+                addf(&err, "%s: no \"%.*s\" in runtime/api_names.h\n", funcs[i].name,
+                     (int)strlen(rename) - 1, rename);
+        } else if (in_list || in_names) {
+            addf(&err, "%s returns no status, yet is in runtime/api_list.h or api_names.h\n",
+                 funcs[i].name);
+        }
+    }
+    CHECK_MSG(err == NULL, "%s", err ? err : "");
+    free(err);
+    free(list);
+    free(names);
+}
+
 void suite_man(void)
 {
     CU_pSuite s = CU_add_suite("man", NULL, NULL);
@@ -549,4 +589,6 @@ void suite_man(void)
     CU_add_test(s, "every page is installed", test_pages_listed);
     CU_add_test(s, "cadre(7) lists every tunable", test_tunables_in_cadre7);
     CU_add_test(s, "README Quick start is what .ci/run runs", test_readme_quickstart);
+    CU_add_test(s, "every function with a status reports its failures",
+                test_every_function_is_wrapped);
 }

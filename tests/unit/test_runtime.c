@@ -1,7 +1,9 @@
 /* Runtime core without a launcher: status strings, errors before init,
  * the singleton world, configuration parsing. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cadre.h"
 #include "testutil.h"
@@ -40,6 +42,44 @@ static void test_singleton_program(void)
     run_free(&r);
 }
 
+/* What this process writes to stderr between stderr_begin and stderr_end
+ * (the failing calls' warnings, CADRE_ERRORS=warn), captured in a file. */
+static int stderr_begin(FILE **f)
+{
+    fflush(stderr);
+    *f = tmpfile();
+    int saved = dup(STDERR_FILENO);
+    if (*f && saved >= 0)
+        dup2(fileno(*f), STDERR_FILENO);
+    return saved;
+}
+
+static char *stderr_end(FILE *f, int saved)
+{
+    static char text[8192];
+    fflush(stderr);
+    if (saved >= 0) {
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+    }
+    text[0] = '\0';
+    if (f) {
+        rewind(f);
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = '\0';
+        fclose(f);
+    }
+    return text;
+}
+
+/* Whether the warnings of this process can be counted: the runner's
+ * environment may set CADRE_ERRORS. */
+static int default_mode(void)
+{
+    const char *e = getenv("CADRE_ERRORS");
+    return !e || !strcmp(e, "warn");
+}
+
 static void test_version(void)
 {
     int a, b, c;
@@ -47,8 +87,16 @@ static void test_version(void)
     CU_ASSERT_EQUAL(a, CADRE_VERSION_MAJOR);
     CU_ASSERT_EQUAL(b, CADRE_VERSION_MINOR);
     CU_ASSERT_EQUAL(c, CADRE_VERSION_PATCH);
+    FILE *f;
+    int saved = stderr_begin(&f);
     CU_ASSERT_EQUAL(cadre_version(NULL, &b, &c), CADRE_ERR_ARG);
+    const char *err = stderr_end(f, saved);
     CU_ASSERT(strstr(cadre_last_error(), "major") != NULL);
+    /* Before cadre_init the warning has no rank: "cadre" stands in. */
+    if (default_mode())
+        CHECK_MSG(!strcmp(err, "[cadre WARN RUNTIME] cadre_version: major is NULL "
+                               "(CADRE_ERR_ARG)\n"),
+                  "stderr: %s", err);
 }
 
 /* In this process cadre_init is never called: every call that needs it must
@@ -56,6 +104,8 @@ static void test_version(void)
 static void test_calls_before_init(void)
 {
     int x = 42, flag = 7;
+    FILE *f;
+    int saved = stderr_begin(&f);
     CU_ASSERT_EQUAL(cadre_initialized(&flag), CADRE_SUCCESS);
     CU_ASSERT_EQUAL(flag, 0);
     CU_ASSERT_EQUAL(cadre_initialized(NULL), CADRE_ERR_ARG);
@@ -69,6 +119,20 @@ static void test_calls_before_init(void)
     CU_ASSERT_EQUAL(cadre_finalize(), CADRE_ERR_STATE);
     CU_ASSERT(strstr(cadre_last_error(), "cadre_finalize") != NULL);
     CU_ASSERT_EQUAL(x, 42); /* outputs untouched on failure */
+    /* One warning per failing call, each naming it. */
+    const char *err = stderr_end(f, saved);
+    if (default_mode()) {
+        static const char *const calls[] = {"cadre_initialized", "cadre_comm_rank",
+                                            "cadre_comm_size",   "cadre_local_rank",
+                                            "cadre_local_size",  "cadre_device",
+                                            "cadre_finalize"};
+        for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+            char head[64];
+            snprintf(head, sizeof head, "[cadre WARN RUNTIME] %s: ", calls[i]);
+            CHECK_MSG(count_matching(err, head) == 1, "%s: stderr: %s", calls[i], err);
+        }
+        CHECK_MSG(count_matching(err, "WARN") == 7, "stderr: %s", err);
+    }
 }
 
 /* Config values reach the runtime; a bad value warns and falls back. */
