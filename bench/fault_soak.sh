@@ -89,7 +89,7 @@ for ((i = 1; i <= runs; i++)); do
         grep 'detected rc=' "$dir/out" | grep -v -E "detected rc=6 .*rank $victim\\b" | grep -q .; then
         outcome=wrong_blame
         why=$(grep 'detected rc=' "$dir/out" | grep -v -E "detected rc=6 .*rank $victim\\b" | head -1)
-    elif ! grep -q -E "rank $victim\\b" "$dir/err"; then
+    elif ! grep -q -E "^cadrerun:.*rank $victim\\b" "$dir/err"; then
         outcome=wrong_blame
         why="cadrerun's report does not name rank $victim"
     elif [[ $want == nonzero && $rc == 0 || $want != nonzero && $rc != "$want" ]]; then

@@ -70,8 +70,18 @@ static const char *judge(const struct run_result *r, const struct fault_case *k,
         }
         line = end ? end + 1 : NULL;
     }
-    if (!names_rank(r->err, victim)) {
-        snprintf(why, len, "cadrerun's report does not name rank %d", victim);
+    /* cadrerun's own lines, not the ranks' warnings, must name it. */
+    int named = 0;
+    for (const char *l = r->err; l && *l && !named;) {
+        const char *end = strchr(l, '\n');
+        size_t n = end ? (size_t)(end - l) : strlen(l);
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf - 1 ? n : sizeof buf - 1), l);
+        named = !strncmp(buf, "cadrerun:", 9) && names_rank(buf, victim);
+        l = end ? end + 1 : NULL;
+    }
+    if (!named) {
+        snprintf(why, len, "no line of cadrerun names rank %d", victim);
         return why;
     }
     if (k->code < 0 ? r->exit_code == 0 : r->exit_code != k->code) {
