@@ -742,8 +742,11 @@ static void raw_hello(int fd, uint32_t magic, int from, int to, uint64_t cookie)
 }
 
 /* Plays bad peers against rank 0, then a good rank 2 whose handshake and
- * first message arrive in pieces. */
-static void attacker(void)
+ * first message arrive in pieces. `connected` gives a byte once rank 0 has
+ * rank 1's connection (a pong came back): only then is a second hello
+ * claiming rank 1, with the job's secret, a duplicate to refuse (before,
+ * it would be taken for rank 1's own, however long the attacker slept). */
+static void attacker(int connected)
 {
     me.rank = 2;
     int fd = raw_connect(0);
@@ -769,7 +772,8 @@ static void attacker(void)
     close(fd); /* half a handshake, then gone */
     int idle = raw_connect(0); /* says nothing until the end */
 
-    usleep(300000); /* rank 1 is connected by now */
+    char one;
+    CHECK(read(connected, &one, 1) == 1, "rank 0 never had rank 1's connection");
     fd = raw_connect(0);
     raw_hello(fd, TCP_MAGIC, 1, 0, COOKIE);
     expect_closed(fd, "a second connection from rank 1");
@@ -823,17 +827,28 @@ static int s_badconn(void)
     int peer = 1 - me.rank;
     uint64_t v = 0, seq = 0;
     pid_t att = -1;
+    int connected[2] = {-1, -1};
     if (me.rank == 0) {
+        CHECK(pipe(connected) == 0);
+        signal(SIGPIPE, SIG_IGN); /* an attacker that failed early: its status says why */
         fflush(NULL);
         att = fork();
         CHECK(att >= 0);
-        if (att == 0)
-            attacker();
+        if (att == 0) {
+            close(connected[1]);
+            attacker(connected[0]);
+        }
+        close(connected[0]);
     }
     for (;;) {
         if (me.rank == 0) { /* ping rank 1 while the attacker runs */
             send_eager(peer, seq++, &v, 8);
             wait_rx(peer, seq);
+            if (connected[1] >= 0) {
+                CHECK(write(connected[1], "c", 1) == 1);
+                close(connected[1]);
+                connected[1] = -1;
+            }
             int st;
             if (waitpid(att, &st, WNOHANG) == att) {
                 CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the attacker failed (%#x)", st);
@@ -856,9 +871,12 @@ static int s_badconn(void)
         printf("badconn: %llu ping-pongs with rank 1 while refusing 6 bad connections\n",
                (unsigned long long)seq);
     }
-    exchange(0);
+    /* Before the barrier: after it, the other process finalizes, closing
+     * its sockets without a BYE (no engine here), which a rank still
+     * progressing in the barrier may rightly see as a failure. */
     for (int r = 0; r < 3; r++)
         CHECK(!eng.failed[r], "rank %d reported failed: %s", r, eng.why[r]);
+    exchange(0);
     return end_pair();
 }
 
