@@ -35,6 +35,8 @@ static void test_many(void) { run_scenario("many", 90); }
 static void test_sleepy(void) { run_scenario("sleepy", 90); }
 static void test_stall(void) { run_scenario("stall", 90); }
 static void test_claim(void) { run_scenario("claim", 60); }
+static void test_crowd(void) { run_scenario("crowd", 90); }
+static void test_retry(void) { run_scenario("retry", 60); }
 
 static void test_bench_smoke(void)
 {
@@ -109,4 +111,6 @@ void suite_tcp(void)
     CU_add_test(s, "bench/tcp_pingpong runs", test_bench_smoke);
     CU_add_test(s, "bench/tcp_alternate runs on TCP, every message checked", test_alternate_smoke);
     CU_add_test(s, "valgrind: tcp_intruder at 3 ranks, no memcheck error", test_valgrind);
+    CU_add_test(s, "crowd: 340 strangers' connections, a peer still gets in", test_crowd);
+    CU_add_test(s, "retry: a connect reset twice is made again", test_retry);
 }
