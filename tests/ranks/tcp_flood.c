@@ -147,7 +147,10 @@ static int dial(struct conn *c)
 static void intruder(const int *ports, int np, int ctl, int ready)
 {
     if (setgroups(0, NULL) || setgid(NOBODY) || setuid(NOBODY)) {
+        /* root without CAP_SETUID (a container): the test is skipped */
         fprintf(stderr, "[intruder] cannot become nobody: %s\n", strerror(errno));
+        int none = -1;
+        (void)!write(ready, &none, sizeof none);
         _exit(2);
     }
     if (setuid(0) == 0 || getuid() != NOBODY || geteuid() != NOBODY) {
@@ -289,7 +292,10 @@ int main(int argc, char **argv)
     close(ready[0]);
     mark("ready", me, n);
     wait_marks("ready", np, up);
+    int skipped = 0;
     for (int r = 0; r < np; r++)
+        skipped |= up[r] < 0;
+    for (int r = 0; r < np && !skipped; r++)
         EXPECT(up[r] == np * (FLOOD_IDLE + FLOOD_HALF), "rank %d's intruder has %d of %d up", r,
                up[r], np * (FLOOD_IDLE + FLOOD_HALF));
 
@@ -302,7 +308,8 @@ int main(int argc, char **argv)
     close(ctl[1]);
     int st = 0;
     EXPECT(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
-    EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the intruder ended with status %#x", st);
+    EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == (up[me] < 0 ? 2 : 0),
+           "the intruder ended with status %#x", st);
     unmark("port", me);
     unmark("ready", me);
     int one = 1, sum = 0; /* every rank's marks are gone before the directory */
@@ -314,7 +321,9 @@ int main(int argc, char **argv)
     OK(cadre_finalize());
     if (ru_failures)
         return 1;
-    if (me == 0)
+    if (me == 0 && skipped)
+        printf("tcp_flood: skipped: root, but cannot run the intruder as user nobody\n");
+    else if (me == 0)
         printf("tcp_flood: ok (%d ranks, %d connections per port held by intruders as uid %d; "
                "traffic took %.2f s)\n",
                np, np * (FLOOD_IDLE + FLOOD_HALF), NOBODY, took);
