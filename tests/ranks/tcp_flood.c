@@ -5,8 +5,8 @@
  * drops to uid/gid 65534, "nobody"); not root: says so and skips.
  *
  * Every rank finds its own listening port (its AF_INET listening socket)
- * and writes it to a file of a directory the ranks share (named after
- * cadrerun's pid, their parent): cadre_init has made no TCP connection yet,
+ * and writes it to a file of a directory the ranks share (in cadrerun's
+ * directory of the job): cadre_init has made no TCP connection yet,
  * and the files, not cadre, carry the ports and the start signal. Each rank
  * then forks an intruder that, as nobody, opens FLOOD_IDLE idle connections
  * and FLOOD_HALF half handshakes to every rank's port on 127.0.0.1, holds
@@ -264,7 +264,13 @@ int main(int argc, char **argv)
         OK(cadre_finalize());
         return ru_failures ? 1 : 0;
     }
-    snprintf(dir, sizeof dir, "/tmp/cadre-tcp-flood.%d", (int)getppid());
+    /* cadrerun's private directory of the job, which it removes at the
+     * end, also when a rank failed */
+    const char *jobdir = getenv("PMIX_SERVER_TMPDIR");
+    if (jobdir && strlen(jobdir) < 80)
+        snprintf(dir, sizeof dir, "%s/tcp-flood", jobdir);
+    else
+        snprintf(dir, sizeof dir, "/tmp/cadre-tcp-flood.%d", (int)getppid());
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
         EXPECT(0, "%s: %s", dir, strerror(errno));
     int *ports = calloc((size_t)np, sizeof *ports), *up = calloc((size_t)np, sizeof *up);
