@@ -225,6 +225,7 @@ void cadre__p2p_sleep(double timeout_s)
         eng_unlock();
         fds[n].fd = e->eventfd;
         fds[n].events = POLLIN;
+        fds[n].revents = 0; /* read below also when poll() is skipped */
         n++;
         /* Shared-memory arrivals do not wake poll(): keep naps short then. */
         if (e->shm_active && timeout_s > 1e-3)

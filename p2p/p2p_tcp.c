@@ -14,6 +14,15 @@
  * share (docker0, virbr0, a remote 127.0.0.1) is noticed, and the next address
  * of the peer is tried instead.
  *
+ * Who may connect (cadre(7), "Security of the TCP transport"): a listener on
+ * each published address, none on the wildcard; an accepted connection has
+ * TCP_IN_HELLO_TIMEOUT to say who it is, and the oldest of too many silent
+ * ones is closed for each new one (p2p_tcp_recv.c), so strangers' idle
+ * connections never make the listener refuse a peer. A connect that the
+ * listener reset or closed before answering is made again with backoff
+ * (OUT_RETRY) instead of failing the peer. Listeners and connecting:
+ * p2p_tcp_conn.c.
+ *
  * Sending is all or nothing (p2p.h): one sendmsg of header and payload. When
  * the socket fills, send waits briefly for the reader to drain it (a plain
  * blocking socket's behaviour, which keeps large transfers free of copies),
@@ -32,8 +41,6 @@
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/uio.h>
@@ -42,33 +49,14 @@
 #include "bootstrap/bootstrap.h"
 #include "p2p/p2p_tcp.h"
 
-struct tcp_state cadre__p2p_tcp_state = {.lfd = -1};
+struct tcp_state cadre__p2p_tcp_state;
 static struct tcp_state *const tcp = &cadre__p2p_tcp_state;
 
-#define TCP_KEY "tcp"
-#define TCP_MAX_ADDRS 16
 #define TCP_DIRECT_READS 4     /* with more inbound sockets, poll before reading */
-#define TCP_CONNECT_TIMEOUT 5  /* seconds per address; 30 for the last one */
 #define TCP_SEND_WAIT 1e-3     /* seconds one send may wait for the reader */
-
-/* Endpoint blob published with cadre__bootstrap_put; addresses in network order. */
-struct tcp_blob {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t port; /* network order */
-    uint32_t naddr;
-    uint32_t addr[];
-};
-
 static int tcp_reachable(int peer)
 {
     return peer >= 0 && peer < tcp->size && peer != tcp->rank;
-}
-
-static const char *ip_str(uint32_t a, char *buf)
-{
-    struct in_addr ia = {.s_addr = a};
-    return inet_ntop(AF_INET, &ia, buf, INET_ADDRSTRLEN) ? buf : "?";
 }
 
 static int pfd_reserve(int n)
@@ -84,14 +72,6 @@ static int pfd_reserve(int n)
 }
 
 /* ---- peers: failure, the busy list ---------------------------------------- */
-
-static void busy_add(int peer)
-{
-    if (!tcp->peers[peer].busy) {
-        tcp->peers[peer].busy = 1;
-        tcp->busy[tcp->nbusy++] = peer;
-    }
-}
 
 static void out_close(struct tcp_peer *p)
 {
@@ -119,136 +99,6 @@ int cadre__p2p_tcp_peer_fail(int peer, const char *fmt, ...)
     CADRE_INFO(P2P, "tcp: rank %d failed: %s", peer, why);
     cadre__p2p_peer_failed(peer, why);
     return CADRE_ERR_PEER;
-}
-
-/* ---- outbound: connecting ----------------------------------------------- */
-
-static int out_fetch(int peer)
-{
-    struct tcp_peer *p = &tcp->peers[peer];
-    void *data = NULL;
-    size_t len = 0;
-    if (cadre__bootstrap_get(peer, TCP_KEY, &data, &len) != CADRE_SUCCESS)
-        return cadre__p2p_tcp_peer_fail(peer, "no TCP endpoint published by rank %d", peer);
-    const struct tcp_blob *b = data;
-    if (len < sizeof *b || b->magic != TCP_MAGIC || b->version != TCP_VERSION || b->naddr == 0 ||
-        b->naddr > TCP_MAX_ADDRS || len != sizeof *b + b->naddr * sizeof(uint32_t)) {
-        free(data);
-        return cadre__p2p_tcp_peer_fail(peer, "malformed TCP endpoint of rank %d (%zu bytes)",
-                                        peer, len);
-    }
-    p->addr = malloc(b->naddr * sizeof(uint32_t));
-    if (!p->addr) {
-        free(data);
-        return cadre__error(CADRE_ERR_NOMEM, "tcp: out of memory for rank %d's addresses", peer);
-    }
-    memcpy(p->addr, b->addr, b->naddr * sizeof(uint32_t));
-    p->naddr = (int)b->naddr;
-    p->port = b->port;
-    free(data);
-    return CADRE_SUCCESS;
-}
-
-static int out_start_hello(int peer)
-{
-    struct tcp_peer *p = &tcp->peers[peer];
-    struct tcp_hello h = {TCP_MAGIC, TCP_VERSION, tcp->rank, peer, cadre__p2p_info.job_cookie};
-    ssize_t n;
-    do
-        n = send(p->fd, &h, sizeof h, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof h) /* an empty new socket takes 24 bytes or is broken */
-        return -1;
-    p->state = OUT_HELLO;
-    p->ack_got = 0;
-    p->deadline = tcp_now() + TCP_HELLO_TIMEOUT;
-    return 0;
-}
-
-/* Tries the peer's addresses from addr_idx on until one connects or is
- * connecting; fails the peer when none is left. */
-static int out_connect(int peer, const char *why_last)
-{
-    struct tcp_peer *p = &tcp->peers[peer];
-    char ip[INET_ADDRSTRLEN], last[160];
-    snprintf(last, sizeof last, "%s", why_last ? why_last : "");
-    for (; p->addr_idx < p->naddr; p->addr_idx++) {
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = p->port};
-        sa.sin_addr.s_addr = p->addr[p->addr_idx];
-        p->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (p->fd < 0)
-            return cadre__p2p_tcp_peer_fail(peer, "no socket for rank %d: %s", peer,
-                                            strerror(errno));
-        tcp_sockopts(p->fd);
-        int rc;
-        do
-            rc = connect(p->fd, (struct sockaddr *)&sa, sizeof sa);
-        while (rc < 0 && errno == EINTR);
-        if (rc == 0 && out_start_hello(peer) == 0)
-            break;
-        if (rc < 0 && errno == EINPROGRESS) {
-            p->state = OUT_CONNECTING;
-            p->deadline = tcp_now() + (p->addr_idx + 1 < p->naddr ? TCP_CONNECT_TIMEOUT : 30);
-            break;
-        }
-        snprintf(last, sizeof last, "%s:%u: %s", ip_str(sa.sin_addr.s_addr, ip), ntohs(p->port),
-                 rc < 0 ? strerror(errno) : "handshake failed");
-        CADRE_INFO(P2P, "tcp: connecting to rank %d: %s", peer, last);
-        close(p->fd);
-        p->fd = -1;
-    }
-    if (p->addr_idx >= p->naddr)
-        return cadre__p2p_tcp_peer_fail(peer,
-                                        "cannot connect to rank %d (%d addresses tried; last: %s)",
-                                        peer, p->naddr, last);
-    busy_add(peer);
-    return CADRE_SUCCESS;
-}
-
-/* The current address did not work out: try the next one. */
-static int out_next(int peer, const char *what)
-{
-    struct tcp_peer *p = &tcp->peers[peer];
-    char ip[INET_ADDRSTRLEN], why[160];
-    snprintf(why, sizeof why, "%s:%u: %s", ip_str(p->addr[p->addr_idx], ip), ntohs(p->port), what);
-    CADRE_INFO(P2P, "tcp: connecting to rank %d: %s", peer, why);
-    close(p->fd);
-    p->fd = -1;
-    p->addr_idx++;
-    return out_connect(peer, why);
-}
-
-/* Moves a connection through CONNECTING and HELLO without blocking. */
-static int out_advance(int peer)
-{
-    struct tcp_peer *p = &tcp->peers[peer];
-    if (p->state == OUT_CONNECTING) {
-        struct pollfd pf = {p->fd, POLLOUT, 0};
-        if (poll(&pf, 1, 0) <= 0)
-            return tcp_now() > p->deadline ? out_next(peer, "connect timed out") : 0;
-        int err = 0;
-        socklen_t el = sizeof err;
-        if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &el) || err)
-            return out_next(peer, strerror(err ? err : errno));
-        if (out_start_hello(peer))
-            return out_next(peer, "could not send the handshake");
-    }
-    if (p->state == OUT_HELLO) {
-        ssize_t n = recv(p->fd, (char *)&p->ack + p->ack_got, sizeof p->ack - p->ack_got, 0);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return tcp_now() > p->deadline ? out_next(peer, "no handshake answer") : 0;
-        if (n <= 0)
-            return out_next(peer, n == 0 ? "closed during the handshake" : strerror(errno));
-        p->ack_got += (size_t)n;
-        if (p->ack_got < sizeof p->ack)
-            return 0;
-        if (p->ack.magic != TCP_MAGIC || p->ack.version != TCP_VERSION || p->ack.from != peer ||
-            p->ack.to != tcp->rank || p->ack.cookie != cadre__p2p_info.job_cookie)
-            return out_next(peer, "answered by another process");
-        p->state = OUT_UP;
-        CADRE_TRACE(P2P, "tcp: connected to rank %d", peer);
-    }
-    return CADRE_SUCCESS;
 }
 
 /* ---- outbound: writing ---------------------------------------------------- */
@@ -370,11 +220,9 @@ static int tcp_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
         if (p->state == OUT_FAILED)
             return CADRE_ERR_PEER;
         if (p->state == OUT_NONE) {
-            if (p->naddr < 0 && (rc = out_fetch(peer)) != CADRE_SUCCESS)
-                return rc;
-            rc = out_connect(peer, NULL);
+            rc = cadre__p2p_tcp_connect(peer);
         } else {
-            rc = out_advance(peer);
+            rc = cadre__p2p_tcp_advance(peer);
         }
         if (rc != CADRE_SUCCESS)
             return rc;
@@ -408,7 +256,7 @@ static int tcp_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
         /* Part of the message is out and the rest cannot follow. */
         return cadre__p2p_tcp_peer_fail(peer, "out of memory for a staging buffer");
     }
-    busy_add(peer);
+    cadre__p2p_tcp_busy_add(peer);
     p->stage_off = 0;
     p->stage_len = total - done;
     if (done < TCP_HDR) {
@@ -428,9 +276,9 @@ static int out_progress(void)
     for (int i = 0; i < tcp->nbusy; i++) {
         int peer = tcp->busy[i];
         struct tcp_peer *p = &tcp->peers[peer];
-        if (p->state == OUT_CONNECTING || p->state == OUT_HELLO) {
+        if (p->state == OUT_CONNECTING || p->state == OUT_HELLO || p->state == OUT_RETRY) {
             int before = p->state;
-            out_advance(peer);
+            cadre__p2p_tcp_advance(peer);
             events += p->state != before;
         }
         if (p->state == OUT_UP && p->stage_len) {
@@ -484,17 +332,20 @@ static void tcp_idle(void)
     tcp->slept = 1;
 }
 
+/* The listeners, the peers' sockets, and last the connections still in
+ * their handshake: when there are more than fit, those go unwatched, not a
+ * peer's (the listeners wake the engine for them anyway). */
 static int tcp_pollfds(struct pollfd *fds, int max)
 {
     int n = 0;
     tcp->slept = 1;
-    if (n < max && tcp->lfd >= 0)
-        fds[n++] = (struct pollfd){tcp->lfd, POLLIN, 0};
+    for (int i = 0; i < tcp->nlfd && n < max; i++)
+        fds[n++] = (struct pollfd){tcp->lfd[i], POLLIN, 0};
     for (int i = 0; i < tcp->nin && n < max; i++) {
         struct tcp_in *c = tcp->in[i];
         /* Messages already buffered: an inbound socket is never full, so
          * POLLOUT keeps poll from sleeping on them. */
-        if (c->fd >= 0)
+        if (c->fd >= 0 && c->peer >= 0)
             fds[n++] = (struct pollfd){c->fd, (short)(POLLIN | (c->more ? POLLOUT : 0)), 0};
     }
     for (int i = 0; i < tcp->nbusy && n < max; i++) {
@@ -502,28 +353,13 @@ static int tcp_pollfds(struct pollfd *fds, int max)
         if (p->fd >= 0)
             fds[n++] = (struct pollfd){p->fd, p->state == OUT_HELLO ? POLLIN : POLLOUT, 0};
     }
+    for (int i = 0; i < tcp->nin && n < max; i++)
+        if (tcp->in[i]->fd >= 0 && tcp->in[i]->peer < 0)
+            fds[n++] = (struct pollfd){tcp->in[i]->fd, POLLIN, 0};
     return n;
 }
 
 /* ---- setup ---------------------------------------------------------------- */
-
-/* IPv4 addresses of the interfaces that are up, loopback last. */
-static int local_addrs(uint32_t *addr)
-{
-    struct ifaddrs *ifa = NULL;
-    int n = 0;
-    if (getifaddrs(&ifa) == 0) {
-        for (int loop = 0; loop < 2; loop++)
-            for (struct ifaddrs *i = ifa; i && n < TCP_MAX_ADDRS; i = i->ifa_next)
-                if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
-                    !!(i->ifa_flags & IFF_LOOPBACK) == loop)
-                    addr[n++] = ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
-        freeifaddrs(ifa);
-    }
-    if (n == 0)
-        addr[n++] = htonl(INADDR_LOOPBACK);
-    return n;
-}
 
 /* The engine's BYE may still sit in a staging buffer: let it go out (the
  * peers are reading, waiting for it) before the sockets close. */
@@ -562,14 +398,12 @@ static void tcp_finalize(void)
         free(tcp->peers[i].addr);
         free(tcp->peers[i].stage);
     }
-    if (tcp->lfd >= 0)
-        close(tcp->lfd);
+    cadre__p2p_tcp_close_listeners();
     free(tcp->in);
     free(tcp->peers);
     free(tcp->busy);
     free(tcp->pfd);
     memset(tcp, 0, sizeof *tcp);
-    tcp->lfd = -1;
 }
 
 static int tcp_init(void)
@@ -594,29 +428,22 @@ static int tcp_init(void)
         tcp->peers[i].naddr = -1;
     }
 
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
-    socklen_t sl = sizeof sa;
-    const char *what = "socket";
-    tcp->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    /* Accepted sockets inherit the receive buffer, and the window scale
-     * their handshake announces follows from it. */
-    if (tcp->lfd >= 0 && tcp->bufsize)
-        setsockopt(tcp->lfd, SOL_SOCKET, SO_RCVBUF, &tcp->bufsize, sizeof tcp->bufsize);
-    if (tcp->lfd >= 0 && (what = "bind", bind(tcp->lfd, (struct sockaddr *)&sa, sizeof sa) == 0) &&
-        (what = "listen", listen(tcp->lfd, SOMAXCONN) == 0))
-        what = getsockname(tcp->lfd, (struct sockaddr *)&sa, &sl) ? "getsockname" : NULL;
-    if (what) {
+    tcp->timeout = cadre__config_dbl(CADRE_CFG_TIMEOUT);
+
+    uint32_t buf[(sizeof(struct tcp_blob) + TCP_MAX_ADDRS * sizeof(uint32_t)) / sizeof(uint32_t)];
+    struct tcp_blob *b = (struct tcp_blob *)buf;
+    int naddr = cadre__p2p_tcp_local_addrs(b->addr);
+    const char *what = NULL;
+    uint16_t port = cadre__p2p_tcp_listen(b->addr, &naddr, &what);
+    if (port == 0) {
         int err = errno;
         tcp_finalize();
         return cadre__error(CADRE_ERR_INTERNAL, "tcp: %s: %s", what, strerror(err));
     }
-
-    uint32_t buf[(sizeof(struct tcp_blob) + TCP_MAX_ADDRS * sizeof(uint32_t)) / sizeof(uint32_t)];
-    struct tcp_blob *b = (struct tcp_blob *)buf;
     b->magic = TCP_MAGIC;
     b->version = TCP_VERSION;
-    b->port = sa.sin_port;
-    b->naddr = (uint32_t)local_addrs(b->addr);
+    b->port = port;
+    b->naddr = (uint32_t)naddr;
     int rc = cadre__bootstrap_put(TCP_KEY, b, sizeof *b + b->naddr * sizeof(uint32_t));
     if (rc != CADRE_SUCCESS) {
         tcp_finalize();
@@ -626,8 +453,8 @@ static int tcp_init(void)
         char list[TCP_MAX_ADDRS * (INET_ADDRSTRLEN + 1)] = "", ip[INET_ADDRSTRLEN];
         for (uint32_t i = 0; i < b->naddr; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "",
-                     ip_str(b->addr[i], ip));
-        CADRE_INFO(P2P, "tcp: listening on port %u, addresses %s", ntohs(sa.sin_port), list);
+                     tcp_ip_str(b->addr[i], ip));
+        CADRE_INFO(P2P, "tcp: listening on port %u, addresses %s", ntohs(port), list);
     }
     return CADRE_SUCCESS;
 }

@@ -1,11 +1,13 @@
 /*
- * p2p_tcp.h - shared by the two files of the TCP transport: p2p_tcp.c (setup,
- * connecting, sending, progress) and p2p_tcp_recv.c (accepting, handshakes,
- * receiving). Nothing outside them includes it. See p2p_tcp.c for the design.
+ * p2p_tcp.h - shared by the three files of the TCP transport: p2p_tcp.c
+ * (setup, sending, progress), p2p_tcp_conn.c (listeners, connecting) and
+ * p2p_tcp_recv.c (accepting, handshakes, receiving). Nothing outside them
+ * includes it. See p2p_tcp.c for the design.
  */
 #ifndef CADRE_P2P_TCP_H
 #define CADRE_P2P_TCP_H
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -20,8 +22,16 @@
 #define TCP_MAX_PAYLOAD (1024u << 10)
 #define TCP_RBUF 8192          /* per inbound socket: headers and small payloads */
 #define TCP_MSGS_PER_CALL 64   /* per socket and progress call: fairness */
-#define TCP_HELLO_TIMEOUT 30   /* seconds for a connected peer's hello */
-#define TCP_MAX_PENDING 64     /* accepted sockets still in their handshake */
+#define TCP_HELLO_TIMEOUT 30   /* seconds for the answer to our hello */
+/* An accepted connection that has not said who it is: a peer's hello is
+ * written as soon as its connect completes, so anything silent for longer
+ * than TCP_IN_HELLO_TIMEOUT is closed; past TCP_MAX_PENDING of them the
+ * oldest is closed to make room (a peer that loses its connection so
+ * dials again: tcp_peer's retry). Nothing unauthenticated is ever a
+ * reason to refuse a new connection. */
+#define TCP_IN_HELLO_TIMEOUT 2.0
+#define TCP_MAX_PENDING 256
+#define TCP_MAX_ADDRS 16       /* addresses a rank publishes and listens on */
 #define TCP_HDR sizeof(struct cadre_p2p_hdr)
 
 struct tcp_hello {
@@ -30,7 +40,9 @@ struct tcp_hello {
     uint64_t cookie;
 };
 
-enum { OUT_NONE, OUT_CONNECTING, OUT_HELLO, OUT_UP, OUT_FAILED };
+/* OUT_RETRY: every address was tried and reset or refused the connection
+ * (a crowded or slow listener); waiting for deadline to try them again. */
+enum { OUT_NONE, OUT_CONNECTING, OUT_HELLO, OUT_UP, OUT_FAILED, OUT_RETRY };
 enum { IN_HELLO, IN_HDR, IN_BODY };
 
 struct tcp_in {
@@ -56,6 +68,12 @@ struct tcp_peer {
     uint16_t port;
     uint32_t *addr;
     double deadline;
+    /* retrying: until retry_until (refused alone: refused_until), after
+     * backoff seconds; pass_retry says what the current pass over the
+     * addresses met: 0 nothing worth a retry, 1 refused, 2 reset or closed */
+    double retry_until, refused_until, backoff;
+    int pass_retry, tries;
+    char last[160]; /* the last failure, for the message that gives up */
     struct tcp_hello ack;
     size_t ack_got;
     char *stage;
@@ -66,7 +84,9 @@ struct tcp_peer {
 };
 
 struct tcp_state {
-    int lfd, rank, size;
+    int lfd[TCP_MAX_ADDRS], nlfd; /* one listener per published address, one port */
+    int rank, size;
+    double timeout; /* CADRE_TIMEOUT: bounds the retries of a connect */
     int slept; /* pollfds was called: the engine is about to sleep */
     int bufsize; /* CADRE_TCP_BUFFER: SO_SNDBUF and SO_RCVBUF; 0 = the kernel's */
     uint64_t calls;
@@ -81,6 +101,31 @@ struct tcp_state {
 
 extern struct tcp_state cadre__p2p_tcp_state;
 
+#define TCP_KEY "tcp"
+
+/* Endpoint blob published with cadre__bootstrap_put; addresses in network order. */
+struct tcp_blob {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t port; /* network order */
+    uint32_t naddr;
+    uint32_t addr[];
+};
+
+/* p2p_tcp_conn.c: the IPv4 addresses to publish (interfaces that are up,
+ * loopback last, each once); a listener on each of the n addresses, all on
+ * one port, returned in network order (addresses that cannot be bound are
+ * dropped from addr and *n; 0 and errno, *what the failing call, when
+ * none is left); closing them. */
+int cadre__p2p_tcp_local_addrs(uint32_t *addr);
+uint16_t cadre__p2p_tcp_listen(uint32_t *addr, int *n, const char **what);
+void cadre__p2p_tcp_close_listeners(void);
+/* The first connect to a peer (its endpoint fetched on first use), and
+ * the connection moved on through RETRY, CONNECTING and HELLO without
+ * blocking; both fail the peer when no address is left to try. */
+int cadre__p2p_tcp_connect(int peer);
+int cadre__p2p_tcp_advance(int peer);
+
 /* Reports the peer gone (once) and closes its sockets; returns CADRE_ERR_PEER. */
 int cadre__p2p_tcp_peer_fail(int peer, const char *fmt, ...) CADRE_PRINTF(2, 3);
 void cadre__p2p_tcp_in_close(struct tcp_in *c);
@@ -93,6 +138,22 @@ void cadre__p2p_tcp_release_dest(int peer, const char *buf, size_t len);
 int cadre__p2p_tcp_accept(void);
 /* Frees closed connections, refuses handshakes that never completed. */
 void cadre__p2p_tcp_sweep(void);
+
+static inline const char *tcp_ip_str(uint32_t a, char *buf)
+{
+    struct in_addr ia = {.s_addr = a};
+    return inet_ntop(AF_INET, &ia, buf, INET_ADDRSTRLEN) ? buf : "?";
+}
+
+/* Connecting peers and peers with staged data, watched by progress. */
+static inline void cadre__p2p_tcp_busy_add(int peer)
+{
+    struct tcp_state *t = &cadre__p2p_tcp_state;
+    if (!t->peers[peer].busy) {
+        t->peers[peer].busy = 1;
+        t->busy[t->nbusy++] = peer;
+    }
+}
 
 static inline double tcp_now(void)
 {

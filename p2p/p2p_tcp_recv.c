@@ -259,48 +259,97 @@ void cadre__p2p_tcp_release_dest(int peer, const char *buf, size_t len)
     c->body = c->big;
 }
 
+/* Closes the connection that has waited longest for its handshake, to make
+ * room: the listener never refuses a peer because strangers came first. */
+static int evict_oldest(const char *why)
+{
+    struct tcp_in *old = NULL;
+    for (int i = 0; i < tcp->nin; i++) {
+        struct tcp_in *c = tcp->in[i];
+        if (c->fd >= 0 && c->peer < 0 && (!old || c->deadline < old->deadline))
+            old = c;
+    }
+    if (!old)
+        return 0;
+    cadre__p2p_tcp_in_progress(old); /* its hello may be there by now */
+    if (old->fd >= 0 && old->peer < 0)
+        in_refuse(old, why);
+    return 1;
+}
+
+/* A new connection, in its handshake; its hello is read at once when it is
+ * there (a peer writes it as soon as its connect completes). */
+static int in_add(int fd, const struct sockaddr_in *sa)
+{
+    if (tcp->npending >= TCP_MAX_PENDING)
+        evict_oldest("the oldest of too many handshakes");
+    if (tcp->nin == tcp->capin) {
+        int cap = tcp->capin ? 2 * tcp->capin : 16;
+        struct tcp_in **a = realloc(tcp->in, (size_t)cap * sizeof *a);
+        if (!a)
+            return -1;
+        tcp->in = a;
+        tcp->capin = cap;
+    }
+    struct tcp_in *c = malloc(sizeof *c);
+    if (!c)
+        return -1;
+    memset(c, 0, offsetof(struct tcp_in, rbuf));
+    c->fd = fd;
+    c->peer = -1;
+    snprintf(c->from, sizeof c->from, "?");
+    if (sa->sin_family == AF_INET && inet_ntop(AF_INET, &sa->sin_addr, c->from, sizeof c->from))
+        snprintf(c->from + strlen(c->from), sizeof c->from - strlen(c->from), ":%u",
+                 ntohs(sa->sin_port));
+    c->state = IN_HELLO;
+    c->deadline = tcp_now() + TCP_IN_HELLO_TIMEOUT;
+    tcp_sockopts(fd);
+    tcp->in[tcp->nin++] = c;
+    tcp->npending++;
+    return cadre__p2p_tcp_in_progress(c);
+}
+
+/* Takes every connection waiting on the listeners (at most
+ * 4 * TCP_MAX_PENDING per call, so that a flood does not stop progress):
+ * one left in the kernel's queue would reach its handshake late, or find
+ * the queue full. */
 int cadre__p2p_tcp_accept(void)
 {
-    int events = 0;
-    for (int k = 0; k < 16; k++) {
-        struct sockaddr_in sa;
-        socklen_t sl = sizeof sa;
-        int fd = accept4(tcp->lfd, (struct sockaddr *)&sa, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            static int logged; /* EMFILE would repeat on every call */
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-                errno != ECONNABORTED && !logged++)
-                CADRE_WARN(P2P, "tcp: accept: %s", strerror(errno));
-            break;
-        }
-        events++;
-        struct tcp_in *c = NULL;
-        char from[sizeof c->from] = "?";
-        if (sa.sin_family == AF_INET && inet_ntop(AF_INET, &sa.sin_addr, from, sizeof from))
-            snprintf(from + strlen(from), sizeof from - strlen(from), ":%u", ntohs(sa.sin_port));
-        if (tcp->npending >= TCP_MAX_PENDING) {
-            CADRE_INFO(P2P, "tcp: refused a connection from %s: %d handshakes pending", from,
-                       tcp->npending);
-        } else if (tcp->nin == tcp->capin) {
-            int cap = tcp->capin ? 2 * tcp->capin : 16;
-            struct tcp_in **a = realloc(tcp->in, (size_t)cap * sizeof *a);
-            if (a) {
-                tcp->in = a;
-                tcp->capin = cap;
+    int events = 0, budget = 4 * TCP_MAX_PENDING;
+    /* With several listeners, one poll finds those with connections: one
+     * syscall when there are none, as with a single listener. */
+    struct pollfd pf[TCP_MAX_ADDRS];
+    for (int l = 0; l < tcp->nlfd; l++)
+        pf[l] = (struct pollfd){tcp->lfd[l], POLLIN, tcp->nlfd == 1 ? POLLIN : 0};
+    if (tcp->nlfd > 1 && poll(pf, (nfds_t)tcp->nlfd, 0) <= 0)
+        return 0;
+    for (int l = 0; l < tcp->nlfd; l++) {
+        while (pf[l].revents && budget-- > 0) {
+            struct sockaddr_in sa;
+            socklen_t sl = sizeof sa;
+            int fd = accept4(tcp->lfd[l], (struct sockaddr *)&sa, &sl,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) {
+                if (errno == EINTR || errno == ECONNABORTED)
+                    continue;
+                /* Out of descriptors: strangers' connections make room
+                 * for what waits, a peer's maybe. */
+                if ((errno == EMFILE || errno == ENFILE) &&
+                    evict_oldest("out of file descriptors"))
+                    continue;
+                static int logged; /* EMFILE would repeat on every call */
+                if (errno != EAGAIN && errno != EWOULDBLOCK && !logged++)
+                    CADRE_WARN(P2P, "tcp: accept: %s", strerror(errno));
+                break;
             }
-        }
-        if (tcp->npending < TCP_MAX_PENDING && tcp->nin < tcp->capin && (c = malloc(sizeof *c))) {
-            memset(c, 0, offsetof(struct tcp_in, rbuf));
-            c->fd = fd;
-            c->peer = -1;
-            memcpy(c->from, from, sizeof from);
-            c->state = IN_HELLO;
-            c->deadline = tcp_now() + TCP_HELLO_TIMEOUT;
-            tcp_sockopts(fd);
-            tcp->in[tcp->nin++] = c;
-            tcp->npending++;
-        } else {
-            close(fd);
+            events++;
+            int m = in_add(fd, &sa);
+            if (m < 0) {
+                CADRE_INFO(P2P, "tcp: out of memory for an accepted connection");
+                close(fd);
+            } else {
+                events += m;
+            }
         }
     }
     return events;
