@@ -108,11 +108,14 @@ void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
 
 void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead)
 {
-    char text[300], world[32] = "";
+    char text[300], world[32] = "", how[200] = "";
     int w = world_of(c, dead);
     if (w != dead)
         snprintf(world, sizeof world, " (world rank %d)", w);
-    snprintf(text, sizeof text, "rank %d%s failed (this rank, %d, found out)", dead, world,
+    /* What the engine saw, when it saw it ("(pid 4711) exited"). */
+    if (cadre__p2p_peer_died(w))
+        snprintf(how, sizeof how, ": %s", cadre__eng.peers[w].why);
+    snprintf(text, sizeof text, "rank %d%s failed%s (this rank, %d, found out)", dead, world, how,
              c->rank);
     /* Once: the first report stands, and was told. */
     if (record(cadre__coll_ctx(c), CADRE_ERR_PEER, text))
