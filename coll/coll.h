@@ -112,6 +112,9 @@ void cadre__coll_poison_locked(struct cadre_comm *c, int other, uint64_t theirs,
 void cadre__coll_poison(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine);
 /* Rank `dead` of c failed: fail c's collectives here and at the live ranks. */
 void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead);
+/* Lock held: a communicator made while a member was already dead (its
+ * making finished before the death was seen) is poisoned like the others. */
+void cadre__coll_poison_dead_members(struct cadre_comm *c);
 /* Lock held. A collective of c failed because rank `peer` of c is gone. A
  * peer that finalized (its BYE came) left because of a failure elsewhere,
  * and the news of it may not reach this rank before its BYE did: a member

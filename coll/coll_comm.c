@@ -47,6 +47,9 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, uint64_t
     c->size = size;
     c->world_ranks = w;
     cadre__comm_register(c);
+    eng_lock();
+    cadre__coll_poison_dead_members(c);
+    eng_unlock();
     int rc = cadre__fast_setup(c, fast);
     if (rc != CADRE_SUCCESS) {
         free_comm(c);

@@ -108,15 +108,48 @@ void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
 
 void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead)
 {
-    char text[300];
-    snprintf(text, sizeof text, "rank %d failed (this rank, %d, found out)", dead, c->rank);
-    uint32_t ctx = cadre__coll_ctx(c);
-    int n = atomic_load(&npoisoned);
-    for (int i = 0; i < n; i++)
-        if (poisoned[i].ctx == ctx)
-            return; /* told already */
-    record(ctx, CADRE_ERR_PEER, text);
-    tell(c, dead, c->rank, dead, 0, 0);
+    char text[300], world[32] = "", how[200] = "";
+    int w = world_of(c, dead);
+    if (w != dead)
+        snprintf(world, sizeof world, " (world rank %d)", w);
+    /* What the engine saw, when it saw it ("(pid 4711) exited"). */
+    if (cadre__p2p_peer_died(w))
+        snprintf(how, sizeof how, ": %s", cadre__eng.peers[w].why);
+    snprintf(text, sizeof text, "rank %d%s failed%s (this rank, %d, found out)", dead, world, how,
+             c->rank);
+    /* Once: the first report stands, and was told. */
+    if (record(cadre__coll_ctx(c), CADRE_ERR_PEER, text))
+        tell(c, dead, c->rank, dead, 0, 0);
+}
+
+struct died {
+    int world;
+};
+
+static void died_one(const struct cadre_comm *c, void *arg)
+{
+    const struct died *d = arg;
+    int q = cadre__p2p_comm_rank_of(c, d->world);
+    if (q >= 0 && q != c->rank)
+        cadre__coll_poison_peer_locked((struct cadre_comm *)c, q);
+}
+
+/* The engine saw world rank w fail (no BYE): every communicator it is in
+ * fails its collectives here, also those whose partners in the call that
+ * waits now are all alive (they would wait for CADRE_TIMEOUT for ranks that
+ * left the call because of the failure, or never came to it). The live
+ * members are told, for those that cannot see w go themselves. */
+void cadre__coll_peer_died(int w)
+{
+    struct died d = {w};
+    cadre__comm_foreach(died_one, &d);
+}
+
+void cadre__coll_poison_dead_members(struct cadre_comm *c)
+{
+    int q = cadre__p2p_comm_dead_member(c);
+    if (q >= 0)
+        cadre__coll_poison_peer_locked(c, q);
 }
 
 int cadre__coll_blame(struct cadre_comm *c, int peer)

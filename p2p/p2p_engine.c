@@ -194,6 +194,8 @@ int cadre__p2p_progress_locked(void)
         n = r->next;
         events += r->poll(r);
     }
+    if (e->deaths_pending)
+        cadre__p2p_deaths_settle();
     return events;
 }
 
@@ -389,7 +391,8 @@ int cadre__p2p_fail_peer_requests(int w)
 
 void cadre__p2p_peer_failed(int w, const char *why)
 {
-    struct cadre_peer *p = &cadre__eng.peers[w];
+    struct cadre_engine *e = &cadre__eng;
+    struct cadre_peer *p = &e->peers[w];
     if (p->state == PEER_DEAD)
         return;
     int was = p->state;
@@ -398,10 +401,22 @@ void cadre__p2p_peer_failed(int w, const char *why)
         snprintf(p->why, sizeof p->why, "has finalized");
     else
         snprintf(p->why, sizeof p->why, "(pid %d) %s", (int)p->pid, why);
+    if (!p->said_bye) {
+        /* A failure, not the end of a rank that finalized: receives from
+         * any source on its communicators fail below, and those
+         * communicators are poisoned at the next settle (not here: this
+         * may run inside a walk of the communicator list, a POISON being
+         * passed on). */
+        e->ndead++;
+        if (!e->finalizing) {
+            p->poison_pending = 1;
+            e->deaths_pending++;
+        }
+    }
     int failed = cadre__p2p_fail_peer_requests(w);
     /* A peer that dies while we wait on it is worth a warning; one that
      * exits when the job ends, with nothing of ours pending, is not. */
-    if (was == PEER_OK && failed)
+    if (was == PEER_OK && failed && e->finalizing < 2)
         CADRE_WARN(P2P, "peer rank %d %s", w, p->why);
     else
         CADRE_INFO(P2P, "peer rank %d %s", w, p->why);
@@ -421,8 +436,11 @@ void cadre__p2p_check_peers(void)
 {
     struct cadre_engine *e = &cadre__eng;
     double now = cadre__now();
-    if (now < e->next_peer_check)
+    if (now < e->next_peer_check) {
+        if (e->deaths_pending)
+            cadre__p2p_deaths_settle();
         return;
+    }
     e->next_peer_check = now + 0.1;
     for (int w = 0; w < e->nranks; w++) {
         struct cadre_peer *p = &e->peers[w];
@@ -434,13 +452,63 @@ void cadre__p2p_check_peers(void)
             p->pidfd = -1;
             /* Messages it sent before exiting may still be in our queues,
              * or on a connection not accepted yet (idle: accept on the next
-             * call, which the one after it reads). */
+             * call, which the one after it reads). Its BYE, which makes its
+             * exit no failure, may come after a full ring (a call reads
+             * part of it): read while messages come, within a bound. */
             tps_idle();
-            cadre__p2p_progress_locked();
-            cadre__p2p_progress_locked();
+            for (int k = 0; k < 64; k++)
+                if (cadre__p2p_progress_locked() == 0 && k > 0)
+                    break;
             cadre__p2p_peer_failed(w, "exited");
         }
     }
+    if (e->deaths_pending)
+        cadre__p2p_deaths_settle();
+}
+
+void cadre__p2p_deaths_settle(void)
+{
+    struct cadre_engine *e = &cadre__eng;
+    /* Poisoning sends POISON messages; a send that finds another peer gone
+     * adds to the count, which this loop then takes too. */
+    static int settling;
+    if (settling)
+        return;
+    settling = 1;
+    while (e->deaths_pending > 0) {
+        for (int w = 0; w < e->nranks; w++) {
+            struct cadre_peer *p = &e->peers[w];
+            if (!p->poison_pending)
+                continue;
+            p->poison_pending = 0;
+            e->deaths_pending--;
+            if (!e->finalizing)
+                cadre__coll_peer_died(w);
+        }
+    }
+    settling = 0;
+}
+
+int cadre__p2p_comm_rank_of(const struct cadre_comm *c, int w)
+{
+    if (!c->world_ranks)
+        return w >= 0 && w < c->size ? w : -1;
+    for (int q = 0; q < c->size; q++)
+        if (c->world_ranks[q] == w)
+            return q;
+    return -1;
+}
+
+int cadre__p2p_comm_dead_member(const struct cadre_comm *c)
+{
+    if (!cadre__eng.ndead)
+        return -1;
+    for (int q = 0; q < c->size; q++) {
+        int w = c->world_ranks ? c->world_ranks[q] : q;
+        if (w != cadre__proc.rank && cadre__p2p_peer_died(w))
+            return q;
+    }
+    return -1;
 }
 
 /* ---- init / finalize ------------------------------------------------------------ */
@@ -472,6 +540,7 @@ int cadre__p2p_init(void)
     e->ntps = 0;
     e->poll_mode = e->shm_active = 0;
     e->next_peer_check = 0;
+    e->ndead = e->deaths_pending = e->finalizing = 0;
     atomic_store(&e->stop, 0);
     atomic_store(&e->outstanding, 0);
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -590,6 +659,27 @@ int cadre__p2p_init(void)
     return CADRE_SUCCESS;
 }
 
+/* Whether world rank w gets this process's BYE at finalize: every live peer
+ * that may see it go. Without the BYE, its exit is a failure there, which
+ * poisons every communicator they share and fails its receives from any
+ * source, even when this rank had nothing more to say to it: a peer it
+ * exchanged messages with (the connection closes), and one on this node,
+ * which watches this process (pidfd) even where they never talked (the
+ * shared-memory collectives send no messages). A peer on another node that
+ * it never talked to cannot see it go, and is spared a connection. */
+static int says_bye_to(int w)
+{
+    const struct cadre_peer *p = &cadre__eng.peers[w];
+    if (w == cadre__proc.rank || !p->tp || p->state != PEER_OK)
+        return 0;
+    /* One that has exited already needs none (and a connection to it would
+     * fail with a warning). */
+    struct pollfd pf = {p->pidfd, POLLIN, 0};
+    if (p->pidfd >= 0 && poll(&pf, 1, 0) == 1)
+        return 0;
+    return p->send_seq || p->recv_seq || p->same_node;
+}
+
 /* Waits (progressing) until every queued message has left, at most `limit` s. */
 static void drain(double limit)
 {
@@ -611,11 +701,18 @@ void cadre__p2p_finalize(void)
     struct cadre_engine *e = &cadre__eng;
     if (!e->peers)
         return;
+    /* From here on a peer that fails concerns nobody: the application is
+     * done with its communicators. */
+    eng_lock();
+    e->finalizing = 1;
+    eng_unlock();
     drain(e->timeout);
     eng_lock();
+    /* What is sent from here on is farewells: losing one is no news. */
+    e->finalizing = 2;
     cadre__p2p_send_finals();
     for (int w = 0; w < e->nranks; w++) {
-        if (cadre__p2p_talked_to(w)) {
+        if (says_bye_to(w)) {
             struct cadre_p2p_hdr bye = {.type = CADRE_P2P_BYE};
             cadre__p2p_post(w, &bye, NULL, NULL);
         }

@@ -114,6 +114,9 @@ struct cadre_peer {
      * (cadre__p2p_eager_dest); RS_WAIT_DATA, registered. */
     struct cadre_request *claimed;
     int said_bye; /* its BYE came: it finalized, it did not fail */
+    /* It failed (no BYE) and the communicators it belongs to are still to
+     * be poisoned (cadre__p2p_deaths_settle). */
+    int poison_pending;
     char why[160];
 };
 
@@ -152,6 +155,9 @@ struct cadre_engine {
     int pt_running;
     double timeout; /* CADRE_TIMEOUT */
     double next_peer_check;
+    int ndead;          /* peers that failed without a BYE (cadre__p2p_peer_died) */
+    int deaths_pending; /* of those, how many have poison_pending set */
+    int finalizing;     /* in cadre_finalize: 1, no more poisoning; 2, farewells only */
 
     struct cadre_request *generic; /* collective requests polled by progress */
 
@@ -231,6 +237,22 @@ int cadre__p2p_post(int peer, const struct cadre_p2p_hdr *h, const void *payload
                     struct cadre_request *req);
 /* Fails every request that involves world rank `peer`; lock held. */
 int cadre__p2p_fail_peer_requests(int peer);
+/* Whether world rank w failed: it is gone and never said BYE (a rank that
+ * finalized is not dead, whatever its connections do afterwards). */
+static inline int cadre__p2p_peer_died(int w)
+{
+    const struct cadre_peer *p = &cadre__eng.peers[w];
+    return p->state == PEER_DEAD && !p->said_bye;
+}
+/* The rank of c that failed (cadre__p2p_peer_died), the lowest if several,
+ * or -1; lock held. A quick no while nothing failed. */
+int cadre__p2p_comm_dead_member(const struct cadre_comm *c);
+/* The rank of world rank w in c, or -1 when w is not a member. */
+int cadre__p2p_comm_rank_of(const struct cadre_comm *c, int w);
+/* Poisons the communicators of the peers that failed since the last call
+ * (cadre__coll_peer_died), lock held. Called where no communicator list is
+ * being walked: at the end of progress and of the peer check. */
+void cadre__p2p_deaths_settle(void);
 /* A receive in RS_WAIT_DATA is done or freed (lock held): its claim ends and
  * the peer's transport stops writing into its buffer (release_dest). */
 void cadre__p2p_dest_gone(struct cadre_request *req);
@@ -293,6 +315,9 @@ void cadre__futex_wake(_Atomic uint32_t *word);
  * waits unmatched with tag `tag` on context ctx (takes the lock): returns
  * its sender's rank and signature, or -1. */
 void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h);
+/* Also there: world rank w failed (lock held): every communicator it
+ * belongs to is poisoned here, and the live members are told. */
+void cadre__coll_peer_died(int w);
 int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig);
 
 #define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512) << 10)

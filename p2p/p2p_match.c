@@ -1,6 +1,7 @@
 /* Matching on (context, source, tag) and the message protocols:
  * EAGER for small messages; RTS, CTS, DATA for large ones, so a message whose
  * receive is not posted costs the receiver a header, never the payload. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,6 +191,19 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
         complete_recv(r);
 }
 
+/* Fails a receive from CADRE_ANY_SOURCE because rank q of its communicator
+ * (world rank w) failed: any rank might have been its sender, so it cannot
+ * wait (ULFM's MPI_ERR_PROC_FAILED_PENDING). */
+static void any_source_text(const struct cadre_request *r, int q, int w, char *buf, size_t len)
+{
+    char world[32] = "";
+    if (q != w)
+        snprintf(world, sizeof world, " (world rank %d)", w);
+    snprintf(buf, len, "%s: from CADRE_ANY_SOURCE while rank %d%s of the communicator has failed "
+                       "(%s); it may have been the sender",
+             r->op, q, world, cadre__eng.peers[w].why);
+}
+
 int cadre__p2p_start_recv(struct cadre_request *r)
 {
     struct match_ctx *m = ctx_find(r->ctx, 1);
@@ -218,6 +232,15 @@ int cadre__p2p_start_recv(struct cadre_request *r)
         if (p->state != PEER_OK)
             return cadre__error(CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, r->peer_world,
                                 p->why);
+    }
+    /* Nothing that came matches, and a rank that might send it is dead. */
+    int q;
+    if (r->peer == CADRE_ANY_SOURCE && r->comm &&
+        (q = cadre__p2p_comm_dead_member(r->comm)) >= 0) {
+        char msg[512];
+        any_source_text(r, q, r->comm->world_ranks ? r->comm->world_ranks[q] : q, msg,
+                        sizeof msg);
+        return cadre__error(CADRE_ERR_PEER, "%s", msg);
     }
     r->state = RS_POSTED;
     r->next = NULL;
@@ -586,17 +609,29 @@ int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig)
     return src;
 }
 
-/* Posted receives waiting on a failed peer; requests with ids are failed by
- * the engine. */
+/* Posted receives waiting on a failed peer, and, when it died (no BYE),
+ * those from any source on a communicator it belongs to; requests with ids
+ * are failed by the engine. */
 int cadre__p2p_match_fail_peer(int peer, const char *why)
 {
-    int failed = 0;
+    int failed = 0, died = cadre__p2p_peer_died(peer);
     for (uint32_t i = 0; i < nctx_cap; i++) {
         if (!ctxs[i].used)
             continue;
         for (struct cadre_request *r = ctxs[i].posted, *n; r; r = n) {
             n = r->next;
-            if (r->peer == CADRE_ANY_SOURCE || r->peer_world != peer)
+            if (r->peer == CADRE_ANY_SOURCE) {
+                int q = died && r->comm ? cadre__p2p_comm_rank_of(r->comm, peer) : -1;
+                if (q < 0)
+                    continue;
+                char msg[512];
+                any_source_text(r, q, peer, msg, sizeof msg);
+                cadre__p2p_unpost(r);
+                cadre__req_complete(r, CADRE_ERR_PEER, "%s", msg);
+                failed++;
+                continue;
+            }
+            if (r->peer_world != peer)
                 continue;
             cadre__p2p_unpost(r);
             cadre__req_complete(r, CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, peer, why);

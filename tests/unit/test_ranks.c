@@ -190,6 +190,54 @@ static void test_nothing_left(void)
     CU_ASSERT(rmdir(tmpdir) == 0);
 }
 
+/* A rank's death reaches every survivor and every communicator it is in
+ * (issue 14): the last of 3 or 4 ranks is SIGKILLed, or exits 0 without
+ * cadre_finalize, while rank 0 waits in receives from CADRE_ANY_SOURCE and
+ * rank 1 in a bcast whose root is alive but elsewhere; every survivor gets
+ * CADRE_ERR_PEER naming it within 10 s, later calls needing it (any source,
+ * collectives on the world, a dup, a split, a created communicator) fail at
+ * once, and what does not need it still works (any_peerfail.c). Over shared
+ * memory and TCP. CADRE_TIMEOUT=30: without the propagation each wait ends
+ * by timing out, which the program reports, not by the harness's limit.
+ * Blame stays right: when the last rank calls cadre_finalize and exits 0
+ * instead, nothing that does not need it fails, receives from
+ * CADRE_ANY_SOURCE included, and the job exits 0. */
+static void test_peer_death_spreads(void)
+{
+    const char *transports[] = {"", "tcp"}, *deaths[] = {"kill", "exit", "finalize"};
+    for (int n = 3; n <= 4; n++) {
+        for (int t = 0; t < 2; t++) {
+            for (int d = 0; d < 3; d++) {
+                char cmd[4096];
+                snprintf(cmd, sizeof cmd,
+                         "env CADRE_TIMEOUT=30 CADRE_TRANSPORT=%s ANY_PEERFAIL_DEATH=%s %s "
+                         "--keep-going -n %d %s",
+                         transports[t], deaths[d], CADRERUN, n,
+                         build_path("tests/ranks/any_peerfail"));
+                struct run_result r;
+                CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, &r) == 0);
+                int oks = 0;
+                for (int k = 0; k < n - 1; k++) {
+                    char line[64];
+                    snprintf(line, sizeof line, "any_peerfail: rank %d ok", k);
+                    oks += count_lines(r.out, line);
+                }
+                fprintf(stderr, "\n    any_peerfail n=%d %s %s: exit %d, %.2f s", n,
+                        t ? "tcp" : "shm", deaths[d], r.exit_code, r.seconds);
+                /* The exit status of an exit 0 without cadre_finalize is
+                 * cadrerun's business (test_launcher.c), not the library's. */
+                int code = d == 0 ? 137 : d == 2 ? 0 : r.exit_code;
+                CHECK_MSG(oks == n - 1 && !r.timed_out && r.exit_code == code,
+                          "%d ranks, %s, %s: exit %d, %d ok lines%s\n--- stdout\n%s--- stderr\n%s",
+                          n, t ? "tcp" : "shm", deaths[d], r.exit_code, oks,
+                          r.timed_out ? " (timed out)" : "", r.out, r.err);
+                CU_ASSERT(count_shm_leftovers() == 0);
+                run_free(&r);
+            }
+        }
+    }
+}
+
 void suite_ranks(void)
 {
     CU_pSuite s = CU_add_suite("ranks", NULL, NULL);
@@ -199,4 +247,6 @@ void suite_ranks(void)
     CU_add_test(s, "a rank killed in a loop of allreduces", test_coll_peer_killed);
     CU_add_test(s, "nothing left in /dev/shm or the temp dir, a rank killed or not",
                 test_nothing_left);
+    CU_add_test(s, "a rank's death fails every call that needs it, on every survivor",
+                test_peer_death_spreads);
 }
