@@ -10,8 +10,9 @@
 #                learned of the failure more than 5 s after it
 #                (CADRE_TIMEOUT is 20 s: a wait that only a timeout ends)
 #   wrong_blame  a survivor's error is not CADRE_ERR_PEER naming the failed
-#                rank (cadre_abort excepted: it ends the job), or cadrerun's
-#                report does not name it
+#                rank (cadre_abort excepted: it ends the job; a send may name
+#                a survivor that has finalized since), or cadrerun's report
+#                does not name it
 #   silent_wrong a call returned success with wrong data
 #   bad_exit     cadrerun's exit status is not the failure's: 128+signal,
 #                the exit code, cadre_abort's code, non-zero for an exit
@@ -86,9 +87,11 @@ for ((i = 1; i <= runs; i++)); do
         outcome=hang
         why=$(awk '/detected rc=/ { for (i = 1; i <= NF; i++) if ($i == "after" && $(i+1) + 0 > 5) { print; exit } }' "$dir/out")
     elif [[ $kind != cadre_abort ]] &&
-        grep 'detected rc=' "$dir/out" | grep -v -E "detected rc=6 .*rank $victim\\b" | grep -q .; then
+        grep 'detected rc=' "$dir/out" | grep -v -E "detected rc=6 .*rank $victim\\b" |
+        grep -v -E "detected rc=6 in cadre_send(recv)? .*has finalized" | grep -q .; then
         outcome=wrong_blame
-        why=$(grep 'detected rc=' "$dir/out" | grep -v -E "detected rc=6 .*rank $victim\\b" | head -1)
+        why=$(grep 'detected rc=' "$dir/out" | grep -v -E "detected rc=6 .*rank $victim\\b" |
+              grep -v -E "detected rc=6 in cadre_send(recv)? .*has finalized" | head -1)
     elif ! grep -q -E "^cadrerun:.*rank $victim\\b" "$dir/err"; then
         outcome=wrong_blame
         why="cadrerun's report does not name rank $victim"

@@ -5,7 +5,8 @@
  * 3 without cadre_finalize, cadre_abort), at 3-5 ranks, over shared memory
  * and TCP, with and without --keep-going. Each run must end by itself; no
  * call may return success with wrong data; a survivor's error must be
- * CADRE_ERR_PEER naming the failed rank within 5 s of the failure;
+ * CADRE_ERR_PEER naming the failed rank within 5 s of the failure (or, for
+ * a send, naming a survivor that has finalized since);
  * cadrerun must name the rank and exit with the failure's status (128+signal,
  * the exit code, cadre_abort's code, non-zero for an exit without
  * cadre_finalize); under --keep-going every survivor must learn of the
@@ -58,8 +59,13 @@ static const char *judge(const struct run_result *r, const struct fault_case *k,
             detected++;
             const char *after = strstr(buf, " after ");
             double secs = after ? atof(after + 7) : -1;
+            /* A send to a survivor that finalized after it learned of
+             * the failure fails on that rank, which the text says: true,
+             * and no blame. */
+            int told_finalized = (strstr(d, " in cadre_send ") || strstr(d, " in cadre_sendrecv ")) &&
+                                 strstr(d, "has finalized");
             if (strcmp(k->kind, "cadre_abort") &&
-                (strncmp(d, "detected rc=6 ", 14) || !names_rank(d, victim))) {
+                (strncmp(d, "detected rc=6 ", 14) || (!names_rank(d, victim) && !told_finalized))) {
                 snprintf(why, len, "wrong error or blame: %s", buf);
                 return why;
             }
