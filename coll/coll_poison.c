@@ -12,19 +12,37 @@
  */
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coll.h"
 #include "coll_sig.h"
 
-#define MAX_POISONED 32
+/* The poisoned contexts, never a fixed number of them: a hash of lists that
+ * only grow, under the engine lock, and that the collectives read without it
+ * (a record is complete before it is linked). Context ids are never reused
+ * within a process, so a record outlives its communicator harmlessly. */
+#define NBUCKETS 64
 
-static struct {
+struct poison {
+    struct poison *next;
     uint32_t ctx;
     int code; /* CADRE_ERR_MISMATCH or CADRE_ERR_PEER */
     char text[320];
-} poisoned[MAX_POISONED];
+};
+static struct poison *_Atomic buckets[NBUCKETS];
 static _Atomic int npoisoned;
+/* A report that found no memory for its record: every collective fails
+ * rather than go on as if nothing happened. */
+static _Atomic int lost;
+
+static const struct poison *find(uint32_t ctx)
+{
+    struct poison *p = atomic_load_explicit(&buckets[(ctx >> 1) % NBUCKETS], memory_order_acquire);
+    while (p && p->ctx != ctx)
+        p = p->next;
+    return p;
+}
 
 static int world_of(const struct cadre_comm *c, int rank)
 {
@@ -34,16 +52,22 @@ static int world_of(const struct cadre_comm *c, int rank)
 /* Lock held. Returns 1 when this is ctx's first report. */
 static int record(uint32_t ctx, int code, const char *text)
 {
-    int n = atomic_load(&npoisoned);
-    for (int i = 0; i < n; i++)
-        if (poisoned[i].ctx == ctx)
-            return 0; /* the first report stands */
-    if (n == MAX_POISONED)
-        return 0;
-    poisoned[n].ctx = ctx;
-    poisoned[n].code = code;
-    snprintf(poisoned[n].text, sizeof poisoned[n].text, "%s", text);
-    atomic_store(&npoisoned, n + 1);
+    if (find(ctx))
+        return 0; /* the first report stands */
+    struct poison *p = malloc(sizeof *p);
+    if (!p) {
+        atomic_store(&lost, 1);
+        atomic_fetch_add(&npoisoned, 1);
+        cadre__p2p_kick();
+        return 1;
+    }
+    p->ctx = ctx;
+    p->code = code;
+    snprintf(p->text, sizeof p->text, "%s", text);
+    _Atomic(struct poison *) *b = &buckets[(ctx >> 1) % NBUCKETS];
+    p->next = atomic_load_explicit(b, memory_order_relaxed);
+    atomic_store_explicit(b, p, memory_order_release);
+    atomic_fetch_add_explicit(&npoisoned, 1, memory_order_release);
     cadre__p2p_kick();
     return 1;
 }
@@ -111,10 +135,8 @@ void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead)
     char text[300];
     snprintf(text, sizeof text, "rank %d failed (this rank, %d, found out)", dead, c->rank);
     uint32_t ctx = cadre__coll_ctx(c);
-    int n = atomic_load(&npoisoned);
-    for (int i = 0; i < n; i++)
-        if (poisoned[i].ctx == ctx)
-            return; /* told already */
+    if (find(ctx))
+        return; /* told already */
     record(ctx, CADRE_ERR_PEER, text);
     tell(c, dead, c->rank, dead, 0, 0);
 }
@@ -159,16 +181,21 @@ void cadre__coll_poison(struct cadre_comm *c, int other, uint64_t theirs, uint64
 
 int cadre__coll_poisoned(uint32_t ctx, const char *fn)
 {
-    int n = atomic_load_explicit(&npoisoned, memory_order_acquire);
-    for (int i = 0; i < n; i++)
-        if (poisoned[i].ctx == ctx)
-            return poisoned[i].code == CADRE_ERR_PEER
-                       ? cadre__error(CADRE_ERR_PEER, "%s: %s", fn, poisoned[i].text)
-                       : cadre__error(CADRE_ERR_MISMATCH,
-                                      "%s: the ranks of this communicator disagreed on a "
-                                      "collective: %s",
-                                      fn, poisoned[i].text);
-    return CADRE_SUCCESS;
+    if (!atomic_load_explicit(&npoisoned, memory_order_acquire))
+        return CADRE_SUCCESS;
+    const struct poison *p = find(ctx);
+    if (!p)
+        return atomic_load(&lost) ? cadre__error(CADRE_ERR_MISMATCH,
+                                                 "%s: a collective failed on a communicator of "
+                                                 "this process and there was no memory to record "
+                                                 "which",
+                                                 fn)
+                                  : CADRE_SUCCESS;
+    return p->code == CADRE_ERR_PEER
+               ? cadre__error(CADRE_ERR_PEER, "%s: %s", fn, p->text)
+               : cadre__error(CADRE_ERR_MISMATCH,
+                              "%s: the ranks of this communicator disagreed on a collective: %s",
+                              fn, p->text);
 }
 
 int cadre__coll_any_poisoned(void)
