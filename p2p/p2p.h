@@ -39,6 +39,10 @@ enum cadre_p2p_type {
  * EAGER, len 0, sreq = the other rank's signature, rreq = the sender's,
  * off = the other rank. */
 #define CADRE_P2P_POISON_TAG 0x7ffffffe
+/* A collective that waits on a rank asks it whether it made the same call
+ * (coll/coll_poison.c): EAGER on the collective context, len 0, sreq = the
+ * call's tag, rreq = its signature. */
+#define CADRE_P2P_SIGQ_TAG 0x7ffffffd
 
 struct cadre_p2p_hdr {
     uint8_t type;

@@ -116,6 +116,7 @@ void cadre__at_finalize(void (*fn)(void));
 
 /* ---- communicators ------------------------------------------------------ */
 #define CADRE_COMM_MAGIC 0x636f6d6du
+#define CADRE_SIG_HIST 32
 struct cadre_comm {
     uint32_t magic;
     uint32_t context_id;
@@ -124,6 +125,13 @@ struct cadre_comm {
     uint32_t coll_seq; /* collectives started on this communicator */
     void *fast;        /* its shared-memory slot (coll/coll_fast.c), or NULL */
     void *gpu;         /* device-path state (gpu/gpu_internal.h), made on first use */
+    /* The signatures of its last CADRE_SIG_HIST collectives here, by tag
+     * (tag + 1 in sig_tag; 0: none), to judge the collective messages that no
+     * receive takes; stray_check: such a message came and awaits judgment
+     * (coll/coll_poison.c). */
+    uint32_t sig_tag[CADRE_SIG_HIST];
+    uint64_t sig_hist[CADRE_SIG_HIST];
+    int stray_check;
 };
 /* memcpy for buffers that do not overlap, without the slow case of the
  * string instructions (runtime_copy.c). */
