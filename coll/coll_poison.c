@@ -267,38 +267,38 @@ static int judge(const struct cadre_comm *c, const struct cadre_p2p_hdr *h, uint
     return ago >= CADRE_SIG_HIST && ago < (1u << 29) ? 0 : -1;
 }
 
-struct comm_of {
-    uint32_t ctx;
-    struct cadre_comm *c;
+/* The judging of a message h runs in cadre__comm_foreach, under the lock
+ * that keeps the communicator from being freed meanwhile. */
+struct judging {
+    const struct cadre_p2p_hdr *h; /* the message: tag, signature off */
+    int sigq;                      /* asked by SIGQ (else a stray) */
 };
 
-static void comm_of_one(const struct cadre_comm *c, void *arg)
+static void judge_one(const struct cadre_comm *cc, void *arg)
 {
-    struct comm_of *f = arg;
-    if (cadre__coll_ctx(c) == f->ctx)
-        f->c = (struct cadre_comm *)c;
-}
-
-static struct cadre_comm *comm_of(uint32_t ctx)
-{
-    struct comm_of f = {ctx, NULL};
-    cadre__comm_foreach(comm_of_one, &f);
-    return f.c;
+    const struct judging *j = arg;
+    const struct cadre_p2p_hdr *h = j->h;
+    if (cadre__coll_ctx(cc) != h->ctx)
+        return;
+    struct cadre_comm *c = (struct cadre_comm *)cc;
+    if (!j->sigq) {
+        /* Flag first, then look: the owner records first, then looks at
+         * the flag. */
+        __atomic_store_n(&c->stray_check, 1, __ATOMIC_SEQ_CST);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    }
+    uint64_t mine;
+    if (judge(c, h, &mine) == 1)
+        cadre__coll_poison_locked(c, h->tag, h->src, h->off, mine);
 }
 
 void cadre__coll_stray_in(int peer, const struct cadre_p2p_hdr *h)
 {
     (void)peer;
-    struct cadre_comm *c;
-    if (!h->off || find(h->ctx) || !(c = comm_of(h->ctx)))
+    if (!h->off || find(h->ctx))
         return;
-    /* Flag first, then look: the owner records first, then looks at the
-     * flag. */
-    __atomic_store_n(&c->stray_check, 1, __ATOMIC_SEQ_CST);
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    uint64_t mine;
-    if (judge(c, h, &mine) == 1)
-        cadre__coll_poison_locked(c, h->tag, h->src, h->off, mine);
+    struct judging j = {h, 0};
+    cadre__comm_foreach(judge_one, &j);
 }
 
 struct scan {
@@ -367,15 +367,13 @@ int cadre__coll_sig_begin(struct cadre_comm *c, int32_t tag, uint64_t sig, const
 void cadre__coll_sigq_in(int peer, const struct cadre_p2p_hdr *h)
 {
     (void)peer;
-    struct cadre_comm *c;
-    if (!h->rreq || find(h->ctx) || !(c = comm_of(h->ctx)))
+    if (!h->rreq || h->sreq >= CADRE_P2P_SIGQ_TAG || find(h->ctx))
         return;
     struct cadre_p2p_hdr q = *h;
     q.tag = (int32_t)h->sreq;
     q.off = h->rreq;
-    uint64_t mine;
-    if (h->sreq < CADRE_P2P_SIGQ_TAG && judge(c, &q, &mine) == 1)
-        cadre__coll_poison_locked(c, q.tag, h->src, h->rreq, mine);
+    struct judging j = {&q, 1};
+    cadre__comm_foreach(judge_one, &j);
 }
 
 void cadre__coll_sigq_send_locked(struct cadre_comm *c, int peer, int32_t tag, uint64_t sig)
