@@ -66,6 +66,7 @@ struct coll_sched {
     int nreqs, reqcap;
     int error;
     char errmsg[256];
+    double waited_since, ask_after; /* the round's wait, for cadre__coll_sigq */
     /* after the last round: AVG division (scale_buf != NULL) */
     void *scale_buf;
     size_t scale_n;
@@ -108,8 +109,13 @@ static inline uint32_t cadre__coll_ctx(const struct cadre_comm *c)
     return c->context_id | 1u;
 }
 /* Mismatch (coll_poison.c). */
-void cadre__coll_poison_locked(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine);
-void cadre__coll_poison(struct cadre_comm *c, int other, uint64_t theirs, uint64_t mine);
+/* Lock held: poisons c here and at every other rank, after this rank (whose
+ * call number `tag` has signature mine) found that rank `other` called
+ * theirs. */
+void cadre__coll_poison_locked(struct cadre_comm *c, int32_t tag, int other, uint64_t theirs,
+                               uint64_t mine);
+void cadre__coll_poison(struct cadre_comm *c, int32_t tag, int other, uint64_t theirs,
+                        uint64_t mine);
 /* Rank `dead` of c failed: fail c's collectives here and at the live ranks. */
 void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead);
 /* Lock held: a communicator made while a member was already dead (its
@@ -124,7 +130,21 @@ void cadre__coll_poison_dead_members(struct cadre_comm *c);
 int cadre__coll_blame(struct cadre_comm *c, int peer);
 /* CADRE_ERR_MISMATCH (recorded, naming fn) when ctx is poisoned. */
 int cadre__coll_poisoned(uint32_t ctx, const char *fn);
+/* ... only when the call found at fault is known and is `tag` or before
+ * (a call that completed is not failed for a later one). */
+int cadre__coll_poisoned_by(uint32_t ctx, int32_t tag, const char *fn);
 int cadre__coll_any_poisoned(void);
+
+/* Calls of another signature whose messages no receive takes (two roots):
+ * records this rank's call `tag` and judges what waits unmatched; returns
+ * CADRE_ERR_MISMATCH (c poisoned) when a peer's message is of another call.
+ * Takes the lock only when such a message came. */
+int cadre__coll_sig_begin(struct cadre_comm *c, int32_t tag, uint64_t sig, const char *fn);
+void cadre__coll_sig_record(struct cadre_comm *c, int32_t tag, uint64_t sig);
+int cadre__coll_strays_locked(struct cadre_comm *c, int32_t tag, const char *fn);
+/* Lock held: asks rank `peer` of c whether its call `tag` has signature sig
+ * (it poisons c when not). */
+void cadre__coll_sigq_send_locked(struct cadre_comm *c, int peer, int32_t tag, uint64_t sig);
 
 /* The next collective sequence number on comm, used as the tag. */
 int32_t cadre__coll_next_tag(struct cadre_comm *c);

@@ -219,6 +219,9 @@ static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint3
             continue;
         cadre__p2p_check_peers();
         if (e->peers[world_of(s->comm, q)].state == PEER_DEAD) {
+            /* Its news before its leaving (coll_poison.c). */
+            if (cadre__coll_any_poisoned())
+                CADRE_CHECK(cadre__coll_poisoned(s->ctx, s->op_name));
             cadre__coll_poison_peer_locked(s->comm, q);
             return cadre__error(CADRE_ERR_PEER, "%s: rank %d failed", s->op_name, q);
         }

@@ -73,6 +73,9 @@ struct coll_fast {
     int slot, n, me;
     uint64_t ctx;  /* context id, shifted into the high half */
     uint32_t seq;  /* calls made */
+    int drain;         /* a scheduled collective ran since the last call here */
+    const char *fn;    /* the call running, */
+    int32_t tag;       /* ... and its collective number */
     uint64_t last_sig; /* signature of the call before */
     uint64_t cur_sig;  /* ... and of this one */
     struct fast_slot **peer; /* each member's slot, this rank's too */
@@ -168,6 +171,7 @@ struct waiter {
     int32_t tag; /* this call's collective number on comm, less 1 */
     int spins;
     double nap, since;
+    int rc; /* begin: a peer's message of this call differs */
 };
 
 static inline void relax(void)
@@ -200,7 +204,7 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
     uint64_t theirs = 0;
     int src = cadre__p2p_probe_coll(cadre__coll_ctx(w->comm), w->tag, &theirs);
     if (src >= 0 && theirs != w->sig) {
-        cadre__coll_poison(w->comm, src, theirs, w->sig);
+        cadre__coll_poison(w->comm, w->tag, src, theirs, w->sig);
         return cadre__sig_mismatch(w->fn, src, theirs, F->me, w->sig);
     }
     eng_lock();
@@ -208,6 +212,11 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
     int dead = e->peers[F->world[q]].state == PEER_DEAD;
     eng_unlock();
     if (dead) {
+        /* Looking at the peers drained what they sent before they left: a
+         * rank that found a mismatch tells before it finalizes, and that
+         * news, not its leaving, is what this call failed of. */
+        if (cadre__coll_any_poisoned())
+            CADRE_CHECK(cadre__coll_poisoned(cadre__coll_ctx(w->comm), w->fn));
         eng_lock();
         cadre__coll_poison_peer_locked(w->comm, q);
         eng_unlock();
@@ -232,7 +241,10 @@ static uint32_t begin(struct cadre_comm *c, struct coll_fast *F, struct waiter *
     w->comm = c;
     w->tag = cadre__coll_next_tag(c);
     F->cur_sig = w->sig;
+    F->fn = w->fn;
+    F->tag = w->tag;
     cadre__state_enter(w->fn, NULL, c->context_id, (uint32_t)w->tag + 1, -1, -1);
+    w->rc = cadre__coll_sig_begin(c, w->tag, w->sig, w->fn);
     return ++F->seq;
 }
 
@@ -289,13 +301,23 @@ static int await_word(struct coll_fast *F, uint32_t f, int q, uint64_t sig, stru
         CADRE_CHECK(idle(F, w, q, "joined it"));
     }
     if (b->sig != sig) {
-        cadre__coll_poison(w->comm, q, b->sig, sig);
+        /* A rank whose call of this number went by messages (a scheduled
+         * collective) has its next slot call here: its message, if one
+         * came, names the call that differs. */
+        uint64_t theirs = 0;
+        cadre__p2p_progress(); /* it was sent before the word was published */
+        int src = cadre__p2p_probe_coll(cadre__coll_ctx(w->comm), w->tag, &theirs);
+        if (src >= 0 && theirs && theirs != sig) {
+            cadre__coll_poison(w->comm, w->tag, src, theirs, sig);
+            return cadre__sig_mismatch(w->fn, src, theirs, F->me, sig);
+        }
+        cadre__coll_poison(w->comm, w->tag, q, b->sig, sig);
         return cadre__sig_mismatch(w->fn, q, b->sig, F->me, sig);
     }
     if (b->prev_sig != F->last_sig) {
         /* The call before differed where nobody read the other's data
          * (two ranks both the root of a bcast): it surfaces now. */
-        cadre__coll_poison(w->comm, q, b->prev_sig, F->last_sig);
+        cadre__coll_poison(w->comm, w->tag, q, b->prev_sig, F->last_sig);
         return cadre__sig_mismatch(w->fn, q, b->prev_sig, F->me, F->last_sig);
     }
     *out = b;
@@ -312,8 +334,29 @@ static int fetch(struct coll_fast *F, uint32_t f, int q, uint64_t sig, struct wa
     return CADRE_SUCCESS;
 }
 
-static int end(struct coll_fast *F, uint32_t f, int rc)
+void cadre__fast_note_messages(struct cadre_comm *c)
 {
+    struct coll_fast *F = c->fast;
+    if (F)
+        F->drain = 1;
+}
+
+static int end(struct coll_fast *F, struct cadre_comm *c, uint32_t f, int rc)
+{
+    if (F->drain) {
+        /* After a scheduled collective, a peer whose call of that number
+         * differed may have sent this rank a message that no receive took
+         * (two roots of a scatter), and then published its word of this
+         * call, which this rank has just read: the message is in the rings
+         * now. Judged as it is drained (coll_poison.c), it fails this call
+         * rather than the next one. */
+        F->drain = 0;
+        eng_lock();
+        cadre__p2p_progress_locked();
+        eng_unlock();
+        if (rc == CADRE_SUCCESS && cadre__coll_any_poisoned())
+            rc = cadre__coll_poisoned_by(cadre__coll_ctx(c), F->tag, F->fn);
+    }
     F->last_sig = F->cur_sig;
     atomic_store_explicit(&F->peer[F->me]->done, F->ctx | f, memory_order_release);
     cadre__state_leave();
@@ -332,17 +375,19 @@ static int reduce_common(struct cadre_comm *c, const char *fn, uint64_t sig, con
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
     uint32_t f = begin(c, F, &w);
+    if (w.rc != CADRE_SUCCESS)
+        return end(F, c, f, w.rc);
     size_t bytes = count * cadre_datatype_size(dt);
     int rc = wait_free(F, f, &w);
     if (rc != CADRE_SUCCESS)
-        return end(F, f, rc);
+        return end(F, c, f, rc);
     publish(F, f, sig, sbuf, bytes);
     if (root >= 0 && F->me != root)
-        return end(F, f, CADRE_SUCCESS);
+        return end(F, c, f, CADRE_SUCCESS);
     for (int q = 0; q < F->n; q++) {
         const unsigned char *d = F->peer[F->me]->buf[f & 1].data;
         if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
-            return end(F, f, rc);
+            return end(F, c, f, rc);
         if (q > 0)
             cadre__coll_reduce(rbuf, d, count, dt, op == CADRE_AVG ? CADRE_SUM : op);
         else if (bytes)
@@ -350,7 +395,7 @@ static int reduce_common(struct cadre_comm *c, const char *fn, uint64_t sig, con
     }
     if (op == CADRE_AVG)
         cadre__coll_scale(rbuf, count, dt, F->n);
-    return end(F, f, CADRE_SUCCESS);
+    return end(F, c, f, CADRE_SUCCESS);
 }
 
 int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
@@ -403,20 +448,22 @@ int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t s
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
     uint32_t f = begin(c, F, &w);
+    if (w.rc != CADRE_SUCCESS)
+        return end(F, c, f, w.rc);
     size_t es = cadre_datatype_size(dt), lo, hi;
     cadre_op_t rop = op == CADRE_AVG ? CADRE_SUM : op;
     if ((!F->tmp && !(F->tmp = malloc(FAST_SPLIT_CHUNK))) ||
         (!F->addr && !(F->addr = calloc((size_t)F->n, sizeof *F->addr))))
-        return end(F, f, cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn));
+        return end(F, c, f, cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn));
     int rc = wait_free(F, f, &w);
     if (rc != CADRE_SUCCESS)
-        return end(F, f, rc);
+        return end(F, c, f, rc);
     struct fast_buf *mine = &F->peer[F->me]->buf[f & 1];
     mine->addr = (uint64_t)(uintptr_t)sbuf;
     announce(F, f, sig, 1);
     for (int q = 0; q < F->n; q++)
         if (q != F->me && (rc = fetch_addr(F, f, q, sig, &w, &F->addr[q])) != CADRE_SUCCESS)
-            return end(F, f, rc);
+            return end(F, c, f, rc);
 
     /* This rank's share: the peers' parts in rank order, then its own. */
     cadre__share(count, es, F->n, F->me, &lo, &hi);
@@ -430,7 +477,7 @@ int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t s
                 continue;
             rc = split_read(F, &w, q, first ? acc : F->tmp, F->addr[q] + off * es, bytes);
             if (rc != CADRE_SUCCESS)
-                return end(F, f, rc);
+                return end(F, c, f, rc);
             if (!first)
                 cadre__coll_reduce(acc, F->tmp, m, dt, rop);
             first = 0;
@@ -444,12 +491,12 @@ int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t s
     for (int q = 0; q < F->n; q++) {
         const unsigned char *d = mine->data;
         if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
-            return end(F, f, rc);
+            return end(F, c, f, rc);
         cadre__share(count, es, F->n, q, &lo, &hi);
         if (hi > lo)
             cadre__copy((char *)rbuf + lo * es, d, (hi - lo) * es);
     }
-    return end(F, f, CADRE_SUCCESS);
+    return end(F, c, f, CADRE_SUCCESS);
 }
 
 int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
@@ -464,16 +511,18 @@ int cadre__fast_bcast(struct cadre_comm *c, const char *fn, uint64_t sig, void *
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
     uint32_t f = begin(c, F, &w);
+    if (w.rc != CADRE_SUCCESS)
+        return end(F, c, f, w.rc);
     int rc = CADRE_SUCCESS;
     if (F->me == root) {
         if ((rc = wait_free(F, f, &w)) == CADRE_SUCCESS)
             publish(F, f, sig, buf, bytes);
-        return end(F, f, rc);
+        return end(F, c, f, rc);
     }
     const unsigned char *d;
     if ((rc = fetch(F, f, root, sig, &w, &d)) == CADRE_SUCCESS && bytes)
         cadre__copy(buf, d, bytes);
-    return end(F, f, rc);
+    return end(F, c, f, rc);
 }
 
 int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig)
@@ -481,15 +530,17 @@ int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig)
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
     uint32_t f = begin(c, F, &w);
+    if (w.rc != CADRE_SUCCESS)
+        return end(F, c, f, w.rc);
     int rc = wait_free(F, f, &w);
     if (rc != CADRE_SUCCESS)
-        return end(F, f, rc);
+        return end(F, c, f, rc);
     publish(F, f, sig, NULL, 0);
     const unsigned char *d;
     for (int q = 0; q < F->n && rc == CADRE_SUCCESS; q++)
         if (q != F->me)
             rc = fetch(F, f, q, sig, &w, &d);
-    return end(F, f, rc);
+    return end(F, c, f, rc);
 }
 
 /* Every rank publishes `len` bytes from `in`; then for every rank q whose
@@ -502,21 +553,23 @@ int cadre__fast_exchange(struct cadre_comm *c, const char *fn, uint64_t sig, con
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
     uint32_t f = begin(c, F, &w);
+    if (w.rc != CADRE_SUCCESS)
+        return end(F, c, f, w.rc);
     int rc = CADRE_SUCCESS;
     if (only_from < 0 || only_from == F->me) {
         if ((rc = wait_free(F, f, &w)) != CADRE_SUCCESS)
-            return end(F, f, rc);
+            return end(F, c, f, rc);
         publish(F, f, sig, in, len);
     }
     if (!reader)
-        return end(F, f, CADRE_SUCCESS);
+        return end(F, c, f, CADRE_SUCCESS);
     for (int q = 0; q < F->n; q++) {
         if (only_from >= 0 && q != only_from)
             continue;
         const unsigned char *d = F->peer[F->me]->buf[f & 1].data;
         if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
-            return end(F, f, rc);
+            return end(F, c, f, rc);
         take(arg, q, d);
     }
-    return end(F, f, CADRE_SUCCESS);
+    return end(F, c, f, CADRE_SUCCESS);
 }

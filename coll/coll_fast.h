@@ -22,6 +22,9 @@ uint64_t cadre__fast_free_mask(void);
  * member is reached through shared memory. Sets c->fast or leaves it NULL. */
 int cadre__fast_setup(struct cadre_comm *c, uint64_t mask);
 void cadre__fast_release(struct cadre_comm *c);
+/* A scheduled collective starts on c: its next slot call looks at the
+ * messages that came meanwhile before it returns (coll_fast.c, end). */
+void cadre__fast_note_messages(struct cadre_comm *c);
 /* c->fast, set up on first use for the world. */
 struct coll_fast *cadre__fast_get(struct cadre_comm *c);
 

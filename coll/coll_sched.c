@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll.h"
+#include "coll_fast.h"
 #include "coll_sig.h"
 
 int32_t cadre__coll_next_tag(struct cadre_comm *c)
@@ -157,7 +157,36 @@ static int post_round(struct coll_sched *s)
         s->reqs[s->nreqs++] = r;
     }
     s->posted = 1;
+    s->waited_since = 0;
     return CADRE_SUCCESS;
+}
+
+/* A round that waits long on its receives asks their senders whether they
+ * made this call: where ranks disagree so that nobody sends (two roots of a
+ * reduce, each waiting for the other), the sender finds the difference and
+ * poisons the communicator, instead of both waiting CADRE_TIMEOUT. After
+ * 0.2 s, then at doubling intervals up to 2 s (a slow peer that has not
+ * made the call yet is asked again); a matching call costs nothing. */
+static void ask_stalled(struct coll_sched *s)
+{
+    if (!s->sig)
+        return;
+    double now = cadre__now();
+    if (!s->waited_since) {
+        s->waited_since = now;
+        s->ask_after = 0.2;
+        return;
+    }
+    if (now - s->waited_since < s->ask_after)
+        return;
+    s->waited_since = now;
+    if (s->ask_after < 2)
+        s->ask_after *= 2;
+    for (int i = 0; i < s->nreqs; i++) {
+        struct cadre_request *r = s->reqs[i];
+        if (r->kind == REQ_RECV && !atomic_load_explicit(&r->done, memory_order_acquire))
+            cadre__coll_sigq_send_locked(s->comm, r->peer, s->tag, s->sig);
+    }
 }
 
 /* The round's local steps, in order; stops at the first that fails. */
@@ -214,17 +243,27 @@ static void peer_failure(struct coll_sched *s, int peer, const char *msg)
         cadre__coll_poison_peer_locked(s->comm, dead);
 }
 
+/* Whether s's communicator is poisoned; if so, s fails with that status
+ * and text. A rank that finds a mismatch tells the others before it
+ * finalizes, so a peer that left after such news is not the cause. */
+static int poisoned(struct coll_sched *s)
+{
+    int prc;
+    if (!cadre__coll_any_poisoned() ||
+        (prc = cadre__coll_poisoned(s->ctx, s->op_name)) == CADRE_SUCCESS)
+        return 0;
+    s->error = prc;
+    snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
+    return 1;
+}
+
 /* Advances as far as possible; returns events. Sets *finished with the
  * status in s->error. Lock held. */
 static int advance(struct coll_sched *s, int *finished)
 {
     int events = 0;
     *finished = 0;
-    int prc;
-    if (cadre__coll_any_poisoned() &&
-        (prc = cadre__coll_poisoned(s->ctx, s->op_name)) != CADRE_SUCCESS) {
-        s->error = prc;
-        snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
+    if (poisoned(s)) {
         drop_reqs(s);
         *finished = 1;
         return 1;
@@ -236,7 +275,7 @@ static int advance(struct coll_sched *s, int *finished)
             if (rc != CADRE_SUCCESS) {
                 s->error = rc;
                 snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
-                if (rc == CADRE_ERR_PEER)
+                if (rc == CADRE_ERR_PEER && !poisoned(s))
                     peer_failure(s, -1, cadre_last_error());
                 drop_reqs(s);
                 *finished = 1;
@@ -252,8 +291,10 @@ static int advance(struct coll_sched *s, int *finished)
             else if (s->reqs[i]->error != CADRE_SUCCESS)
                 failed = 1;
         }
-        if (pending && !failed)
+        if (pending && !failed) {
+            ask_stalled(s);
             return events;
+        }
         for (int i = 0; i < s->nreqs; i++) {
             struct cadre_request *r = s->reqs[i];
             if (!atomic_load_explicit(&r->done, memory_order_acquire))
@@ -264,7 +305,10 @@ static int advance(struct coll_sched *s, int *finished)
                     cadre__sig_mismatch(s->op_name, r->status.source, r->peer_sig,
                                         s->comm->rank, s->sig);
                     snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
-                    cadre__coll_poison_locked(s->comm, r->status.source, r->peer_sig, s->sig);
+                    cadre__coll_poison_locked(s->comm, s->tag, r->status.source, r->peer_sig,
+                                              s->sig);
+                } else if (r->error == CADRE_ERR_PEER && poisoned(s)) {
+                    /* The peer left after it told why: that is the error. */
                 } else if (r->error == CADRE_ERR_PEER && r->peer >= 0) {
                     peer_failure(s, r->peer, r->errmsg);
                 } else if (r->error == CADRE_ERR_TRUNCATE)
@@ -361,6 +405,15 @@ static int start(struct coll_sched *s, struct cadre_request **out, int user)
     if (r->next)
         r->next->prev = r;
     cadre__eng.generic = r;
+    if (s->comm->fast)
+        cadre__fast_note_messages(s->comm);
+    if (s->sig) {
+        /* A peer's message of another call that came before this one
+         * poisons the communicator here; advance then fails the call. */
+        cadre__coll_sig_record(s->comm, s->tag, s->sig);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        (void)cadre__coll_strays_locked(s->comm, s->tag, s->op_name);
+    }
     sched_poll(r);
     eng_unlock();
     if (user && !atomic_load(&r->done))

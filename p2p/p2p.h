@@ -37,8 +37,13 @@ enum cadre_p2p_type {
 /* Collective traffic (odd contexts): a tag above every collective sequence
  * number that tells the communicator's ranks that two of them disagreed:
  * EAGER, len 0, sreq = the other rank's signature, rreq = the sender's,
- * off = the other rank. */
+ * off = the other rank, with the collective number found at fault + 1 in its
+ * high half (0: not known). */
 #define CADRE_P2P_POISON_TAG 0x7ffffffe
+/* A collective that waits on a rank asks it whether it made the same call
+ * (coll/coll_poison.c): EAGER on the collective context, len 0, sreq = the
+ * call's tag, rreq = its signature. */
+#define CADRE_P2P_SIGQ_TAG 0x7ffffffd
 
 struct cadre_p2p_hdr {
     uint8_t type;

@@ -319,6 +319,14 @@ void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h);
  * belongs to is poisoned here, and the live members are told. */
 void cadre__coll_peer_died(int w);
 int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig);
+/* ... a collective message that no receive took was queued (lock held), and
+ * a SIGQ message arrived (lock held). */
+void cadre__coll_stray_in(int peer, const struct cadre_p2p_hdr *h);
+void cadre__coll_sigq_in(int peer, const struct cadre_p2p_hdr *h);
+/* Lock held: fn on every queued message of context ctx that no receive
+ * took, in arrival order, until it returns non-zero. */
+void cadre__p2p_unexp_each(uint32_t ctx, int (*fn)(void *arg, const struct cadre_p2p_hdr *h),
+                           void *arg);
 
 #define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512) << 10)
 void *cadre__shm_coll_area(int w);

@@ -312,6 +312,10 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
         cadre__coll_poison_in(peer, h);
         return;
     }
+    if ((h->ctx & 1) && h->tag == CADRE_P2P_SIGQ_TAG) {
+        cadre__coll_sigq_in(peer, h);
+        return;
+    }
     struct cadre_request *c = cadre__eng.peers[peer].claimed;
     if (c && h->type == CADRE_P2P_EAGER) {
         /* Read into place; the claim was the matching. */
@@ -355,6 +359,19 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
     else
         m->unexp = u;
     m->unexp_tail = u;
+    /* Early, or of a call this rank did not make (another root): the
+     * collective layer judges by the signature. */
+    if (h->ctx & 1)
+        cadre__coll_stray_in(peer, h);
+}
+
+void cadre__p2p_unexp_each(uint32_t ctx, int (*fn)(void *arg, const struct cadre_p2p_hdr *h),
+                           void *arg)
+{
+    struct match_ctx *m = ctx_find(ctx, 0);
+    for (struct unexp *u = m ? m->unexp : NULL; u; u = u->next)
+        if (fn(arg, &u->h))
+            return;
 }
 
 /* Streams the send's DATA fragments after the receiver's CTS. */
@@ -427,7 +444,7 @@ void *cadre__p2p_eager_dest(int peer, const struct cadre_p2p_hdr *h)
     struct cadre_engine *e = &cadre__eng;
     if (peer < 0 || peer >= e->nranks || peer == cadre__proc.rank || e->peers[peer].claimed ||
         h->type != CADRE_P2P_EAGER || !h->len || (h->flags & CADRE_P2P_DEVICE) ||
-        ((h->ctx & 1) && h->tag == CADRE_P2P_POISON_TAG))
+        ((h->ctx & 1) && (h->tag == CADRE_P2P_POISON_TAG || h->tag == CADRE_P2P_SIGQ_TAG)))
         return NULL;
     /* The check incoming makes when the payload is whole. */
     char why[160];

@@ -174,6 +174,7 @@ void cadre__elements_text(char *buf, size_t len, size_t bytes, size_t elsize);
 
 /* ---- communicators ------------------------------------------------------ */
 #define CADRE_COMM_MAGIC 0x636f6d6du
+#define CADRE_SIG_HIST 32
 struct cadre_comm {
     uint32_t magic;
     uint32_t context_id;
@@ -183,6 +184,13 @@ struct cadre_comm {
     void *fast;        /* its shared-memory slot (coll/coll_fast.c), or NULL */
     void *gpu;         /* device-path state (gpu/gpu_internal.h), made on first use */
     int errors;        /* error mode + 1 (cadre_comm_set_errors); 0: CADRE_COMM_WORLD's */
+    /* The signatures of its last CADRE_SIG_HIST collectives here, by tag
+     * (tag + 1 in sig_tag; 0: none), to judge the collective messages that no
+     * receive takes; stray_check: such a message came and awaits judgment
+     * (coll/coll_poison.c). */
+    uint32_t sig_tag[CADRE_SIG_HIST];
+    uint64_t sig_hist[CADRE_SIG_HIST];
+    int stray_check;
 };
 /* memcpy for buffers that do not overlap, without the slow case of the
  * string instructions (runtime_copy.c). */

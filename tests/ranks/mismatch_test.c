@@ -2,16 +2,24 @@
  * disagree on count, datatype, op or root, get CADRE_ERR_MISMATCH with a
  * message naming both calls, never a hang. A rank whose part of the bad call
  * could finish (a root that only sends) gets it from its next collective on
- * that communicator, which stays poisoned. Each case runs on a fresh
- * duplicate of the world, small (shared-memory slots) and large (scheduled
- * messages), blocking and nonblocking. MISMATCH_CHECK=0 runs only the
- * matching calls, for CADRE_CHECK=0. */
+ * that communicator that waits for another rank; the communicator stays
+ * poisoned. Each case runs on a fresh duplicate of the world, small
+ * (shared-memory slots) and large (scheduled messages), blocking and
+ * nonblocking. MISMATCH_CHECK=0 runs only the matching calls, for
+ * CADRE_CHECK=0. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "rank_util.h"
 
 static int me, np;
+
+/* MISMATCH_ONLY=name,name... runs only those groups of cases. */
+static int want(const char *name)
+{
+    const char *only = getenv("MISMATCH_ONLY");
+    return !only || strstr(only, name);
+}
 
 /* The bad call returned rc; either it or the barrier after it must say
  * MISMATCH with both texts (when given). */
@@ -83,10 +91,8 @@ static void op_and_root_differ(void)
     int rc = cadre_reduce(x, y, 3, CADRE_FLOAT64, me == 1 ? CADRE_MAX : CADRE_SUM, 0, c);
     expect_mismatch(c, rc, "reduce with different ops", "max", "sum");
     OK(cadre_comm_free(&c));
-    /* Two roots and nobody who receives from the wrong one: the shared-memory
-     * slots tell at the next call; messages never do (cadre(7), BUGS). */
-    if (getenv("MISMATCH_MESSAGES_ONLY"))
-        return;
+    /* Two roots: the shared-memory slots tell at the next call; messages
+     * as the roots' messages arrive that nobody receives (issue 14). */
     OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
     rc = cadre_bcast(x, 3, CADRE_FLOAT64, me == 1 ? 1 : 0, c);
     expect_mismatch(c, rc, "bcast with different roots", "root=0", "root=1");
@@ -147,6 +153,86 @@ static void mismatch_then_finalize(void)
            "mismatch before finalize: %s", cadre_last_error());
 }
 
+/* Issue 14: more mismatched communicators than the first table of poisoned
+ * contexts held (32): every one must still fail. */
+static void many_comms(void)
+{
+    for (int k = 0; k < 40; k++) {
+        cadre_comm_t c;
+        OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+        int32_t x[8] = {0}, y[8];
+        int rc = me == 0 ? cadre_bcast(x, 8, CADRE_INT32, 0, c)
+                         : cadre_allreduce(x, y, 8, CADRE_INT32, CADRE_SUM, c);
+        char name[64];
+        snprintf(name, sizeof name, "bcast against allreduce on communicator %d", k);
+        expect_mismatch(c, rc, name, "called bcast(count=8, int32, root=0)",
+                        "called allreduce(count=8, int32, sum)");
+        OK(cadre_comm_free(&c));
+    }
+}
+
+/* Issue 14: rank 1 passes root 1, the others root 0, in a bcast, reduce,
+ * gather or scatter of n int32. Every rank gets MISMATCH from the call, or
+ * (a rank whose part only sends, or whose receives happened to match) from
+ * the barrier after it, naming both roots; the data a rank received in a
+ * call that returned SUCCESS is its root's. */
+static void root_differs(const char *kind, size_t n)
+{
+    cadre_comm_t c;
+    OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+    int root = me == 1 ? 1 : 0;
+    size_t total = n * (size_t)np;
+    int32_t *a = malloc(total * sizeof *a), *b = malloc(total * sizeof *b);
+    for (size_t i = 0; i < total; i++)
+        a[i] = (int32_t)(1000 * me + (int)(i % 997)), b[i] = -1;
+    int rc;
+    if (!strcmp(kind, "bcast"))
+        rc = cadre_bcast(a, n, CADRE_INT32, root, c);
+    else if (!strcmp(kind, "reduce"))
+        rc = cadre_reduce(a, b, n, CADRE_INT32, CADRE_SUM, root, c);
+    else if (!strcmp(kind, "gather"))
+        rc = cadre_gather(a, b, n, CADRE_INT32, root, c);
+    else
+        rc = cadre_scatter(a, b, n, CADRE_INT32, root, c);
+    if (rc == CADRE_SUCCESS && !strcmp(kind, "bcast") && me != root) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != (int32_t)(1000 * root + (int)(i % 997))) {
+                EXPECT(0, "bcast with different roots (n=%zu): SUCCESS with element %zu = %d", n,
+                       i, a[i]);
+                break;
+            }
+    }
+    char name[96];
+    snprintf(name, sizeof name, "%s with different roots (n=%zu)", kind, n);
+    expect_mismatch(c, rc, name, "root=0", "root=1");
+    free(a), free(b);
+    OK(cadre_comm_free(&c));
+}
+
+/* The root of a bcast that the others take for an allreduce: its part
+ * only sends, so it may return SUCCESS; then its next collective on the
+ * communicator that waits for the others fails (cadre(7), Mismatch
+ * detection), here a barrier, naming both calls. */
+static void root_learns(size_t n)
+{
+    cadre_comm_t c;
+    OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+    int32_t *x = calloc(n, sizeof *x), *y = calloc(n, sizeof *y);
+    int rc = me == 0 ? cadre_bcast(x, n, CADRE_INT32, 0, c)
+                     : cadre_allreduce(x, y, n, CADRE_INT32, CADRE_SUM, c);
+    if (me != 0)
+        EXPECT(rc == CADRE_ERR_MISMATCH, "root learns (n=%zu): allreduce returned %s", n,
+               cadre_error_string(rc));
+    else if (rc == CADRE_SUCCESS)
+        rc = cadre_barrier(c);
+    EXPECT(rc == CADRE_ERR_MISMATCH, "root learns (n=%zu): rank %d: %s: %s", n, me,
+           cadre_error_string(rc), cadre_last_error());
+    EXPECT(strstr(cadre_last_error(), "bcast(") && strstr(cadre_last_error(), "allreduce("),
+           "root learns (n=%zu): %s", n, cadre_last_error());
+    free(x), free(y);
+    OK(cadre_comm_free(&c));
+}
+
 int main(void)
 {
     OK(cadre_init(NULL, NULL));
@@ -155,20 +241,35 @@ int main(void)
     ru_rank = me;
     const char *chk = getenv("MISMATCH_CHECK");
     if (np >= 2 && !(chk && !strcmp(chk, "0"))) {
-        bcast_vs_allreduce(4);
-        /* 80 KB: on three ranks or more the root's bcast takes the slots and
-         * the others' allreduce the split algorithm, which waits for
-         * addresses, not data. */
-        bcast_vs_allreduce(20000);
-        bcast_vs_allreduce(300000);
-        counts_differ(1000, 0);
-        counts_differ(100000, 0);
-        counts_differ(100000, 1);
-        op_and_root_differ();
-        small_vs_large();
+        if (want("basic")) {
+            bcast_vs_allreduce(4);
+            /* 80 KB: on three ranks or more the root's bcast takes the slots
+             * and the others' allreduce the split algorithm, which waits for
+             * addresses, not data. */
+            bcast_vs_allreduce(20000);
+            bcast_vs_allreduce(300000);
+            counts_differ(1000, 0);
+            counts_differ(100000, 0);
+            counts_differ(100000, 1);
+            op_and_root_differ();
+            small_vs_large();
+        }
+        if (want("many"))
+            many_comms();
+        if (np >= 3 && want("roots")) {
+            const char *kinds[] = {"bcast", "reduce", "gather", "scatter"};
+            for (int k = 0; k < 4; k++) {
+                root_differs(kinds[k], 8);
+                root_differs(kinds[k], 100000);
+            }
+        }
+        if (want("learns")) {
+            root_learns(8);
+            root_learns(100000);
+        }
     }
     matching_calls();
-    if (np >= 3 && !(chk && !strcmp(chk, "0")))
+    if (np >= 3 && !(chk && !strcmp(chk, "0")) && want("finalize"))
         mismatch_then_finalize();
     OK(cadre_finalize());
     if (ru_failures)
