@@ -189,13 +189,13 @@ static void rank_exited(struct cadre__launcher_job *job, struct cadre__launcher_
     int unfinalized = atomic_load(&r->connected) && !atomic_load(&r->finalized);
     const char *nofin = unfinalized ? " without calling cadre_finalize" : "";
     char name[32] = "";
-    if (r->term_signal)
+    if (r->term_signal) {
         signame(r->term_signal, name, sizeof name);
-    if (r->term_signal)
         CADRE_INFO(LAUNCHER, "rank %d (pid %d) killed by %s", r->rank, (int)r->pid, name);
-    else
+    } else {
         CADRE_INFO(LAUNCHER, "rank %d (pid %d) exited with status %d%s", r->rank, (int)r->pid,
                    r->exit_status, nofin);
+    }
     /* Ranks that we are stopping end because of it: no failures of their
      * own (the line that stopped the job is already said). */
     if (job->stopping)
