@@ -45,7 +45,8 @@ static const char usage_text[] =
     "  -h, --help            print this help and exit\n"
     "\n"
     "Exit status: 0 when every rank exits 0; otherwise the first failure's exit\n"
-    "code, 128+N for a rank killed by signal N, or the code given to cadre_abort;\n"
+    "code (1 for a rank that exits 0 after cadre_init without cadre_finalize),\n"
+    "128+N for a rank killed by signal N, or the code given to cadre_abort;\n"
     "124 on --timeout, 2 for a bad command line, 126/127 for a program that\n"
     "cannot be executed or found, 125 when cadrerun itself fails.\n"
     "See cadrerun(1).\n";

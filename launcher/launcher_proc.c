@@ -94,12 +94,23 @@ void cadre__launcher_stop(struct cadre__launcher_job *job)
         signal_ranks(job, SIGKILL);
 }
 
+/* The first failure decides the exit status; later ones do not change it. */
+static void decide(struct cadre__launcher_job *job, int code)
+{
+    if (!job->decided) {
+        job->decided = 1;
+        job->exit_code = code;
+    }
+}
+
 void cadre__launcher_fail(struct cadre__launcher_job *job, int code, const char *fmt, ...)
 {
-    if (job->decided)
+    /* Once the job is stopping, every other exit is a consequence. A failure
+     * that --keep-going let pass has decided the status but stopped nothing:
+     * this one still stops the job and is said. */
+    if (job->stopping)
         return;
-    job->decided = 1;
-    job->exit_code = code;
+    decide(job, code);
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -122,10 +133,7 @@ static void rank_failed(struct cadre__launcher_job *job, int code, const char *f
         cadre__launcher_fail(job, code, "%s", msg);
         return;
     }
-    if (!job->decided) {
-        job->decided = 1;
-        job->exit_code = code;
-    }
+    decide(job, code);
     cadre__launcher_say("%s (--keep-going: the other ranks go on)", msg);
 }
 
@@ -173,23 +181,33 @@ static void rank_exited(struct cadre__launcher_job *job, struct cadre__launcher_
 {
     /* Its last words come before our line about it. */
     cadre__launcher_iof_drain(r);
+    /* A rank that initialized (connected to our PMIx server) and did not
+     * finalize (PMIx_Finalize, which cadre_finalize calls and which waits
+     * for our client_finalized callback) left its peers waiting for it,
+     * whatever its status; a program that never called cadre_init never
+     * connected and is judged by its status alone. */
+    int unfinalized = atomic_load(&r->connected) && !atomic_load(&r->finalized);
+    const char *nofin = unfinalized ? " without calling cadre_finalize" : "";
+    char name[32] = "";
     if (r->term_signal) {
-        char name[32];
         signame(r->term_signal, name, sizeof name);
         CADRE_INFO(LAUNCHER, "rank %d (pid %d) killed by %s", r->rank, (int)r->pid, name);
+    } else {
+        CADRE_INFO(LAUNCHER, "rank %d (pid %d) exited with status %d%s", r->rank, (int)r->pid,
+                   r->exit_status, nofin);
+    }
+    /* Ranks that we are stopping end because of it: no failures of their
+     * own (the line that stopped the job is already said). */
+    if (job->stopping)
+        return;
+    if (r->term_signal)
         rank_failed(job, 128 + r->term_signal, "rank %d (pid %d) killed by %s%s", r->rank,
                     (int)r->pid, name, r->core_dumped ? " (core dumped)" : "");
-    } else if (r->exit_status) {
-        CADRE_INFO(LAUNCHER, "rank %d (pid %d) exited with status %d", r->rank, (int)r->pid,
-                   r->exit_status);
-        rank_failed(job, r->exit_status, "rank %d (pid %d) exited with status %d", r->rank,
-                    (int)r->pid, r->exit_status);
-    } else {
-        CADRE_INFO(LAUNCHER, "rank %d (pid %d) exited with status 0%s", r->rank, (int)r->pid,
-                   atomic_load(&r->connected) && !atomic_load(&r->finalized)
-                       ? " without calling cadre_finalize"
-                       : "");
-    }
+    else if (r->exit_status || unfinalized)
+        /* Status 0 without cadre_finalize is a failure with status 1. */
+        rank_failed(job, r->exit_status ? r->exit_status : 1,
+                    "rank %d (pid %d) exited with status %d%s", r->rank, (int)r->pid,
+                    r->exit_status, nofin);
 }
 
 static void reap(struct cadre__launcher_job *job)
@@ -517,10 +535,12 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct cadre__launcher_job *job = arg;
-    if (job->decided)
-        return; /* already stopping for a failure, which decides the status */
-    job->decided = 1;
-    job->exit_code = CADRERUN_EXIT_TIMEOUT;
+    /* Already stopping for a failure, which decides the status. A failure
+     * that --keep-going let pass decides it too, but the job must still
+     * stop now. */
+    if (job->stopping || job->nlive == 0)
+        return;
+    decide(job, CADRERUN_EXIT_TIMEOUT);
     cadre__launcher_say("timeout: the job ran longer than %g s; %d rank(s) running, their "
                         "states:",
                         job->opts->timeout, count_running(job));

@@ -287,6 +287,15 @@ int cadre__launcher_plan(struct cadre__launcher_job *job)
         CADRE_INFO(LAUNCHER, "ranks are not bound to CPUs");
         return 0;
     }
+    /* Asked for explicitly (the default binds to cores only when the ranks
+     * fit): ranks that share a core take turns on it, and a rank that spins
+     * while waiting holds up the one it waits for. */
+    if (bind == BIND_CORE && job->nranks > cores->n)
+        cadre__launcher_say("warning: --bind-to core: %d ranks on %d core(s); up to %d ranks "
+                            "share each core (rank r on core r %% %d); --bind-to none lets the "
+                            "kernel spread them",
+                            job->nranks, cores->n, (job->nranks + cores->n - 1) / cores->n,
+                            cores->n);
     struct cpu_groups *g = cores;
     int gnode[256];
     if (bind == BIND_NUMA) {

@@ -295,6 +295,20 @@ static void peer_state(const struct answer *ans, int w, char *buf, size_t len)
         snprintf(buf, len, "no answer within %g s", QUERY_WAIT_S);
 }
 
+/* What joins a rank's name to its state in a sentence: "rank 1 is in
+ * cadre_recv ...", "rank 1 is gone: ...", "rank 1 has called
+ * cadre_finalize", "rank 1 gave no answer within 1 s". */
+static const char *state_verb(const char *state)
+{
+    if (!strncmp(state, "has ", 4))
+        return " ";
+    if (!strncmp(state, "no answer", 9))
+        return " gave ";
+    if (!strncmp(state, "in ", 3) || !strncmp(state, "not in ", 7) || !strncmp(state, "gone", 4))
+        return " is ";
+    return ": ";
+}
+
 /* Appends a compact list of comm ranks ("0-2 5 7"). */
 static void put_ranks(struct text *t, const int *flag, int n, int want)
 {
@@ -425,7 +439,7 @@ void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *wh
             if (listed < MAX_DETAIL_LINES)
                 put(&t, "%s  %s: %s\n", me, name, state);
             if (!listed)
-                put(&s, "; %s is %s", name, state);
+                put(&s, "; %s%s%s", name, state_verb(state), state);
             listed++;
         }
         if (listed > MAX_DETAIL_LINES)

@@ -178,8 +178,10 @@ void cadre__req_complete(struct cadre_request *r, int error, const char *fmt, ..
 }
 
 /* Spinning is bounded: after this many idle polls the waiter sleeps on its
- * doorbell, where peers' sends wake it. Oversubscribed ranks yield the core
- * on every idle poll and sleep much sooner. */
+ * doorbell, where peers' sends wake it. Oversubscribed ranks sleep much
+ * sooner, and do not sched_yield meanwhile: that hands the core to any
+ * other runnable process for its whole slice, where a woken sleeper runs
+ * first (coll_fast.c's idle says the same). */
 #define SPIN_POLLS 20000
 #define SPIN_POLLS_OVERSUB 64
 
@@ -221,11 +223,8 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
             rc = CADRE_ERR_TIMEOUT;
             break;
         }
-        if (++idle < spin) {
-            if (e->oversubscribed)
-                sched_yield();
+        if (++idle < spin)
             continue;
-        }
         /* Idle for a while: time to check the clocks and nap. */
         double now = cadre__now();
         cadre__state_stamp(now);

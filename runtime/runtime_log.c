@@ -2,6 +2,7 @@
  * CADRE_DEBUG_SUBSYS. Each message is written with one write(2) so lines of
  * concurrent threads and processes never interleave mid-line. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -21,6 +22,20 @@ static int log_level = CADRE_LOG_WARN;
 static unsigned log_subsys_mask = ~0u;
 static char log_prefix[64] = "cadre";
 
+/* A value we cannot use is said once, as for the other CADRE_* settings
+ * (cadre__config_*); through cadre__log itself, as CADRE_WARN would wait on
+ * log_once, which runs us. */
+static void log_bad(const char *fmt, ...) CADRE_PRINTF(1, 2);
+static void log_bad(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cadre__log(CADRE_LOG_WARN, CADRE_SUBSYS_RUNTIME, "%s", msg);
+}
+
 static void log_setup(void)
 {
     const char *lvl = cadre__config_str(CADRE_CFG_DEBUG);
@@ -28,6 +43,9 @@ static void log_setup(void)
         log_level = CADRE_LOG_INFO;
     else if (!strcasecmp(lvl, "TRACE"))
         log_level = CADRE_LOG_TRACE;
+    else if (lvl[0] && strcasecmp(lvl, "WARN"))
+        log_bad("ignoring CADRE_DEBUG=\"%s\": not WARN, INFO or TRACE; using the default WARN",
+                lvl);
 
     const char *list = cadre__config_str(CADRE_CFG_DEBUG_SUBSYS);
     if (list[0]) {
@@ -35,10 +53,20 @@ static void log_setup(void)
         char buf[256];
         snprintf(buf, sizeof buf, "%s", list);
         char *save = NULL;
-        for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            int known = 0;
             for (int i = 0; i < CADRE_SUBSYS_COUNT; i++)
                 if (!strcasecmp(tok, subsys_names[i]))
-                    log_subsys_mask |= 1u << i;
+                    log_subsys_mask |= 1u << i, known = 1;
+            if (!known) {
+                char names[128] = "";
+                for (int i = 0; i < CADRE_SUBSYS_COUNT; i++)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                             i ? ", " : "", subsys_names[i]);
+                log_bad("ignoring \"%.64s\" in CADRE_DEBUG_SUBSYS: not a subsystem (%s)", tok,
+                        names);
+            }
+        }
     }
 }
 

@@ -14,6 +14,10 @@
  *                   call and the receive it waits on
  *   barrier_sleeper (cadrerun --timeout, no CADRE_TIMEOUT) every rank but the
  *                   last waits in a barrier, the last sleeps
+ *   any_finalized   (3 ranks) rank 0 sends to rank 2 and finalizes, rank 1
+ *                   sleeps, rank 2 receives from any rank a tag never sent:
+ *                   its summary says "rank 0 has called cadre_finalize"
+ *                   (it said "rank 0 is has called ...")
  * Prints "diag: rank R ok" when its checks passed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +100,24 @@ static void waitall_stuck(void)
     }
 }
 
+static void any_finalized(void)
+{
+    int x = 7;
+    OK(cadre_barrier(W));
+    if (me == 0) {
+        OK(cadre_send(&x, 1, CADRE_INT32, 2, 4, W));
+        OK(cadre_finalize());
+        sleep((unsigned)(timeout_s + 3));
+    } else if (me == 2) {
+        OK(cadre_recv(&x, 1, CADRE_INT32, 0, 4, W, CADRE_STATUS_IGNORE));
+        FAILS(cadre_recv(&x, 1, CADRE_INT32, CADRE_ANY_SOURCE, 5, W, CADRE_STATUS_IGNORE),
+              CADRE_ERR_TIMEOUT, "from any rank (tag 5) made no progress");
+        expect_text("; rank 0 has called cadre_finalize (and 1 more rank(s)");
+    } else {
+        sleep((unsigned)(timeout_s + 3));
+    }
+}
+
 int main(void)
 {
     const char *what = getenv("DIAG"), *rank = getenv("CADRE_RANK");
@@ -130,12 +152,17 @@ int main(void)
             sleep(60);
         else
             OK(cadre_barrier(W));
+    } else if (!strcmp(what, "any_finalized")) {
+        any_finalized();
     } else {
         EXPECT(0, "unknown DIAG=\"%s\"", what);
     }
     if (!ru_failures)
         printf("diag: rank %d ok\n", me);
     fflush(stdout);
-    cadre_finalize();
+    int init = 0;
+    cadre_initialized(&init);
+    if (init)
+        cadre_finalize();
     return ru_failures ? 1 : 0;
 }

@@ -3,7 +3,7 @@
  *     rank R size S local L pid P gpu G prefix X
  * (G and X from CADRE_GPU and CADRE_SHM_PREFIX), then runs its arguments as
  * actions, in order; ACTION@R runs on rank R only:
- *   exit=C    exit with status C at once
+ *   exit=C    exit with status C at once, without cadre_finalize
  *   segv      die of SIGSEGV (core dumps off)
  *   abort=C   cadre_abort(CADRE_COMM_WORLD, C)
  *   sleep=S   sleep S seconds
@@ -13,7 +13,8 @@
  *   echo      copy stdin to stdout as "rank R stdin: LINE", then print
  *             "rank R stdin EOF after N lines"
  *   sigwait   print "rank R ready", wait for SIGINT, SIGTERM or SIGHUP,
- *             print "rank R got SIGxxx" and exit 0
+ *             print "rank R got SIGxxx", cadre_finalize and exit 0 (an exit
+ *             without cadre_finalize is a failure to cadrerun)
  *   env=VAR   print "rank R env VAR=VALUE" or "rank R env VAR unset"
  *   shm       create /dev/shm/<prefix>-probe-R, leave it, print "rank R shm NAME"
  *   err=TEXT  print TEXT on stderr
@@ -130,7 +131,7 @@ static void run(const char *act, const char *arg)
         int sig = 0;
         sigwait(&set, &sig);
         say_fd(1, "rank %d got SIG%s", rank, sigabbrev_np(sig));
-        exit(0);
+        exit(cadre_finalize() == CADRE_SUCCESS ? 0 : 1);
     } else if (!strcmp(act, "env")) {
         const char *v = getenv(arg);
         if (v)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <CUnit/Basic.h>
 
@@ -12,6 +13,82 @@
 #include "suites.h"
 #undef X
 
+/* ---- progress: one line per test, as it ends (test_progress) ------------------ */
+/* CUnit's basic interface owns the run's event handlers, so each test
+ * function is wrapped instead: the wrapper finishes the line of the test
+ * before it (which ended just now, or by a fatal assertion's longjmp out of
+ * its function, past any code of ours after the call) and runs its own. */
+struct wrapped {
+    CU_pTest test;
+    CU_TestFunc fn;
+};
+static struct wrapped *wrapped;
+static size_t nwrapped;
+
+static struct {
+    CU_pTest test;
+    const char *suite;
+    double t0;
+    unsigned failures;
+} current;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Failures so far in this run: assertions and whole tests (a test that
+ * failed by a fatal assertion counts in both). */
+static unsigned failures_now(void)
+{
+    return CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+}
+
+static void finish_current(void)
+{
+    if (!current.test)
+        return;
+    unsigned failed = failures_now() - current.failures;
+    test_progress("%s: %s: %s (%.1f s)", current.suite, current.test->pName,
+                  failed ? "FAILED" : "ok", now_s() - current.t0);
+    current.test = NULL;
+}
+
+static void run_wrapped(void)
+{
+    finish_current();
+    CU_pTest t = CU_get_current_test();
+    CU_pSuite s = CU_get_current_suite();
+    for (size_t i = 0; i < nwrapped; i++) {
+        if (wrapped[i].test != t)
+            continue;
+        current.test = t;
+        current.suite = s ? s->pName : "?";
+        current.failures = failures_now();
+        current.t0 = now_s();
+        wrapped[i].fn();
+        return;
+    }
+}
+
+static int wrap_tests(void)
+{
+    CU_pTestRegistry reg = CU_get_registry();
+    for (CU_pSuite s = reg->pSuite; s; s = s->pNext) {
+        for (CU_pTest t = s->pTest; t; t = t->pNext) {
+            struct wrapped *more = realloc(wrapped, (nwrapped + 1) * sizeof *more);
+            if (!more)
+                return -1;
+            wrapped = more;
+            wrapped[nwrapped++] = (struct wrapped){t, t->pTestFunc};
+            t->pTestFunc = run_wrapped;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (CU_initialize_registry() != CUE_SUCCESS)
@@ -19,6 +96,11 @@ int main(int argc, char **argv)
 #define X(fn) fn();
 #include "suites.h"
 #undef X
+    if (wrap_tests() != 0)
+        return 1;
+    /* The log keeps CUnit's lines and the tests' stderr in the order they
+     * happened. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     /* The suites to run: the arguments, else CADRE_TEST_SUITES (names
      * separated by spaces or commas; what make check runs), else all. */
@@ -48,12 +130,16 @@ int main(int argc, char **argv)
         }
         for (int i = 0; i < nnames; i++) {
             CU_basic_run_suite(CU_get_suite(names[i]));
+            finish_current(); /* before the next run resets the counts */
             failed += CU_get_number_of_failures() + CU_get_number_of_tests_failed();
         }
     } else {
         CU_basic_run_tests();
+        finish_current();
         failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
     }
+    test_progress("%s", failed ? "some tests FAILED (see tests/unit/cadre-tests.log)"
+                               : "every test passed");
     if (failed && nnames > 1)
         fprintf(stderr, "\ncadre-tests: %u failure(s) in the suites run (see each summary)\n",
                 failed);

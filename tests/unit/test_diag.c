@@ -190,6 +190,19 @@ static void test_cadrerun_timeout_not_cadre(void)
     run_free(&r);
 }
 
+/* A receive from any rank that times out names the first rank it could
+ * come from in a sentence: "rank 0 has called cadre_finalize" (it read
+ * "rank 0 is has called cadre_finalize"); the detail lines are as before. */
+static void test_any_source_finalized(void)
+{
+    struct run_result r;
+    run_diag(&r, "CADRE_TIMEOUT=3 DIAG=any_finalized", "", 3);
+    CHECK_MSG(r.exit_code == 0 && all_ok(&r, 3), SHOW(r));
+    CHECK_MSG(count_lines(r.err, "rank 2:   rank 0: has called cadre_finalize") == 1, SHOW(r));
+    CHECK_MSG(count_matching(r.err, " is has ") == 0, SHOW(r));
+    run_free(&r);
+}
+
 void suite_diag(void)
 {
     CU_pSuite s = CU_add_suite("diag", NULL, NULL);
@@ -200,4 +213,5 @@ void suite_diag(void)
     CU_add_test(s, "a receive that never matches, in cadre_waitall", test_waitall_stuck);
     CU_add_test(s, "cadrerun --timeout reports every rank", test_cadrerun_timeout_report);
     CU_add_test(s, "cadrerun --timeout with no cadre program", test_cadrerun_timeout_not_cadre);
+    CU_add_test(s, "a receive from any rank, one of them finalized", test_any_source_finalized);
 }

@@ -4,6 +4,7 @@
  * afterwards, and /dev/shm must hold nothing with the job's prefix. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -258,7 +259,7 @@ static void check_failure(const char *action, int bad, int want_code, const char
 
 static void test_exit_status(void)
 {
-    check_failure("exit=3", 1, 3, "exited with status 3");
+    check_failure("exit=3", 1, 3, "exited with status 3 without calling cadre_finalize");
 }
 
 static void test_segv(void)
@@ -495,6 +496,157 @@ static void test_bad_input(void)
     run_free(&r);
 }
 
+/* ---- exits without cadre_finalize; --keep-going with --timeout and abort ------------- */
+/* The rank's pid from its probe line, -1 when it printed none. */
+static int probe_pid(const char *out, int rank, int n)
+{
+    struct rank_line l[8];
+    memset(l, -1, sizeof l);
+    parse_ranks(out, l, n < 8 ? n : 8);
+    return rank < 8 ? l[rank].pid : -1;
+}
+
+static void check_none_running(const char *out, int n)
+{
+    struct rank_line l[8];
+    memset(l, -1, sizeof l);
+    parse_ranks(out, l, n < 8 ? n : 8);
+    for (int i = 0; i < n && i < 8; i++)
+        CHECK_MSG(l[i].pid <= 0 || !probe_running(l[i].pid), "rank %d (pid %d) survived", i,
+                  l[i].pid);
+}
+
+/* A rank that initialized and exits without cadre_finalize leaves the
+ * others waiting for it: status 0 is a failure too (status 1), said with the
+ * rank and pid, and the job stops (a non-zero status: test_exit_status). */
+static void test_exit_without_finalize(void)
+{
+    check_failure("exit=0", 2, 1, "exited with status 0 without calling cadre_finalize");
+
+    /* --keep-going: said the same way; the others finish. */
+    struct run_result r;
+    launch(&r, NULL, NULL, "--keep-going -n 3 %s exit=0@1 sleep=1", PROBE);
+    CHECK_MSG(r.exit_code == 1 && !r.timed_out, REPORT(r));
+    char line[256];
+    snprintf(line, sizeof line,
+             "cadrerun: rank 1 (pid %d) exited with status 0 without calling cadre_finalize "
+             "(--keep-going: the other ranks go on)",
+             probe_pid(r.out, 1, 3));
+    CHECK_MSG(count_lines(r.err, line) == 1, "want '%s' in stderr:\n%s", line, r.err);
+    CHECK_MSG(count_matching(r.err, "cadrerun:") == 1, "one line only:\n%s", r.err);
+    check_clean(r.out);
+    run_free(&r);
+}
+
+/* Programs that never call cadre_init are judged by their status alone. */
+static void test_not_cadre_program(void)
+{
+    struct run_result r;
+    launch(&r, NULL, NULL, "-n 2 /bin/true");
+    CHECK_MSG(r.exit_code == 0 && r.err_len == 0, REPORT(r));
+    check_clean(NULL);
+    run_free(&r);
+
+    launch(&r, NULL, NULL, "-n 3 /bin/sh -c 'sleep 0.2'");
+    CHECK_MSG(r.exit_code == 0 && r.err_len == 0, REPORT(r));
+    check_clean(NULL);
+    run_free(&r);
+
+    launch(&r, NULL, NULL, "-n 2 /bin/false");
+    CHECK_MSG(r.exit_code == 1, REPORT(r));
+    CHECK_MSG(count_matching(r.err, ") exited with status 1") == 1 &&
+                  count_matching(r.err, "cadre_finalize") == 0,
+              REPORT(r));
+    check_clean(NULL);
+    run_free(&r);
+}
+
+/* --timeout stops a job that --keep-going let run on after a death (it
+ * never stopped before); the death, first, decides the status. */
+static void test_keep_going_timeout(void)
+{
+    struct run_result r;
+    launch(&r, NULL, NULL, "--keep-going --timeout 2 -n 3 %s exit=3@1 sleep=30", PROBE);
+    CHECK_MSG(r.exit_code == 3 && !r.timed_out, REPORT(r));
+    CHECK_MSG(r.seconds >= 2 && r.seconds < 15, "took %.1f s", r.seconds);
+    char line[256];
+    snprintf(line, sizeof line,
+             "cadrerun: rank 1 (pid %d) exited with status 3 without calling cadre_finalize "
+             "(--keep-going: the other ranks go on)",
+             probe_pid(r.out, 1, 3));
+    CHECK_MSG(count_lines(r.err, line) == 1, "want '%s' in stderr:\n%s", line, r.err);
+    CHECK_MSG(count_matching(r.err, "cadrerun: timeout: the job ran longer than 2 s") == 1 &&
+                  count_lines(r.err, "cadrerun: stopping 2 rank(s) after the timeout") == 1,
+              REPORT(r));
+    CHECK_MSG(count_matching(r.err, "killed by") == 0, "ranks we stopped are no news:\n%s", r.err);
+    check_none_running(r.out, 3);
+    check_clean(r.out);
+    run_free(&r);
+}
+
+/* Under --keep-going, cadre_abort still ends the job and is said once, as
+ * without it: the ranks stopped because of it are not failures of their
+ * own ("killed by SIGTERM (--keep-going ...)" for each, before). */
+static void test_keep_going_abort(void)
+{
+    struct run_result r;
+    launch(&r, NULL, NULL, "--keep-going -n 3 %s sleep=0.5 abort=5@1 sleep=30", PROBE);
+    CHECK_MSG(r.exit_code == 5 && !r.timed_out && r.seconds < 15, REPORT(r));
+    char line[256];
+    snprintf(line, sizeof line, "cadrerun: rank 1 (pid %d) called cadre_abort(5)",
+             probe_pid(r.out, 1, 3));
+    CHECK_MSG(count_lines(r.err, line) == 1, "want '%s' in stderr:\n%s", line, r.err);
+    CHECK_MSG(count_matching(r.err, "cadrerun:") == 1, "one line only:\n%s", r.err);
+    check_none_running(r.out, 3);
+    check_clean(r.out);
+    run_free(&r);
+
+    /* After a death that --keep-going let pass, an abort still stops the
+     * job (it went on to the end before); the death decides the status. */
+    launch(&r, NULL, NULL, "--keep-going -n 3 %s exit=3@2 sleep=1 abort=5@1 sleep=30", PROBE);
+    CHECK_MSG(r.exit_code == 3 && !r.timed_out && r.seconds < 15, REPORT(r));
+    snprintf(line, sizeof line, "cadrerun: rank 1 (pid %d) called cadre_abort(5)",
+             probe_pid(r.out, 1, 3));
+    CHECK_MSG(count_lines(r.err, line) == 1, "want '%s' in stderr:\n%s", line, r.err);
+    CHECK_MSG(count_matching(r.err, "cadrerun:") == 2 &&
+                  count_matching(r.err, "exited with status 3 without calling cadre_finalize "
+                                        "(--keep-going") == 1,
+              REPORT(r));
+    check_none_running(r.out, 3);
+    check_clean(r.out);
+    run_free(&r);
+}
+
+/* --bind-to core with more ranks than cores says so once; within one CPU
+ * (this process's affinity, which cadrerun inherits). */
+static void test_bind_core_warning(void)
+{
+    cpu_set_t saved, one;
+    CU_ASSERT_FATAL(sched_getaffinity(0, sizeof saved, &saved) == 0);
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &saved))
+        cpu++;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    CU_ASSERT_FATAL(sched_setaffinity(0, sizeof one, &one) == 0);
+    static const struct {
+        const char *args;
+        int warned;
+    } cases[] = {{"--bind-to core -n 3", 1}, {"--bind-to core -n 1", 0}, {"-n 3", 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        struct run_result r;
+        launch(&r, NULL, NULL, "%s %s", cases[k].args, PROBE);
+        CHECK_MSG(r.exit_code == 0, "%s: " REPORT_FMT, cases[k].args, REPORT_ARGS(r));
+        CHECK_MSG(count_matching(r.err, "cadrerun: warning: --bind-to core: 3 ranks on 1 core(s); "
+                                        "up to 3 ranks share each core") == cases[k].warned &&
+                      count_matching(r.err, "cadrerun:") == cases[k].warned,
+                  "%s: " REPORT_FMT, cases[k].args, REPORT_ARGS(r));
+        check_clean(r.out);
+        run_free(&r);
+    }
+    CU_ASSERT(sched_setaffinity(0, sizeof saved, &saved) == 0);
+}
+
 void suite_launcher(void)
 {
     CU_pSuite s = CU_add_suite("launcher", suite_init, suite_clean);
@@ -511,4 +663,9 @@ void suite_launcher(void)
     CU_add_test(s, "stdin goes to rank 0", test_stdin);
     CU_add_test(s, "--output-dir", test_output_dir);
     CU_add_test(s, "bad command lines", test_bad_input);
+    CU_add_test(s, "a rank that exits without cadre_finalize", test_exit_without_finalize);
+    CU_add_test(s, "programs that never call cadre_init", test_not_cadre_program);
+    CU_add_test(s, "--timeout after a death under --keep-going", test_keep_going_timeout);
+    CU_add_test(s, "cadre_abort under --keep-going", test_keep_going_abort);
+    CU_add_test(s, "--bind-to core with more ranks than cores", test_bind_core_warning);
 }

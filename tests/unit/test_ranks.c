@@ -39,6 +39,9 @@ static void test_ranks_list(void)
         CU_ASSERT_FATAL(run_cmd(cmd, NULL, limit_for(n), &r) == 0);
         fprintf(stderr, "\n    %-40s n=%d %s%s: exit %d, %.2f s", name, n, env[0] ? "env " : "", env,
                 r.exit_code, r.seconds);
+        test_progress("ranks.list: %s n=%d%s%s: %s, exit %d%s, %.1f s", name, n, env[0] ? " env " : "",
+                      env, r.exit_code == 0 && !r.timed_out ? "ok" : "FAILED", r.exit_code,
+                      r.timed_out ? " (killed at the limit)" : "", r.seconds);
         CHECK_MSG(r.exit_code == 0 && !r.timed_out,
                   "%s with %d ranks (%s): exit %d%s\n--- stdout\n%s--- stderr\n%s", name, n, env,
                   r.exit_code, r.timed_out ? " (timed out)" : "", r.out, r.err);

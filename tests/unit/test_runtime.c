@@ -155,6 +155,32 @@ static void test_config_debug(void)
     run_free(&r);
 }
 
+/* A CADRE_DEBUG or CADRE_DEBUG_SUBSYS value that means nothing is said
+ * once per process (it was ignored in silence), as CADRE_TIMEOUT=abc is. */
+static void test_config_debug_bad(void)
+{
+    static const struct {
+        const char *env, *want;
+        int lines;
+    } cases[] = {
+        {"CADRE_DEBUG=abc", "ignoring CADRE_DEBUG=\"abc\": not WARN, INFO or TRACE", 1},
+        {"CADRE_DEBUG=Info CADRE_DEBUG_SUBSYS=RUNTIME", "ignoring", 0},
+        {"CADRE_DEBUG=warn", "ignoring", 0},
+        {"CADRE_DEBUG=", "ignoring", 0},
+        {"CADRE_DEBUG_SUBSYS=RUNTIME,nosuch", "ignoring \"nosuch\" in CADRE_DEBUG_SUBSYS", 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "env %s %s", cases[k].env, build_path("examples/hello"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+        CHECK_MSG(r.exit_code == 0 && count_matching(r.err, cases[k].want) == cases[k].lines,
+                  "%s: want %d line(s) with '%s'; exit %d, stderr:\n%s", cases[k].env,
+                  cases[k].lines, cases[k].want, r.exit_code, r.err);
+        run_free(&r);
+    }
+}
+
 void suite_runtime(void)
 {
     CU_pSuite s = CU_add_suite("runtime", NULL, NULL);
@@ -164,4 +190,5 @@ void suite_runtime(void)
     CU_add_test(s, "calls before init", test_calls_before_init);
     CU_add_test(s, "singleton program", test_singleton_program);
     CU_add_test(s, "CADRE_DEBUG and subsystems", test_config_debug);
+    CU_add_test(s, "CADRE_DEBUG values that mean nothing", test_config_debug_bad);
 }

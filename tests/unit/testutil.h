@@ -51,6 +51,14 @@ int count_lines(const char *text, const char *line);
 /* Entries in /dev/shm whose names start with "cadre". */
 int count_shm_leftovers(void);
 
+/* make check keeps what the runner prints in tests/unit/cadre-tests.log and
+ * shows nothing until it ends; it also gives the runner the terminal's (or
+ * CI's) stderr as fd CADRE_TEST_PROGRESS_FD (tests/Makefile.am). One line
+ * "cadre-tests: ..." goes there, and nowhere else, for progress as it
+ * happens; without that variable (the runner started by hand, its output
+ * already in view) this does nothing. */
+void test_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Report and print on failure; keeps CUnit's messages readable. */
 #define CHECK_MSG(cond, ...)                          \
     do {                                              \
