@@ -42,7 +42,9 @@ struct cadre_request *cadre__req_new(int kind, const char *op)
     if (r) {
         cache = r->next;
         cache_n--;
-    } else if (!(r = malloc(sizeof *r))) {
+    } else if ((r = malloc(sizeof *r))) {
+        r->hslot = NULL; /* a slot is bound when it is first handed out */
+    } else {
         return NULL;
     }
     memset(r, 0, offsetof(struct cadre_request, errmsg));
@@ -56,14 +58,51 @@ struct cadre_request *cadre__req_new(int kind, const char *op)
     return r;
 }
 
+/* The object goes back to the allocator; its slot (closed) to the table. */
+static void req_release_memory(struct cadre_request *r)
+{
+    if (r->hslot)
+        cadre__h_unbind(&cadre__req_handles, r->hidx);
+    free(r);
+}
+
 void cadre__req_drop_spare(void)
 {
     while (cache) {
         struct cadre_request *n = cache->next;
-        free(cache);
+        req_release_memory(cache);
         cache = n;
     }
     cache_n = 0;
+}
+
+struct cadre_htab cadre__req_handles = CADRE_HTAB_INIT;
+
+int cadre__req_handle_slow(struct cadre_request *r, cadre_request_t *out)
+{
+    if (cadre__h_bind(&cadre__req_handles, r, &r->hidx, &r->hslot) != CADRE_SUCCESS) {
+        r->hslot = NULL;
+        return CADRE_ERR_NOMEM;
+    }
+    return cadre__req_handle(r, out);
+}
+
+struct cadre_request *cadre__req_get(cadre_request_t h, const char *fn, const char *arg,
+                                     int *status)
+{
+    struct cadre_request *r = cadre__req_find(h);
+    if (r)
+        return r;
+    if (!h)
+        *status = cadre__error(CADRE_ERR_STATE, "%s: %s is CADRE_REQUEST_NULL", fn, arg);
+    else if (cadre__h_stale(&cadre__req_handles, (uintptr_t)h, CADRE_HKIND_REQ))
+        *status = cadre__error(CADRE_ERR_STATE,
+                               "%s: %s is a stale handle (request already completed and freed)",
+                               fn, arg);
+    else
+        *status = cadre__error(CADRE_ERR_ARG, "%s: %s %p is not a request handle", fn, arg,
+                               (void *)h);
+    return NULL;
 }
 
 static void req_unregister(struct cadre_request *r)
@@ -93,13 +132,14 @@ void cadre__req_free(struct cadre_request *r)
 {
     if (!r)
         return;
+    cadre__req_handle_end(r);
     end_dest(r);
     req_unregister(r);
     if (r->release)
         r->release(r);
     r->magic = 0;
     if (cache_n >= REQ_CACHE) {
-        free(r);
+        req_release_memory(r);
         return;
     }
     if (!cache_keyed) {
