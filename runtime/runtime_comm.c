@@ -26,7 +26,7 @@ void cadre__comm_handle_end(struct cadre_comm *c)
 struct cadre_comm *cadre__comm_bad(cadre_comm_t comm, const char *fn, int *status)
 {
     if (comm == CADRE_COMM_NULL)
-        *status = cadre__error(CADRE_ERR_STATE, "%s: comm is CADRE_COMM_NULL", fn);
+        *status = cadre__error(CADRE_ERR_STATE, "%s: communicator is CADRE_COMM_NULL", fn);
     else if (comm == CADRE_COMM_WORLD)
         /* Only between cadre_finalize's start and its end: callers check
          * the library's state first. */
