@@ -68,6 +68,13 @@ int cadre__h_bind(struct cadre_htab *t, void *obj, uint32_t *idx, struct cadre_h
 /* Gives a closed slot back (taking the lock). */
 void cadre__h_unbind(struct cadre_htab *t, uint32_t idx);
 
+/* The slot of index idx, which must have been bound once (its chunk exists). */
+static inline struct cadre_hslot *cadre__h_slot(struct cadre_htab *t, uint32_t idx)
+{
+    return &atomic_load_explicit(&t->chunk[idx >> CADRE_H_CHUNK_BITS],
+                                 memory_order_relaxed)[idx & CADRE_H_CHUNK_MASK];
+}
+
 static inline uintptr_t cadre__h_value(uint32_t kind, uint32_t idx, uint32_t gen)
 {
     return ((uintptr_t)(gen & CADRE_H_GEN_MASK) << CADRE_H_GEN_SHIFT) | ((uintptr_t)idx << 4) |

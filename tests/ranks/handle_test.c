@@ -163,6 +163,45 @@ static void stale_requests(void)
                cadre_error_string(rc));
     }
     free(old);
+
+    /* Windows wider than the library's per-thread cache of requests (whose
+     * memory then goes back to the allocator, and whose handle slots are
+     * reused by the next window): every handle of a window differs from
+     * every handle of the one before, which stays refused, and the data of
+     * each message is right. */
+    enum { WIN = 200 };
+    cadre_request_t *win = malloc(2 * WIN * sizeof *win), *prev_win = win + WIN;
+    unsigned char *wb = malloc((size_t)WIN * 8), *ws = malloc((size_t)WIN * 8);
+    for (int round = 0; round < 3; round++) {
+        memset(wb, 0, (size_t)WIN * 8);
+        for (int i = 0; i < WIN; i++)
+            OK(cadre_irecv(wb + 8 * i, 8, CADRE_UINT8, me, 1000 + i, W, &win[i]));
+        for (int i = 0; i < WIN && round > 0; i++)
+            for (int j = 0; j < WIN; j++)
+                EXPECT(win[i] != prev_win[j], "round %d: request %d has the handle of %d of the "
+                       "round before", round, i, j);
+        cadre_request_t *keep = malloc(WIN * sizeof *keep);
+        memcpy(keep, win, WIN * sizeof *keep);
+        for (int i = 0; i < WIN; i++) {
+            ru_fill(ws + 8 * i, 8, me, me, 500 + (uint64_t)(round * WIN + i));
+            OK(cadre_send(ws + 8 * i, 8, CADRE_UINT8, me, 1000 + i, W));
+        }
+        OK(cadre_waitall(WIN, win, NULL));
+        for (int i = 0; i < WIN; i++) {
+            EXPECT(ru_check(wb + 8 * i, 8, me, me, 500 + (uint64_t)(round * WIN + i)) == 8,
+                   "round %d: message %d wrong", round, i);
+            cadre_request_t h = keep[i];
+            done = -5;
+            rc = cadre_test(&h, &done, NULL);
+            EXPECT(rc == CADRE_ERR_STATE && done == -5, "round %d: old handle %d: cadre_test -> %s",
+                   round, i, cadre_error_string(rc));
+        }
+        memcpy(prev_win, keep, WIN * sizeof *keep);
+        free(keep);
+    }
+    free(win);
+    free(wb);
+    free(ws);
 }
 
 /* Every function that takes a communicator, on a bad one: want and a
