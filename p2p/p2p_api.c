@@ -318,25 +318,37 @@ int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, 
 
 /* The request *req names, NULL for CADRE_REQUEST_NULL; an error for a
  * stale or bad handle, whose message names reqs[idx] (idx >= 0) or req. */
-static int check_req(const char *fn, cadre_request_t *req, int idx, struct cadre_request **out)
+/* The error of find_req: message names reqs[idx] (idx >= 0) or req. */
+static __attribute__((noinline, cold)) int bad_req(const char *fn, cadre_request_t h, int idx)
+{
+    char arg[32] = "req";
+    if (idx >= 0)
+        snprintf(arg, sizeof arg, "reqs[%d]", idx);
+    int st;
+    cadre__req_get(h, fn, arg, &st);
+    return st;
+}
+
+/* The request of handle h, NULL for CADRE_REQUEST_NULL; an error for a
+ * stale or bad handle. The lookup never dereferences the value: a stale
+ * copy of a handle, or garbage, is refused whatever now lives at that
+ * address. */
+static inline int find_req(const char *fn, cadre_request_t h, int idx, struct cadre_request **out)
+{
+    *out = NULL;
+    if (!h || (*out = cadre__req_find(h)))
+        return CADRE_SUCCESS;
+    return bad_req(fn, h, idx);
+}
+
+/* The entry checks of cadre_wait, cadre_test and cadre_wait_timeout. */
+static int check_req(const char *fn, cadre_request_t *req, struct cadre_request **out)
 {
     if (!req)
         return cadre__error(CADRE_ERR_ARG, "%s: req is NULL", fn);
     CADRE_CHECK(cadre__check_initialized(fn));
     cadre__app_active();
-    *out = NULL;
-    if (!*req)
-        return CADRE_SUCCESS;
-    /* The lookup never dereferences the value: a stale copy of a handle, or
-     * garbage, is refused whatever now lives at that address. */
-    if ((*out = cadre__req_find(*req)))
-        return CADRE_SUCCESS;
-    char arg[32] = "req";
-    if (idx >= 0)
-        snprintf(arg, sizeof arg, "reqs[%d]", idx);
-    int st;
-    cadre__req_get(*req, fn, arg, &st);
-    return st;
+    return find_req(fn, *req, -1, out);
 }
 
 static void empty_status(cadre_status_t *status)
@@ -345,11 +357,11 @@ static void empty_status(cadre_status_t *status)
         *status = (cadre_status_t){.source = CADRE_ANY_SOURCE, .tag = CADRE_ANY_TAG};
 }
 
-/* cadre_wait, or request idx of cadre_waitall (fn names the call). */
-static int wait_one(const char *fn, cadre_request_t *req, int idx, cadre_status_t *status)
+/* Waits for r, the request of handle *req, in fn (r NULL: *req is
+ * CADRE_REQUEST_NULL). */
+static int wait_found(const char *fn, cadre_request_t *req, struct cadre_request *r,
+                      cadre_status_t *status)
 {
-    struct cadre_request *r;
-    CADRE_CHECK(check_req(fn, req, idx, &r));
     if (!r) {
         empty_status(status);
         return CADRE_SUCCESS;
@@ -364,13 +376,15 @@ static int wait_one(const char *fn, cadre_request_t *req, int idx, cadre_status_
 
 int cadre_wait(cadre_request_t *req, cadre_status_t *status)
 {
-    return wait_one("cadre_wait", req, -1, status);
+    struct cadre_request *r;
+    CADRE_CHECK(check_req("cadre_wait", req, &r));
+    return wait_found("cadre_wait", req, r, status);
 }
 
 int cadre_wait_timeout(cadre_request_t *req, double seconds, cadre_status_t *status)
 {
     struct cadre_request *r;
-    CADRE_CHECK(check_req("cadre_wait_timeout", req, -1, &r));
+    CADRE_CHECK(check_req("cadre_wait_timeout", req, &r));
     if (!(seconds >= 0))
         return cadre__error(CADRE_ERR_ARG, "cadre_wait_timeout: seconds %g is negative or NaN",
                             seconds);
@@ -394,7 +408,7 @@ int cadre_test(cadre_request_t *req, int *done, cadre_status_t *status)
     if (!done)
         return cadre__error(CADRE_ERR_ARG, "cadre_test: done is NULL");
     struct cadre_request *r;
-    CADRE_CHECK(check_req("cadre_test", req, -1, &r));
+    CADRE_CHECK(check_req("cadre_test", req, &r));
     if (!r) {
         empty_status(status);
         *done = 1;
@@ -421,15 +435,17 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
     CADRE_CHECK(cadre__check_initialized("cadre_waitall"));
     /* Every handle is checked before any is waited on, so a bad one leaves
      * the others to the caller. */
-    for (int i = 0; i < n; i++) {
-        struct cadre_request *r;
-        if (reqs[i] && !cadre__req_find(reqs[i]))
-            return check_req("cadre_waitall", &reqs[i], i, &r);
-    }
+    cadre__app_active();
+    struct cadre_request *r;
+    for (int i = 0; i < n; i++)
+        CADRE_CHECK(find_req("cadre_waitall", reqs[i], i, &r));
     int first = CADRE_SUCCESS;
     char msg[512] = "";
     for (int i = 0; i < n; i++) {
-        int rc = wait_one("cadre_waitall", &reqs[i], i, statuses ? &statuses[i] : NULL);
+        /* Looked up again: a handle given twice is stale at its second place. */
+        int rc = find_req("cadre_waitall", reqs[i], i, &r);
+        if (rc == CADRE_SUCCESS)
+            rc = wait_found("cadre_waitall", &reqs[i], r, statuses ? &statuses[i] : NULL);
         if (rc != CADRE_SUCCESS && first == CADRE_SUCCESS) {
             first = rc;
             /* The request's own text, without the name of the call twice. */

@@ -100,6 +100,24 @@ static inline void cadre__h_close(struct cadre_hslot *s)
 /* The object of live handle h of this kind, or NULL (never dereferences h). */
 static inline void *cadre__h_find(struct cadre_htab *t, uintptr_t h, uint32_t kind)
 {
+#if CADRE_H_GEN_SHIFT == 32
+    /* With 16-byte slots the slot's offset in its chunk is h's bits 4-15
+     * as they stand; one test covers the kind, the zero bits and an odd
+     * (live) generation. */
+    _Static_assert(sizeof(struct cadre_hslot) == 16, "slot offset is h & 0xfff0");
+    const uintptr_t odd = (uintptr_t)1 << CADRE_H_GEN_SHIFT;
+    if ((h & (CADRE_H_CHECK_MASK | odd)) != (kind | odd))
+        return NULL;
+    struct cadre_hslot *c = atomic_load_explicit(
+        &t->chunk[(h >> (4 + CADRE_H_CHUNK_BITS)) & (CADRE_H_CHUNKS - 1)], memory_order_acquire);
+    if (!c)
+        return NULL;
+    struct cadre_hslot *s =
+        (struct cadre_hslot *)((char *)c + (h & ((uintptr_t)CADRE_H_CHUNK_MASK << 4)));
+    if (atomic_load_explicit(&s->gen, memory_order_acquire) != (uint32_t)(h >> CADRE_H_GEN_SHIFT))
+        return NULL;
+    return s->obj;
+#else
     if ((h & CADRE_H_CHECK_MASK) != kind)
         return NULL;
     uint32_t idx = (uint32_t)(h >> 4) & CADRE_H_IDX_MASK;
@@ -112,6 +130,7 @@ static inline void *cadre__h_find(struct cadre_htab *t, uintptr_t h, uint32_t ki
     if (g != ((uint32_t)(h >> CADRE_H_GEN_SHIFT) & CADRE_H_GEN_MASK) || !(g & 1))
         return NULL;
     return s->obj;
+#endif
 }
 
 /* For the message of a failed lookup: 1 when h has the form of a handle of
