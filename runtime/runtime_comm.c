@@ -28,9 +28,11 @@ struct cadre_comm *cadre__comm_bad(cadre_comm_t comm, const char *fn, int *statu
     if (comm == CADRE_COMM_NULL)
         *status = cadre__error(CADRE_ERR_STATE, "%s: communicator is CADRE_COMM_NULL", fn);
     else if (comm == CADRE_COMM_WORLD)
-        /* Only between cadre_finalize's start and its end: callers check
-         * the library's state first. */
-        *status = cadre__error(CADRE_ERR_STATE, "%s: CADRE_COMM_WORLD is gone (cadre_finalize)",
+        /* Callers check the library's state first: only while cadre_init
+         * or cadre_finalize runs in another thread. */
+        *status = cadre__error(CADRE_ERR_STATE,
+                               "%s: CADRE_COMM_WORLD is not set up (before cadre_init or after "
+                               "cadre_finalize)",
                                fn);
     else if (cadre__h_stale(&cadre__comm_handles, (uintptr_t)comm, CADRE_HKIND_COMM))
         *status = cadre__error(CADRE_ERR_STATE,
