@@ -20,7 +20,10 @@ struct entry {
 
 static void free_comm(struct cadre_comm *c)
 {
+    /* The device path's pending work still calls public functions on the
+     * handle: it ends once that work is done. */
     cadre__gpu_comm_free(c);
+    cadre__comm_handle_end(c);
     cadre__comm_unregister(c);
     cadre__fast_release(c);
     c->magic = 0;
@@ -46,6 +49,11 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, uint64_t
     c->rank = rank;
     c->size = size;
     c->world_ranks = w;
+    if (cadre__comm_handle_new(c) != CADRE_SUCCESS) {
+        free(c);
+        free(w);
+        return CADRE_ERR_NOMEM;
+    }
     cadre__comm_register(c);
     eng_lock();
     cadre__coll_poison_dead_members(c);
@@ -158,7 +166,7 @@ int cadre_comm_split(cadre_comm_t comm, int color, int key, cadre_comm_t *newcom
     free(all), free(m), free(world);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
-    *newcomm = c;
+    *newcomm = cadre__comm_handle(c);
     return CADRE_SUCCESS;
 }
 
@@ -224,7 +232,7 @@ int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t 
     free(world);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
-    *newcomm = c;
+    *newcomm = cadre__comm_handle(c);
     return CADRE_SUCCESS;
 }
 
@@ -255,7 +263,7 @@ int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm)
     free(world);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
-    *newcomm = c;
+    *newcomm = cadre__comm_handle(c);
     return CADRE_SUCCESS;
 }
 

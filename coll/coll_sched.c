@@ -375,8 +375,11 @@ static void sched_release(struct cadre_request *r)
     r->priv = NULL;
 }
 
-static int start(struct coll_sched *s, struct cadre_request **out, int user)
+/* Starts s as a request: *out for the library's own wait, or, for a
+ * nonblocking call (handle not NULL), the user's handle in *handle. */
+static int start(struct coll_sched *s, struct cadre_request **out, cadre_request_t *handle)
 {
+    int user = handle != NULL;
     /* A trailing round without a barrier call still counts. */
     int rc = cadre__sched_barrier(s);
     if (rc != CADRE_SUCCESS) {
@@ -390,6 +393,14 @@ static int start(struct coll_sched *s, struct cadre_request **out, int user)
         cadre__sched_free(s);
         free(s);
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", name);
+    }
+    cadre_request_t h = CADRE_REQUEST_NULL;
+    if (user && cadre__req_handle(r, &h) != CADRE_SUCCESS) {
+        const char *name = s->op_name;
+        cadre__req_free(r);
+        cadre__sched_free(s);
+        free(s);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request handle", name);
     }
     r->comm = s->comm;
     r->tag = s->tag; /* for a timeout's diagnosis */
@@ -418,7 +429,10 @@ static int start(struct coll_sched *s, struct cadre_request **out, int user)
     eng_unlock();
     if (user && !atomic_load(&r->done))
         cadre__p2p_kick();
-    *out = r;
+    if (user)
+        *handle = h;
+    else
+        *out = r;
     return CADRE_SUCCESS;
 }
 
@@ -431,7 +445,7 @@ int cadre__sched_start(struct coll_sched *s, cadre_request_t *req)
     }
     *h = *s;
     memset(s, 0, sizeof *s);
-    return start(h, req, 1);
+    return start(h, NULL, req);
 }
 
 int cadre__sched_run(struct coll_sched *s)
@@ -446,7 +460,7 @@ int cadre__sched_run(struct coll_sched *s)
     const char *name = h->op_name;
     struct cadre_request *r = NULL;
     cadre__state_enter(name, NULL, h->comm->context_id, (uint32_t)h->tag + 1, -1, -1);
-    int rc = start(h, &r, 0);
+    int rc = start(h, &r, NULL);
     if (rc == CADRE_SUCCESS && cadre__req_wait(r, 0, 1) != CADRE_SUCCESS)
         rc = cadre__p2p_timed_out(r, name), r = NULL;
     cadre__state_leave();

@@ -153,12 +153,14 @@ static int p2p_finish(struct gpu_op *op, void *buf, cudaStream_t X, cadre_reques
     if (rc != CADRE_SUCCESS) {
         /* A posted receive must not outlive the op: give it a moment, then
          * abandon it (its staging stays with the engine until then). */
-        if (op->hreq) {
+        struct cadre_request *hr = cadre__req_find(op->hreq);
+        if (hr) {
             eng_lock();
             if (op->ipc)
                 cadre__gpu_ipc_unwatch(op->stage->p);
-            cadre__p2p_abandon(op->hreq);
+            cadre__p2p_abandon(hr);
             eng_unlock();
+            op->hreq = CADRE_REQUEST_NULL;
             op->stage = NULL; /* may still be written: leak rather than reuse */
         }
         cadre__gpu_op_discard(op);

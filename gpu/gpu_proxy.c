@@ -302,7 +302,7 @@ void cadre__gpu_op_unref(struct gpu_op *op)
 
 cadre_comm_t cadre__gpu_handle_of(struct cadre_comm *c)
 {
-    return c == &cadre__comm_world ? CADRE_COMM_WORLD : (cadre_comm_t)c;
+    return cadre__comm_handle(c);
 }
 
 /* ---- the proxy thread ------------------------------------------------------------- */
@@ -698,6 +698,11 @@ int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req)
     struct cadre_request *r = cadre__req_new(REQ_GENERIC, op->fn);
     if (!r)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", op->fn);
+    cadre_request_t h;
+    if (cadre__req_handle(r, &h) != CADRE_SUCCESS) {
+        cadre__req_free(r);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request handle", op->fn);
+    }
     r->comm = op->comm;
     r->peer = op->peer;
     r->tag = op->tag;
@@ -716,7 +721,7 @@ int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req)
     cadre__eng.generic = r;
     eng_unlock();
     cadre__p2p_kick();
-    *req = r;
+    *req = h;
     return CADRE_SUCCESS;
 }
 

@@ -244,8 +244,13 @@ static int post_nb(int kind, const char *fn, const void *buf, size_t count, cadr
     struct cadre_request *r = make_req(kind, fn, buf, &a, peer, tag);
     if (!r)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", fn);
+    cadre_request_t h;
+    if (cadre__req_handle(r, &h) != CADRE_SUCCESS) {
+        cadre__req_free(r);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request handle", fn);
+    }
     CADRE_CHECK(start(r, 1));
-    *req = r;
+    *req = h;
     return CADRE_SUCCESS;
 }
 
@@ -318,16 +323,39 @@ int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, 
 
 /* ---- requests ------------------------------------------------------------------ */
 
-static int check_req(const char *fn, cadre_request_t *req)
+/* The request *req names, NULL for CADRE_REQUEST_NULL; an error for a
+ * stale or bad handle, whose message names reqs[idx] (idx >= 0) or req. */
+/* The error of find_req: message names reqs[idx] (idx >= 0) or req. */
+static __attribute__((noinline, cold)) int bad_req(const char *fn, cadre_request_t h, int idx)
+{
+    char arg[32] = "req";
+    if (idx >= 0)
+        snprintf(arg, sizeof arg, "reqs[%d]", idx);
+    int st;
+    cadre__req_get(h, fn, arg, &st);
+    return st;
+}
+
+/* The request of handle h, NULL for CADRE_REQUEST_NULL; an error for a
+ * stale or bad handle. The lookup never dereferences the value: a stale
+ * copy of a handle, or garbage, is refused whatever now lives at that
+ * address. */
+static inline int find_req(const char *fn, cadre_request_t h, int idx, struct cadre_request **out)
+{
+    *out = NULL;
+    if (!h || (*out = cadre__req_find(h)))
+        return CADRE_SUCCESS;
+    return bad_req(fn, h, idx);
+}
+
+/* The entry checks of cadre_wait, cadre_test and cadre_wait_timeout. */
+static int check_req(const char *fn, cadre_request_t *req, struct cadre_request **out)
 {
     if (!req)
         return cadre__error(CADRE_ERR_ARG, "%s: req is NULL", fn);
     CADRE_CHECK(cadre__check_initialized(fn));
     cadre__app_active();
-    if (*req && (*req)->magic != CADRE_REQ_MAGIC)
-        return cadre__error(CADRE_ERR_STATE, "%s: request %p is freed or not a request", fn,
-                            (void *)*req);
-    return CADRE_SUCCESS;
+    return find_req(fn, *req, -1, out);
 }
 
 static void empty_status(cadre_status_t *status)
@@ -336,32 +364,37 @@ static void empty_status(cadre_status_t *status)
         *status = (cadre_status_t){.source = CADRE_ANY_SOURCE, .tag = CADRE_ANY_TAG};
 }
 
-/* cadre_wait, or one request of cadre_waitall (fn names the call). */
-static int wait_one(const char *fn, cadre_request_t *req, cadre_status_t *status)
+/* Waits for r, the request of handle *req, in fn (r NULL: *req is
+ * CADRE_REQUEST_NULL). */
+static int wait_found(const char *fn, cadre_request_t *req, struct cadre_request *r,
+                      cadre_status_t *status)
 {
-    CADRE_CHECK(check_req(fn, req));
-    struct cadre_request *r = *req;
     if (!r) {
         empty_status(status);
         return CADRE_SUCCESS;
     }
+    /* The user's part ends here: a copy of the handle is stale from now on,
+     * even while the wait goes on. */
     *req = CADRE_REQUEST_NULL;
+    cadre__req_handle_end(r);
     if (cadre__gpu_enabled()) { int g = cadre__gpu_wait(r, status); if (g != CADRE__GPU_NOT_MINE) return g; }
     return wait_and_finish(r, fn, status);
 }
 
 int cadre_wait(cadre_request_t *req, cadre_status_t *status)
 {
-    return wait_one("cadre_wait", req, status);
+    struct cadre_request *r;
+    CADRE_CHECK(check_req("cadre_wait", req, &r));
+    return wait_found("cadre_wait", req, r, status);
 }
 
 int cadre_wait_timeout(cadre_request_t *req, double seconds, cadre_status_t *status)
 {
-    CADRE_CHECK(check_req("cadre_wait_timeout", req));
+    struct cadre_request *r;
+    CADRE_CHECK(check_req("cadre_wait_timeout", req, &r));
     if (!(seconds >= 0))
         return cadre__error(CADRE_ERR_ARG, "cadre_wait_timeout: seconds %g is negative or NaN",
                             seconds);
-    struct cadre_request *r = *req;
     if (!r) {
         empty_status(status);
         return CADRE_SUCCESS;
@@ -373,6 +406,7 @@ int cadre_wait_timeout(cadre_request_t *req, double seconds, cadre_status_t *sta
         return cadre__error(CADRE_ERR_TIMEOUT, "cadre_wait_timeout: %s not complete after %g s",
                             r->op, seconds);
     *req = CADRE_REQUEST_NULL;
+    cadre__req_handle_end(r);
     return finish(r, status);
 }
 
@@ -380,8 +414,8 @@ int cadre_test(cadre_request_t *req, int *done, cadre_status_t *status)
 {
     if (!done)
         return cadre__error(CADRE_ERR_ARG, "cadre_test: done is NULL");
-    CADRE_CHECK(check_req("cadre_test", req));
-    struct cadre_request *r = *req;
+    struct cadre_request *r;
+    CADRE_CHECK(check_req("cadre_test", req, &r));
     if (!r) {
         empty_status(status);
         *done = 1;
@@ -395,6 +429,7 @@ int cadre_test(cadre_request_t *req, int *done, cadre_status_t *status)
     }
     *done = 1;
     *req = CADRE_REQUEST_NULL;
+    cadre__req_handle_end(r);
     return finish(r, status);
 }
 
@@ -405,21 +440,31 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
     if (n > 0 && !reqs)
         return cadre__error(CADRE_ERR_ARG, "cadre_waitall: reqs is NULL with n %d", n);
     CADRE_CHECK(cadre__check_initialized("cadre_waitall"));
+    /* Every handle is checked before any is waited on, so a bad one leaves
+     * the others to the caller. */
+    cadre__app_active();
+    struct cadre_request *r;
     for (int i = 0; i < n; i++)
-        if (reqs[i] && reqs[i]->magic != CADRE_REQ_MAGIC)
-            return cadre__error(CADRE_ERR_STATE, "cadre_waitall: reqs[%d] is freed or not a request",
-                                i);
+        CADRE_CHECK(find_req("cadre_waitall", reqs[i], i, &r));
     int first = CADRE_SUCCESS;
     char msg[512] = "";
     for (int i = 0; i < n; i++) {
-        int rc = wait_one("cadre_waitall", &reqs[i], statuses ? &statuses[i] : NULL);
+        /* Looked up again: a handle given twice is stale at its second place. */
+        int rc = find_req("cadre_waitall", reqs[i], i, &r);
+        if (rc == CADRE_SUCCESS)
+            rc = wait_found("cadre_waitall", &reqs[i], r, statuses ? &statuses[i] : NULL);
         if (rc != CADRE_SUCCESS && first == CADRE_SUCCESS) {
             first = rc;
             /* The request's own text, without the name of the call twice. */
             const char *why = cadre_last_error();
             if (!strncmp(why, "cadre_waitall: ", 15))
                 why += 15;
-            snprintf(msg, sizeof msg, "cadre_waitall: reqs[%d]: %s", i, why);
+            char arg[32];
+            int k = snprintf(arg, sizeof arg, "reqs[%d]", i);
+            if (!strncmp(why, arg, (size_t)k)) /* a handle given twice: named already */
+                snprintf(msg, sizeof msg, "cadre_waitall: %s", why);
+            else
+                snprintf(msg, sizeof msg, "cadre_waitall: %s: %s", arg, why);
         }
     }
     if (first != CADRE_SUCCESS)
@@ -451,6 +496,8 @@ static void drop_outq_entries(struct cadre_request *r)
 
 void cadre__p2p_abandon(struct cadre_request *r)
 {
+    /* Whatever becomes of it, the user no longer holds it. */
+    cadre__req_handle_end(r);
     if (atomic_load(&r->done)) {
         cadre__req_free(r);
         return;

@@ -66,13 +66,61 @@ struct cadre_request {
     void *priv;
 
     struct cadre_request *next, *prev; /* posted queue or generic list */
-    /* last, so a new request need not clear it: detail for cadre_last_error */
+    uintptr_t handle; /* the user's handle while open (runtime_handle.h), else 0 */
+    /* last, so a new request need not clear them: detail for cadre_last_error */
     char errmsg[256];
+    /* The request's slot in cadre__req_handles, bound the first time the
+     * object is handed to a user and kept while it is cached for reuse;
+     * hslot NULL: none yet. */
+    struct cadre_hslot *hslot;
+    uint32_t hidx;
 };
 
 /* Creates a request (zeroed, magic set). NULL on ENOMEM. */
 struct cadre_request *cadre__req_new(int kind, const char *op);
+/* Frees it; its handle, if it has one, ends (copies are stale). */
 void cadre__req_free(struct cadre_request *req);
+
+/* ---- request handles: what users hold (runtime/runtime_handle.h) ------------- */
+extern struct cadre_htab cadre__req_handles;
+int cadre__req_handle_slow(struct cadre_request *r, cadre_request_t *out);
+/* Hands r to the user: writes a new handle for it to *out (r's existing
+ * one if it has one). CADRE_ERR_NOMEM only when the table cannot grow. */
+static inline int cadre__req_handle(struct cadre_request *r, cadre_request_t *out)
+{
+    if (r->handle) {
+        *out = (cadre_request_t)r->handle;
+        return CADRE_SUCCESS;
+    }
+    if (__builtin_expect(!r->hslot, 0))
+        return cadre__req_handle_slow(r, out);
+    r->handle = cadre__h_open(r->hslot, CADRE_HKIND_REQ, r->hidx);
+    *out = (cadre_request_t)r->handle;
+    return CADRE_SUCCESS;
+}
+/* Ends r's handle, if open: the user no longer holds r (it is waited on,
+ * freed, or left to the engine), and every copy is stale from now on. */
+static inline void cadre__req_handle_end(struct cadre_request *r)
+{
+    if (r->handle) {
+        cadre__h_close(r->hslot);
+        r->handle = 0;
+    }
+}
+/* The request of live handle h, or NULL: for NULL, a completed request's
+ * stale handle, or a value that is no request handle. Records nothing. */
+static inline struct cadre_request *cadre__req_find(cadre_request_t h)
+{
+    return cadre__h_find(&cadre__req_handles, (uintptr_t)h, CADRE_HKIND_REQ);
+}
+/* Validates a user's request handle `arg` (named in the message, "req",
+ * "reqs[3]") of fn: the request, or NULL with the error recorded in
+ * *status: CADRE_ERR_STATE for CADRE_REQUEST_NULL or a stale handle (the
+ * request was completed and freed), CADRE_ERR_ARG for a value that is no
+ * request handle. NULL is an error here: callers that accept it test it
+ * first. */
+struct cadre_request *cadre__req_get(cadre_request_t h, const char *fn, const char *arg,
+                                     int *status);
 /* Frees the calling thread's cache of freed requests (done by itself when
  * the thread ends; the progress thread calls it before it returns). */
 void cadre__req_drop_spare(void);

@@ -22,6 +22,13 @@ static uint32_t id_cap, *id_free, id_nfree;
 static __thread struct cadre_request *cache __attribute__((tls_model("initial-exec")));
 static __thread int cache_n __attribute__((tls_model("initial-exec")));
 static __thread int cache_keyed __attribute__((tls_model("initial-exec")));
+/* The handle slots of requests freed past REQ_CACHE stay with the thread, up
+ * to SLOT_CACHE, for the next requests it allocates, linked through their
+ * next_free: a window larger than the cache then costs malloc and free, as
+ * before, but not the handle table's lock. */
+#define SLOT_CACHE 1024
+static __thread uint32_t spare_slots __attribute__((tls_model("initial-exec"))); /* index + 1 */
+static __thread int spare_n __attribute__((tls_model("initial-exec")));
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 
@@ -42,7 +49,9 @@ struct cadre_request *cadre__req_new(int kind, const char *op)
     if (r) {
         cache = r->next;
         cache_n--;
-    } else if (!(r = malloc(sizeof *r))) {
+    } else if ((r = malloc(sizeof *r))) {
+        r->hslot = NULL; /* a slot is bound when it is first handed out */
+    } else {
         return NULL;
     }
     memset(r, 0, offsetof(struct cadre_request, errmsg));
@@ -56,14 +65,75 @@ struct cadre_request *cadre__req_new(int kind, const char *op)
     return r;
 }
 
+/* The object goes back to the allocator; its slot (closed) to the
+ * thread's spares, or to the table. */
+static void req_release_memory(struct cadre_request *r, int keep_slot)
+{
+    if (r->hslot) {
+        if (keep_slot && spare_n < SLOT_CACHE) {
+            r->hslot->obj = NULL;
+            r->hslot->next_free = spare_slots;
+            spare_slots = r->hidx + 1;
+            spare_n++;
+        } else {
+            cadre__h_unbind(&cadre__req_handles, r->hidx);
+        }
+    }
+    free(r);
+}
+
 void cadre__req_drop_spare(void)
 {
     while (cache) {
         struct cadre_request *n = cache->next;
-        free(cache);
+        req_release_memory(cache, 0);
         cache = n;
     }
     cache_n = 0;
+    while (spare_slots) {
+        uint32_t idx = spare_slots - 1;
+        spare_slots = cadre__h_slot(&cadre__req_handles, idx)->next_free;
+        cadre__h_unbind(&cadre__req_handles, idx);
+    }
+    spare_n = 0;
+}
+
+struct cadre_htab cadre__req_handles = CADRE_HTAB_INIT;
+
+int cadre__req_handle_slow(struct cadre_request *r, cadre_request_t *out)
+{
+    if (spare_slots) {
+        /* Closed and owned by this thread alone: no lookup returns its
+         * object before the open below publishes it. */
+        r->hidx = spare_slots - 1;
+        r->hslot = cadre__h_slot(&cadre__req_handles, r->hidx);
+        spare_slots = r->hslot->next_free;
+        spare_n--;
+        r->hslot->next_free = 0;
+        r->hslot->obj = r;
+    } else if (cadre__h_bind(&cadre__req_handles, r, &r->hidx, &r->hslot) != CADRE_SUCCESS) {
+        r->hslot = NULL;
+        return CADRE_ERR_NOMEM;
+    }
+    return cadre__req_handle(r, out);
+}
+
+struct cadre_request *cadre__req_get(cadre_request_t h, const char *fn, const char *arg,
+                                     int *status)
+{
+    struct cadre_request *r = cadre__req_find(h);
+    if (r)
+        return r;
+    if (!h)
+        *status = cadre__error(CADRE_ERR_STATE, "%s: %s is CADRE_REQUEST_NULL", fn, arg);
+    else if (cadre__h_stale(&cadre__req_handles, (uintptr_t)h, CADRE_HKIND_REQ))
+        *status = cadre__error(CADRE_ERR_STATE,
+                               "%s: %s is a stale handle (request already completed and freed)",
+                               fn, arg);
+    else
+        *status = cadre__error(CADRE_ERR_ARG, "%s: %s %p is not a request handle", fn, arg,
+                               (void *)h);
+    return NULL;
 }
 
 static void req_unregister(struct cadre_request *r)
@@ -93,13 +163,14 @@ void cadre__req_free(struct cadre_request *r)
 {
     if (!r)
         return;
+    cadre__req_handle_end(r);
     end_dest(r);
     req_unregister(r);
     if (r->release)
         r->release(r);
     r->magic = 0;
     if (cache_n >= REQ_CACHE) {
-        free(r);
+        req_release_memory(r, 1);
         return;
     }
     if (!cache_keyed) {

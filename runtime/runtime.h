@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cadre.h"
+#include "runtime_handle.h"
 
 #define CADRE_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
@@ -191,6 +192,9 @@ struct cadre_comm {
     uint32_t sig_tag[CADRE_SIG_HIST];
     uint64_t sig_hist[CADRE_SIG_HIST];
     int stray_check;
+    cadre_comm_t handle; /* what the user holds (runtime_handle.h); CADRE_COMM_WORLD for the world */
+    uint32_t hidx;       /* its slot in cadre__comm_handles */
+    struct cadre_hslot *hslot;
 };
 /* memcpy for buffers that do not overlap, without the slow case of the
  * string instructions (runtime_copy.c). */
@@ -226,9 +230,31 @@ static inline void cadre__copy_out(void *dst, const void *src, size_t n, size_t 
 extern struct cadre_comm cadre__comm_world;
 /* Releases what the collective layer keeps for the world (cadre_finalize). */
 void cadre__coll_finalize(void);
-/* Validates a user handle and returns the object; records an error naming fn
- * and returns NULL for NULL, freed or foreign handles. */
-struct cadre_comm *cadre__comm_get(cadre_comm_t comm, const char *fn, int *status);
+
+/* The communicators' handle table (runtime_comm.c). */
+extern struct cadre_htab cadre__comm_handles;
+/* Gives c a handle (c->handle), or CADRE_ERR_NOMEM. */
+int cadre__comm_handle_new(struct cadre_comm *c);
+/* Ends c's handle: copies of it are stale from now on. */
+void cadre__comm_handle_end(struct cadre_comm *c);
+/* What the user holds for c, e.g. to call a public function on it. */
+static inline cadre_comm_t cadre__comm_handle(const struct cadre_comm *c)
+{
+    return c->handle;
+}
+/* The error of cadre__comm_get; returns NULL. */
+struct cadre_comm *cadre__comm_bad(cadre_comm_t comm, const char *fn, int *status);
+/* Validates a user's handle and returns the object, without dereferencing
+ * a bad value; for CADRE_COMM_NULL or a freed communicator's handle records
+ * an error naming fn and returns NULL with *status CADRE_ERR_STATE, and for
+ * a value that is no communicator handle, CADRE_ERR_ARG. */
+static inline struct cadre_comm *cadre__comm_get(cadre_comm_t comm, const char *fn, int *status)
+{
+    if (comm == CADRE_COMM_WORLD && cadre__comm_world.magic == CADRE_COMM_MAGIC)
+        return &cadre__comm_world;
+    struct cadre_comm *c = cadre__h_find(&cadre__comm_handles, (uintptr_t)comm, CADRE_HKIND_COMM);
+    return c ? c : cadre__comm_bad(comm, fn, status);
+}
 
 /* ---- operation state (runtime_state.c) ------------------------------------ */
 /* What this process is doing in cadre now, for the diagnosis of a timeout

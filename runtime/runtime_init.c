@@ -112,8 +112,9 @@ int cadre_initialized(int *flag)
 int cadre_abort(cadre_comm_t comm, int errorcode)
 {
     /* Abort must work in every state: it is what a program calls when things
-     * are already going wrong. Only a garbage handle is refused. */
-    if (comm != CADRE_COMM_WORLD && atomic_load(&state) == ST_INIT) {
+     * are already going wrong. Only a value that is no live communicator
+     * handle is refused (looking it up never dereferences it). */
+    if (comm != CADRE_COMM_WORLD) {
         int st;
         if (!cadre__comm_get(comm, "cadre_abort", &st))
             return st;
