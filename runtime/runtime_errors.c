@@ -43,26 +43,26 @@ static int mode_of(const struct cadre_comm *c)
 }
 
 struct find_mode {
-    const struct cadre_comm *want;
+    cadre_comm_t want;
     int mode; /* -1: not a registered communicator */
 };
 
 static void find_one(const struct cadre_comm *c, void *arg)
 {
     struct find_mode *f = arg;
-    if (c == f->want)
+    if (cadre__comm_handle(c) == f->want)
         f->mode = mode_of(c);
 }
 
 /* The mode of a handle a failed call was given, which may be anything: it is
- * looked for among the registered communicators, never dereferenced, so
+ * looked for among the registered communicators' handles, never followed, so
  * reporting a garbage or freed handle cannot crash, and
  * cadre__comm_get's message (the caller's cadre_last_error) is left alone. */
 static int handle_mode(cadre_comm_t comm)
 {
     if (comm == CADRE_COMM_NULL || comm == CADRE_COMM_WORLD)
         return mode_of(NULL);
-    struct find_mode f = {.want = (const struct cadre_comm *)comm, .mode = -1};
+    struct find_mode f = {.want = comm, .mode = -1};
     cadre__comm_foreach(find_one, &f);
     return f.mode >= 0 ? f.mode : mode_of(NULL);
 }
