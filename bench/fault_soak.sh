@@ -88,10 +88,10 @@ for ((i = 1; i <= runs; i++)); do
         why=$(awk '/detected rc=/ { for (i = 1; i <= NF; i++) if ($i == "after" && $(i+1) + 0 > 5) { print; exit } }' "$dir/out")
     elif [[ $kind != cadre_abort ]] &&
         grep 'detected rc=' "$dir/out" | grep -v -E "detected rc=6 .*rank $victim\\b" |
-        grep -v -E "detected rc=6 in cadre_send(recv)? .*has finalized" | grep -q .; then
+        grep -v -E "detected rc=6 in cadre_send(recv)? .*(has finalized|has called cadre_finalize)" | grep -q .; then
         outcome=wrong_blame
         why=$(grep 'detected rc=' "$dir/out" | grep -v -E "detected rc=6 .*rank $victim\\b" |
-              grep -v -E "detected rc=6 in cadre_send(recv)? .*has finalized" | head -1)
+              grep -v -E "detected rc=6 in cadre_send(recv)? .*(has finalized|has called cadre_finalize)" | head -1)
     elif ! grep -q -E "^cadrerun:.*rank $victim\\b" "$dir/err"; then
         outcome=wrong_blame
         why="cadrerun's report does not name rank $victim"

@@ -63,7 +63,7 @@ static const char *judge(const struct run_result *r, const struct fault_case *k,
              * the failure fails on that rank, which the text says: true,
              * and no blame. */
             int told_finalized = (strstr(d, " in cadre_send ") || strstr(d, " in cadre_sendrecv ")) &&
-                                 strstr(d, "has finalized");
+                                 (strstr(d, "has finalized") || strstr(d, "has called cadre_finalize"));
             if (strcmp(k->kind, "cadre_abort") &&
                 (strncmp(d, "detected rc=6 ", 14) || (!names_rank(d, victim) && !told_finalized))) {
                 snprintf(why, len, "wrong error or blame: %s", buf);
