@@ -166,13 +166,38 @@ void cadre__state_report(void)
 }
 
 /* ---- communicators by context id ---------------------------------------------- */
-static pthread_mutex_t comms_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Recursive: what cadre__comm_foreach calls may come back to it in the same
+ * thread. A POISON is passed on from inside a walk (coll_poison.c's
+ * forward_one); the send that passes it on may find its TCP connection
+ * broken and first read what the peer left (p2p_tcp.c's drain_in), and a
+ * POISON among that is passed on from a walk of its own. With a plain mutex
+ * that thread waited on itself for ever (the fault soak under load: a
+ * survivor of an exit without cadre_finalize hung in cadre_bcast). The
+ * walks only read the list; it changes only in register and unregister,
+ * which no walk calls. */
+static pthread_mutex_t comms_lock;
+static pthread_once_t comms_once = PTHREAD_ONCE_INIT;
 static struct cadre_comm **comms;
 static size_t ncomms, comms_cap;
 
+static void comms_lock_init(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&comms_lock, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
+static void comms_lock_take(void)
+{
+    pthread_once(&comms_once, comms_lock_init);
+    pthread_mutex_lock(&comms_lock);
+}
+
 void cadre__comm_register(struct cadre_comm *c)
 {
-    pthread_mutex_lock(&comms_lock);
+    comms_lock_take();
     if (ncomms == comms_cap) {
         size_t ncap = comms_cap ? comms_cap * 2 : 16;
         struct cadre_comm **n = realloc(comms, ncap * sizeof *n);
@@ -190,7 +215,7 @@ void cadre__comm_register(struct cadre_comm *c)
 
 void cadre__comm_unregister(struct cadre_comm *c)
 {
-    pthread_mutex_lock(&comms_lock);
+    comms_lock_take();
     for (size_t i = 0; i < ncomms; i++) {
         if (comms[i] == c) {
             comms[i] = comms[--ncomms];
@@ -202,7 +227,7 @@ void cadre__comm_unregister(struct cadre_comm *c)
 
 void cadre__comm_foreach(void (*fn)(const struct cadre_comm *c, void *arg), void *arg)
 {
-    pthread_mutex_lock(&comms_lock);
+    comms_lock_take();
     for (size_t i = 0; i < ncomms; i++)
         fn(comms[i], arg);
     pthread_mutex_unlock(&comms_lock);
@@ -211,7 +236,7 @@ void cadre__comm_foreach(void (*fn)(const struct cadre_comm *c, void *arg), void
 int cadre__comm_coll_seq(uint32_t ctx, uint32_t *seq)
 {
     int found = 0;
-    pthread_mutex_lock(&comms_lock);
+    comms_lock_take();
     for (size_t i = 0; i < ncomms && !found; i++) {
         if (comms[i]->context_id == ctx) {
             /* The owner increments it without atomics; a torn read of an
