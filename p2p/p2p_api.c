@@ -447,7 +447,8 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
     for (int i = 0; i < n; i++)
         CADRE_CHECK(find_req("cadre_waitall", reqs[i], i, &r));
     int first = CADRE_SUCCESS;
-    char msg[512] = "";
+    char msg[512];
+    msg[0] = '\0'; /* not = "": that zeroes all 512 bytes on every call */
     for (int i = 0; i < n; i++) {
         /* Looked up again: a handle given twice is stale at its second place. */
         int rc = find_req("cadre_waitall", reqs[i], i, &r);

@@ -49,27 +49,42 @@ static int ends_past(const void *buf, size_t bytes)
     return (uintptr_t)buf > CADRE__ADDR_END - bytes;
 }
 
+/* "sendbuf of 4 x count 10" or "count 10", for the messages below. */
+static void span_head(char *head, size_t len, const char *what, size_t count, size_t mult,
+                      const char *bufname)
+{
+    if (mult > 1)
+        snprintf(head, len, "%s of %zu x %s %zu", bufname, mult, what, count);
+    else
+        snprintf(head, len, "%s %zu", what, count);
+}
+
+/* Every point-to-point call and collective passes here: the success path
+ * is a few compares (the message is written only on failure; a snprintf
+ * per call cost 50 ns of an 8-byte ping-pong's 215). */
 int cadre__check_span(const char *fn, const char *what, size_t count, size_t mult,
                       cadre_datatype_t dt, const char *bufname, const void *buf, size_t *bytes)
 {
     size_t es = cadre_datatype_size(dt), b = 0;
     char head[160];
-    if (mult > 1)
-        snprintf(head, sizeof head, "%s of %zu x %s %zu", bufname, mult, what, count);
-    else
-        snprintf(head, sizeof head, "%s %zu", what, count);
-    if (__builtin_mul_overflow(count, es, &b) || __builtin_mul_overflow(b, mult, &b))
+    if (__builtin_mul_overflow(count, es, &b) || __builtin_mul_overflow(b, mult, &b)) {
+        span_head(head, sizeof head, what, count, mult, bufname);
         return cadre__error(CADRE_ERR_ARG,
                             "%s: %s of %s (more than 2^64 bytes) overflows the address space (%s)",
                             fn, head, cadre__datatype_name(dt), LIMIT_TEXT);
-    if (b > CADRE__MAX_BYTES)
+    }
+    if (b > CADRE__MAX_BYTES) {
+        span_head(head, sizeof head, what, count, mult, bufname);
         return cadre__error(CADRE_ERR_ARG,
                             "%s: %s of %s (%zu bytes) overflows the address space (%s)", fn, head,
                             cadre__datatype_name(dt), b, LIMIT_TEXT);
-    if (b && ends_past(buf, b))
+    }
+    if (b && ends_past(buf, b)) {
+        span_head(head, sizeof head, what, count, mult, bufname);
         return cadre__error(CADRE_ERR_ARG,
                             "%s: %s %p + %zu bytes (%s of %s) ends past the address space (%s)",
                             fn, bufname, buf, b, head, cadre__datatype_name(dt), LIMIT_TEXT);
+    }
     *bytes = b;
     return CADRE_SUCCESS;
 }
