@@ -18,7 +18,8 @@
  * Each buffer also carries the call's signature (coll_sig.h): a rank that
  * finds a peer's call differs from its own fails with CADRE_ERR_MISMATCH.
  *
- * Waiting spins for a while (a short while when ranks outnumber cores),
+ * Waiting spins for a while (yielding, a short while, when ranks outnumber
+ * cores),
  * then naps on the process's doorbell, which publishers ring; it watches the
  * peers for failure and gives up after CADRE_TIMEOUT seconds without
  * progress.
@@ -186,13 +187,13 @@ static inline void relax(void)
 static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
 {
     struct cadre_engine *e = &cadre__eng;
-    /* No sched_yield when ranks outnumber cores: it hands the core to any
-     * other runnable process, which keeps it for its slice, while a rank
-     * woken from its nap by the publisher's ring runs before such
-     * processes (5 ranks on 2 cores with two CPU hogs: coll_test's small
-     * reductions 4-11 s with yields, 0.2-0.4 s without). */
+    /* Ranks that outnumber the cores yield while it is brief, and nap as
+     * soon as another process holds the core (cadre__yield_brief). */
     if (++w->spins < (e->oversubscribed ? 64 : 20000)) {
-        relax();
+        if (!e->oversubscribed)
+            relax();
+        else if (!cadre__yield_brief())
+            w->spins = 64;
         return CADRE_SUCCESS;
     }
     double now = cadre__now();

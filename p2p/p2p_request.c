@@ -249,10 +249,9 @@ void cadre__req_complete(struct cadre_request *r, int error, const char *fmt, ..
 }
 
 /* Spinning is bounded: after this many idle polls the waiter sleeps on its
- * doorbell, where peers' sends wake it. Oversubscribed ranks sleep much
- * sooner, and do not sched_yield meanwhile: that hands the core to any
- * other runnable process for its whole slice, where a woken sleeper runs
- * first (coll_fast.c's idle says the same). */
+ * doorbell, where peers' sends wake it. Oversubscribed ranks yield the core
+ * on each idle poll and sleep much sooner, at once when a yield shows that
+ * another process holds the core (cadre__yield_brief). */
 #define SPIN_POLLS 20000
 #define SPIN_POLLS_OVERSUB 64
 
@@ -294,8 +293,11 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
             rc = CADRE_ERR_TIMEOUT;
             break;
         }
-        if (++idle < spin)
+        if (++idle < spin) {
+            if (e->oversubscribed && !cadre__yield_brief())
+                idle = spin; /* another process has the core: nap now */
             continue;
+        }
         /* Idle for a while: time to check the clocks and nap. */
         double now = cadre__now();
         cadre__state_stamp(now);
