@@ -53,7 +53,8 @@ for ((i = 1; i <= runs; i++)); do
     fit=$((1 + RANDOM % (iters - 2)))
     step=$((RANDOM % 8))
     dir=$(mktemp -d "$tmp/soak.XXXXXX")
-    env=(CADRE_TIMEOUT=20 SOAK_ITERS=$iters SOAK_VICTIM=$victim SOAK_ITER=$fit SOAK_STEP=$step
+    # A segfault must kill the rank by its signal in a sanitizer build too.
+    env=(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0" CADRE_TIMEOUT=20 SOAK_ITERS=$iters SOAK_VICTIM=$victim SOAK_ITER=$fit SOAK_STEP=$step
          SOAK_KIND=$kind SOAK_DIR=$dir)
     [[ $tr == tcp ]] && env+=(CADRE_TRANSPORT=tcp)
     opts=()
