@@ -24,6 +24,9 @@ static void free_comm(struct cadre_comm *c)
      * handle: it ends once that work is done. */
     cadre__gpu_comm_free(c);
     cadre__comm_handle_end(c);
+    eng_lock();
+    cadre__p2p_send_final(c);
+    eng_unlock();
     cadre__comm_unregister(c);
     cadre__fast_release(c);
     c->magic = 0;

@@ -206,6 +206,11 @@ void cadre__p2p_send_finals(void)
     cadre__comm_foreach(send_final, NULL);
 }
 
+void cadre__p2p_send_final(const struct cadre_comm *c)
+{
+    send_final(c, NULL);
+}
+
 void cadre__p2p_diag_cleanup(void)
 {
     free(finals);

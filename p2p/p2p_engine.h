@@ -367,6 +367,10 @@ static inline int cadre__p2p_talked_to(int w)
 /* At finalize, lock held: leave each peer this process has sent to the final
  * collective count of every communicator they share (p2p_diag.c). */
 void cadre__p2p_send_finals(void);
+/* The same for one communicator about to be freed (lock held): a member
+ * whose collective on it times out after this rank gave up, freed it and
+ * left must still count this rank as arrived. */
+void cadre__p2p_send_final(const struct cadre_comm *c);
 void cadre__p2p_diag_cleanup(void);
 void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg);
 void cadre__p2p_match_cleanup(void);

@@ -331,8 +331,9 @@ void cadre__state_report(void);
  * answered from any thread. */
 void cadre__comm_register(struct cadre_comm *c);
 void cadre__comm_unregister(struct cadre_comm *c);
-/* This process's collective count on the communicator with context id ctx;
- * returns 0 when it has no such communicator. */
+/* This process's collective count on the communicator with context id ctx,
+ * also once it was freed (its final count); returns 0 when it never had
+ * such a communicator. */
 int cadre__comm_coll_seq(uint32_t ctx, uint32_t *seq);
 /* Calls fn on every registered communicator, under the registry's lock (take
  * the engine lock, if at all, before it: answer_query holds it when it asks). */

@@ -179,6 +179,14 @@ static pthread_mutex_t comms_lock;
 static pthread_once_t comms_once = PTHREAD_ONCE_INIT;
 static struct cadre_comm **comms;
 static size_t ncomms, comms_cap;
+/* The collective counts of freed communicators, by context id (never
+ * reused): a peer that waits in a collective may ask after this rank freed
+ * the communicator (it timed out first and went on), and its count still
+ * says whether it arrived. Only the diagnosis reads them; 8 bytes each. */
+static struct freed_comm {
+    uint32_t ctx, seq;
+} *freed;
+static size_t nfreed, freed_cap;
 
 static void comms_lock_init(void)
 {
@@ -222,6 +230,18 @@ void cadre__comm_unregister(struct cadre_comm *c)
             break;
         }
     }
+    if (nfreed == freed_cap) {
+        size_t ncap = freed_cap ? freed_cap * 2 : 16;
+        struct freed_comm *n = realloc(freed, ncap * sizeof *n);
+        if (n) {
+            freed = n;
+            freed_cap = ncap;
+        }
+    }
+    /* Without memory only the diagnosis loses: c counts as never arrived. */
+    if (nfreed < freed_cap)
+        freed[nfreed++] = (struct freed_comm){c->context_id,
+                                              __atomic_load_n(&c->coll_seq, __ATOMIC_RELAXED)};
     pthread_mutex_unlock(&comms_lock);
 }
 
@@ -242,6 +262,12 @@ int cadre__comm_coll_seq(uint32_t ctx, uint32_t *seq)
             /* The owner increments it without atomics; a torn read of an
              * aligned word cannot happen, a stale one is fine here. */
             *seq = __atomic_load_n(&comms[i]->coll_seq, __ATOMIC_RELAXED);
+            found = 1;
+        }
+    }
+    for (size_t i = nfreed; i-- > 0 && !found;) {
+        if (freed[i].ctx == ctx) {
+            *seq = freed[i].seq;
             found = 1;
         }
     }

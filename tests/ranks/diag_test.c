@@ -8,6 +8,14 @@
  *                   they must still count it as arrived
  *   sub_sleeper     the same on a communicator of every rank but 0, whose
  *                   last member sleeps
+ *   sub_leaver      sub_sleeper with rank 1 (the communicator's rank 0) at
+ *                   CADRE_TIMEOUT=1: it times out, frees the communicator
+ *                   and finalizes before the others time out, and they must
+ *                   still count it as arrived (its count outlives the
+ *                   communicator; under load sub_sleeper's ranks raced so)
+ *   sub_freer       sub_leaver, but rank 1 stays (out of cadre) after it
+ *                   freed the communicator: it answers the others' question
+ *                   about it with its count
  *   recv_stuck      rank 0 receives from rank 1, which receives from rank 0 a
  *                   tag never sent: each names the other's state
  *   waitall_stuck   the same with rank 1 in cadre_waitall: rank 0 names that
@@ -125,6 +133,8 @@ int main(void)
         what = "";
     if (!strcmp(what, "coll_leaver") && rank && !strcmp(rank, "0"))
         setenv("CADRE_TIMEOUT", "1", 1);
+    if ((!strcmp(what, "sub_leaver") || !strcmp(what, "sub_freer")) && rank && !strcmp(rank, "1"))
+        setenv("CADRE_TIMEOUT", "1", 1);
     OK(cadre_init(NULL, NULL));
     OK(cadre_comm_rank(W, &me));
     OK(cadre_comm_size(W, &np));
@@ -133,7 +143,8 @@ int main(void)
     timeout_s = t ? atof(t) : 600;
     if (!strcmp(what, "coll_sleeper") || !strcmp(what, "coll_leaver")) {
         sleeper(W, np - 1);
-    } else if (!strcmp(what, "sub_sleeper")) {
+    } else if (!strcmp(what, "sub_sleeper") || !strcmp(what, "sub_leaver") ||
+               !strcmp(what, "sub_freer")) {
         /* Ranks 1..np-1 in a communicator of their own; its last sleeps. */
         cadre_comm_t sub;
         OK(cadre_comm_split(W, me == 0 ? CADRE_UNDEFINED : 1, me, &sub));
@@ -141,6 +152,10 @@ int main(void)
             sleeper(sub, np - 2);
             OK(cadre_comm_free(&sub));
         }
+        /* sub_freer: the rank that gave up stays, out of cadre, while the
+         * others time out and ask it about the communicator it freed. */
+        if (!strcmp(what, "sub_freer") && me == 1)
+            sleep(5);
     } else if (!strcmp(what, "recv_stuck")) {
         recv_stuck();
     } else if (!strcmp(what, "waitall_stuck")) {

@@ -114,6 +114,28 @@ static void test_subcomm_sleeper(void)
     run_free(&r);
 }
 
+/* sub_leaver: the communicator's rank 0 (world 1) times out after 1 s, frees
+ * the communicator and finalizes; its rank 1 (world 2), timing out at 3 s,
+ * must count it as arrived: the diagnosis asks after the communicator is
+ * gone there (it said "missing (2): 0 2 ... rank 0 (world 1): gone: has
+ * finalized", and, for a rank still in cadre_finalize, "in cadre_finalize").
+ * The count comes with the freeing rank's farewell when it left, from its
+ * record of freed communicators when it stays. */
+static void test_subcomm_leaver(void)
+{
+    /* sub_freer: the same, but world 1 stays alive, out of cadre: it
+     * answers the question about the communicator it freed. */
+    const char *envs[] = {"CADRE_TIMEOUT=3 DIAG=sub_leaver", "CADRE_TIMEOUT=3 DIAG=sub_freer"};
+    for (int k = 0; k < 2; k++) {
+        struct run_result r;
+        run_diag(&r, envs[k], "", 4);
+        CHECK_MSG(r.exit_code == 0 && all_ok(&r, 4), SHOW(r));
+        CHECK_MSG(count_lines(r.err, "rank 2:   arrived (2 of 3): 0 1") == 1, SHOW(r));
+        CHECK_MSG(count_lines(r.err, "rank 2:   missing (1): 2") == 1, SHOW(r));
+        run_free(&r);
+    }
+}
+
 /* The same with rank 1 in cadre_waitall (a request to itself, done, then the
  * receive): rank 0 names the call and the receive (it was shown as
  * cadre_wait before). */
@@ -214,4 +236,5 @@ void suite_diag(void)
     CU_add_test(s, "cadrerun --timeout reports every rank", test_cadrerun_timeout_report);
     CU_add_test(s, "cadrerun --timeout with no cadre program", test_cadrerun_timeout_not_cadre);
     CU_add_test(s, "a receive from any rank, one of them finalized", test_any_source_finalized);
+    CU_add_test(s, "a member that gave up and freed the sub-communicator", test_subcomm_leaver);
 }
