@@ -338,6 +338,10 @@ int main(int argc, char **argv)
     if (bad) {
         if (perf_me == 0)
             fprintf(stderr, "cadre-perf: %s: %s\n", o.mode, bad);
+        /* The others leave after rank 0 has said why: cadrerun stops the
+         * job at the first rank that exits 2, and under load that came
+         * before rank 0 had written its line (make check's perf suite). */
+        cadre_barrier(CADRE_COMM_WORLD);
         cadre_finalize();
         return 2;
     }
