@@ -38,41 +38,12 @@
 #include <unistd.h>
 
 #include "rank_util.h"
+#include "tcp_port.h"
 
 #define FLOOD_IDLE 100 /* per intruder and port: 3 ranks make 300 per port */
 #define FLOOD_HALF 20
 #define FLOOD_ROUNDS 3
 #define NOBODY 65534
-
-/* The port of this process's AF_INET listening socket (the transport binds
- * one per published address, all on one port); 0 when none. */
-static int my_port(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return 0;
-    int port = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int fd = atoi(e->d_name);
-        if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d))
-            continue;
-        int acc = 0;
-        socklen_t l = sizeof acc;
-        struct sockaddr_in sa;
-        socklen_t sl = sizeof sa;
-        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) != 0 || !acc)
-            continue;
-        if (getsockname(fd, (struct sockaddr *)&sa, &sl) != 0 || sa.sin_family != AF_INET)
-            continue;
-        EXPECT(port == 0 || port == ntohs(sa.sin_port), "listeners on ports %d and %d", port,
-               ntohs(sa.sin_port));
-        port = ntohs(sa.sin_port);
-    }
-    closedir(d);
-    EXPECT(port > 0, "no AF_INET listening socket");
-    return port;
-}
 
 /* ---- the shared directory: ports and "ready" marks, without cadre -------- */
 
