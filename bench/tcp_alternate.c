@@ -4,7 +4,7 @@
  * measured in the same milliseconds.
  *
  * This machine has episodes of a few seconds in which every large socket copy
- * runs 2-4x slower (bench/RESULTS.md, notes of 2026-11-24, fifth session): a
+ * runs 2-4x slower (bench/HISTORY.md, notes of 2026-11-24, fifth session): a
  * program measured in one such episode and its reference in the next second
  * differ by the episode, not by the programs. Here each round of a size runs a
  * block of cadre_send/cadre_recv round trips, a block over one plain blocking
