@@ -11,18 +11,19 @@
 # turns, and the median per size. Prints markdown tables (times, cadre's
 # speedup over each MPI) and the goals, writes the medians to
 # bench/plots/<mode>-np<N>.dat, draws bench/plots/<mode>-np<N>.png (bus
-# bandwidth against size) with gnuplot, and rewrites the "Collectives" section
-# of bench/RESULTS.md.
+# bandwidth against size) with gnuplot, and with RESULTS=FILE rewrites the
+# "Collectives" section of FILE.
 #
 #   bench/coll.sh [BUILDDIR]      (default: the source tree; build first)
-#   REPS=3 ITERS4=50 WARM4=5 TIMEOUT=900 RESULTS=bench/RESULTS.md (RESULTS= to only print)
+#   REPS=3 ITERS4=50 WARM4=5 TIMEOUT=900 RESULTS=FILE (write the section into FILE;
+#   default: only print, and the figures go into bench/RESULTS.md by hand)
 set -euo pipefail
 . "$(dirname "$0")/common.sh" "$@"
 reps=${REPS:-3}
 iters4=${ITERS4:-50}
 warm4=${WARM4:-5}
 limit=${TIMEOUT:-900}
-results=${RESULTS-$here/RESULTS.md}
+results=${RESULTS-}
 plots=$here/plots
 maxb=${MAXB:-67108864} # the largest size (the goals read 16 MiB and 64 MiB)
 

@@ -2,10 +2,10 @@
 # Launch time: 8 ranks doing init + finalize under cadrerun (examples/hello)
 # against an MPI hello (MPI_Init/MPI_Finalize) under mpirun -np 8, in the
 # same run, alternating the two so drift hits both alike. Prints the figures
-# and rewrites the "Launch: 8 ranks init+finalize" section of RESULTS.md.
+# and, with RESULTS=FILE, rewrites its "Launch: 8 ranks init+finalize" section.
 #
 #   bench/launch.sh [BUILDDIR]     (default: the source tree)
-#   RUNS=10 NP=8 RESULTS=bench/RESULTS.md (RESULTS= to only print)
+#   RUNS=10 NP=8 RESULTS=FILE (write the section into FILE; default: only print)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,7 +13,7 @@ top=$(cd "$here/.." && pwd)
 build=$(cd "${1:-$top}" && pwd)
 runs=${RUNS:-10}
 np=${NP:-8}
-results=${RESULTS-$here/RESULTS.md}
+results=${RESULTS-}
 
 cadrerun=$build/launcher/cadrerun
 hello=$build/examples/hello
