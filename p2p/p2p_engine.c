@@ -19,6 +19,12 @@
 #include "p2p_engine.h"
 
 struct cadre_engine cadre__eng = {.eventfd = -1};
+struct cadre_p2p_upcalls cadre__p2p_up;
+
+void cadre__p2p_set_upcalls(const struct cadre_p2p_upcalls *up)
+{
+    cadre__p2p_up = *up;
+}
 struct cadre_p2p_engine_info cadre__p2p_info;
 
 
@@ -482,8 +488,8 @@ void cadre__p2p_deaths_settle(void)
                 continue;
             p->poison_pending = 0;
             e->deaths_pending--;
-            if (!e->finalizing)
-                cadre__coll_peer_died(w);
+            if (!e->finalizing && cadre__p2p_up.peer_died)
+                cadre__p2p_up.peer_died(w);
         }
     }
     settling = 0;

@@ -309,11 +309,13 @@ int cadre__p2p_start_send(struct cadre_request *r)
 static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void *payload)
 {
     if ((h->ctx & 1) && h->tag == CADRE_P2P_POISON_TAG) {
-        cadre__coll_poison_in(peer, h);
+        if (cadre__p2p_up.poison_in)
+            cadre__p2p_up.poison_in(peer, h);
         return;
     }
     if ((h->ctx & 1) && h->tag == CADRE_P2P_SIGQ_TAG) {
-        cadre__coll_sigq_in(peer, h);
+        if (cadre__p2p_up.sigq_in)
+            cadre__p2p_up.sigq_in(peer, h);
         return;
     }
     struct cadre_request *c = cadre__eng.peers[peer].claimed;
@@ -361,8 +363,8 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
     m->unexp_tail = u;
     /* Early, or of a call this rank did not make (another root): the
      * collective layer judges by the signature. */
-    if (h->ctx & 1)
-        cadre__coll_stray_in(peer, h);
+    if ((h->ctx & 1) && cadre__p2p_up.stray_in)
+        cadre__p2p_up.stray_in(peer, h);
 }
 
 void cadre__p2p_unexp_each(uint32_t ctx, int (*fn)(void *arg, const struct cadre_p2p_hdr *h),

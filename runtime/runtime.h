@@ -126,6 +126,12 @@ int cadre__check_initialized(const char *fn);
 /* Registers fn to run at the start of cadre_finalize, while the library is
  * still usable (upper layers drain their work there); once per fn. */
 void cadre__at_finalize(void (*fn)(void));
+/* cadre_finalize: runs them, last registered first, and forgets them. */
+void cadre__run_at_finalize(void);
+/* The library's state, which cadre_init and cadre_finalize move on. */
+enum { CADRE__ST_NEW, CADRE__ST_INIT, CADRE__ST_FINALIZED };
+int cadre__lib_state(void);
+void cadre__lib_set_state(int s);
 
 /* ---- argument checks (runtime_args.c) ------------------------------------ */
 /* "CADRE_INT32", "CADRE_SUM"; "an unknown datatype" / "an unknown op"
@@ -228,8 +234,6 @@ static inline void cadre__copy_out(void *dst, const void *src, size_t n, size_t 
 }
 
 extern struct cadre_comm cadre__comm_world;
-/* Releases what the collective layer keeps for the world (cadre_finalize). */
-void cadre__coll_finalize(void);
 
 /* The communicators' handle table (runtime_comm.c). */
 extern struct cadre_htab cadre__comm_handles;
