@@ -86,6 +86,9 @@ for f in $folders; do
         # libcadre_p2p_la-p2p_match.o -> p2p/p2p_match.o
         name=${o##*/}; name=${name#*_la-}; name=${name#cadrerun-}; name=${name#cadre_info-}
         name=${name#cadre_perf-}
+        # An object whose source is gone (a file moved since it was built)
+        # says nothing about the tree.
+        [ -f "$src/$f/${name%.o}.c" ] || [ -f "$src/$f/${name%.o}.cu" ] || continue
         "$NM" -P "$o" 2>/dev/null | awk -v f="$f" -v o="$f/$name" \
             '$2 == "U" || $2 == "w" || $2 == "v" { print "U", $1, f, o; next }
              $2 ~ /^[A-Z]$/ { print "D", $1, f, o }'
