@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "coll_fast.h"
-#include "gpu/gpu.h"
+#include "device/device.h"
 
 static uint32_t next_ctx = 2;
 

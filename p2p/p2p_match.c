@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/gpu.h"
+#include "device/device.h"
 #include "p2p_engine.h"
 
 struct unexp {

@@ -43,8 +43,8 @@ void cadre__clear_error(void);
         }                                                                        \
     } while (0)
 
-/* ---- error modes (runtime_errors.c) -------------------------------------- */
-/* A public call failed with rc (the wrappers of runtime_api.c): writes its
+/* ---- error modes (core/core_errors.c) -------------------------------------- */
+/* A public call failed with rc (the wrappers of core/core_api.c): writes its
  * cadre_last_error() to stderr, aborts the job or does nothing, as the mode of
  * comm says (CADRE_COMM_NULL, or a handle that is not a communicator:
  * CADRE_COMM_WORLD's). Returns rc. */
@@ -189,7 +189,7 @@ struct cadre_comm {
     int *world_ranks; /* world rank of each member; NULL for the world itself */
     uint32_t coll_seq; /* collectives started on this communicator */
     void *fast;        /* its shared-memory slot (coll/coll_fast.c), or NULL */
-    void *gpu;         /* device-path state (gpu/gpu_internal.h), made on first use */
+    void *gpu;         /* device-path state (p2p/p2p_gpu.h), made on first use */
     int errors;        /* error mode + 1 (cadre_comm_set_errors); 0: CADRE_COMM_WORLD's */
     /* The signatures of its last CADRE_SIG_HIST collectives here, by tag
      * (tag + 1 in sig_tag; 0: none), to judge the collective messages that no

@@ -1,11 +1,11 @@
 /* cadre_comm_set_stream / cadre_comm_get_stream: the communicator's stream,
- * on which blocking device-buffer calls are enqueued (see gpu_proxy.c). */
+ * on which blocking device-buffer calls are enqueued (see p2p/p2p_gpu_proxy.c). */
 #include "config.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "gpu/gpu_internal.h"
+#include "p2p/p2p_gpu.h"
 
 #if HAVE_CUDA
 #include <cuda_runtime.h>

@@ -2,9 +2,9 @@
 #include "config.h"
 
 #include "bootstrap/bootstrap.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
-/* gpu/gpu.h: whether the device path looks at buffers at all. */
+/* device/device.h: whether the device path looks at buffers at all. */
 int cadre__gpu_on;
 
 #if HAVE_CUDA

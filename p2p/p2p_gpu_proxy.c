@@ -1,12 +1,12 @@
 /*
- * gpu_proxy.c - collectives and point-to-point on CUDA device buffers, with
+ * p2p_gpu_proxy.c - collectives and point-to-point on CUDA device buffers, with
  * the stream semantics of torch.distributed over NCCL (API.md, "Host and
  * device buffers").
  *
  * Design (first version: correct everywhere, staged through host memory).
  * Two paths step around staging where they apply, on the ops and the proxy
- * of this file: gpu_p2p.c (the point-to-point calls) sends device buffers to
- * another process of the node by CUDA IPC (op->ipc), and gpu_direct.c runs
+ * of this file: p2p/p2p_gpu.c (the point-to-point calls) sends device buffers to
+ * another process of the node by CUDA IPC (op->ipc), and coll/coll_gpu_direct.c runs
  * allreduce on one node with direct kernels (OP_DEVICE: all its work is on
  * the stream, the proxy only sees it end).
  *
@@ -87,7 +87,7 @@
 #include <time.h>
 
 #include "coll/coll.h"
-#include "gpu/gpu_internal.h"
+#include "p2p/p2p_gpu.h"
 #include "p2p/p2p_engine.h"
 
 /* ---- driver entry points (no link against libcuda: it is absent where no

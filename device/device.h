@@ -1,6 +1,6 @@
 /*
  * gpu.h - the device-buffer path: the hooks the public entry points call,
- * and the kernels of gpu_kernels.cu. See gpu_proxy.c for the design.
+ * and the kernels of device/device_kernels.cu. See p2p/p2p_gpu_proxy.c for the design.
  *
  * A hook returns CADRE__GPU_NOT_MINE when every buffer of the call is host
  * memory (the caller then goes on with the host path), otherwise the call's
@@ -49,7 +49,7 @@ int cadre__gpu_sendrecv(const void *sendbuf, size_t sendcount, int dst, int send
                         void *recvbuf, size_t recvcount, int src, int recvtag, cadre_datatype_t dt,
                         struct cadre_comm *comm, cadre_status_t *status);
 
-/* The direct one-node collectives (gpu_direct.c): NOT_MINE when the buffers
+/* The direct one-node collectives (coll/coll_gpu_direct.c): NOT_MINE when the buffers
  * are host memory or the call is not for them (the caller goes on, and the
  * staged path takes device buffers). Arguments validated, IN_PLACE resolved
  * (sendbuf == recvbuf). */
@@ -63,7 +63,7 @@ int cadre__gpu_reduce_scatter(const char *fn, const void *sendbuf, void *recvbuf
 int cadre__gpu_allgather(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
                          cadre_datatype_t dt, struct cadre_comm *comm, cadre_request_t *req);
 
-/* A message flagged CADRE_P2P_DEVICE (a CUDA IPC descriptor, gpu_p2p.c)
+/* A message flagged CADRE_P2P_DEVICE (a CUDA IPC descriptor, p2p/p2p_gpu.c)
  * matched receive r; engine lock held. Completes r now or later. */
 void cadre__gpu_deliver(struct cadre_request *r, const struct cadre_p2p_hdr *h, int peer,
                         const void *data);
@@ -73,7 +73,7 @@ int cadre__gpu_wait(struct cadre_request *r, cadre_status_t *status);
 /* Called by cadre_comm_free before the communicator goes away. */
 void cadre__gpu_comm_free(struct cadre_comm *c);
 
-/* ---- kernels (gpu_kernels.cu); stream is a cudaStream_t ------------------ */
+/* ---- kernels (device/device_kernels.cu); stream is a cudaStream_t ------------------ */
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -88,7 +88,7 @@ int cadre__gpu_spin_wait(volatile unsigned int *flag, unsigned int value, void *
 /* Copies slot->n bytes (at most cap) from slot->src to dst; slot is a struct
  * gpu_copy_slot in pinned memory, read when the kernel runs. */
 int cadre__gpu_copy_slot(void *dst, const void *slot, size_t cap, void *stream);
-/* The direct allreduce kernels (gpu_direct.cu); p is a struct
+/* The direct allreduce kernels (device/device_direct.cu); p is a struct
  * gpu_direct_args. */
 int cadre__gpu_direct_launch(const void *p, void *stream);
 /* A kernel that spins for about `ns` nanoseconds, or until *release != 0

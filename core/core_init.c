@@ -6,7 +6,7 @@
 #include "bootstrap/bootstrap.h"
 #include "coll/coll.h"
 #include "p2p/p2p.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 int cadre_init(int *argc, char ***argv)
 {

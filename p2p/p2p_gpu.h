@@ -1,10 +1,10 @@
-/* gpu_internal.h - state shared by the files of gpu/ (not by other layers). */
+/* p2p_gpu.h - state shared by the files of gpu/ (not by other layers). */
 #ifndef CADRE_GPU_INTERNAL_H
 #define CADRE_GPU_INTERNAL_H
 
 #include <stdatomic.h>
 
-#include "gpu/gpu.h"
+#include "device/device.h"
 #include "runtime/runtime.h"
 
 struct gpu_direct;
@@ -23,7 +23,7 @@ struct gpu_comm {
      * call on the communicator returns it (NCCL's ncclCommGetAsyncError). */
     _Atomic int async_error;
     char async_msg[256];
-    struct gpu_direct *direct; /* gpu_direct.c: the IPC workspace, made on first use */
+    struct gpu_direct *direct; /* coll/coll_gpu_direct.c: the IPC workspace, made on first use */
 };
 
 /* comm->gpu, made on first use; NULL on ENOMEM. */
@@ -34,7 +34,7 @@ struct gpu_comm *cadre__gpu_comm(struct cadre_comm *c);
 
 #include "p2p/p2p_engine.h"
 
-/* ---- pools and operations (gpu_proxy.c) ------------------------------------------ */
+/* ---- pools and operations (p2p/p2p_gpu_proxy.c) ------------------------------------------ */
 struct stage {
     char *p;
     size_t cap;
@@ -129,7 +129,7 @@ void cadre__gpu_op_discard(struct gpu_op *op);
 /* Enqueues on st the wait for op's flag. */
 int cadre__gpu_enqueue_wait(struct gpu_op *op, cudaStream_t st);
 
-/* ---- CUDA IPC (gpu_ipc.c) ------------------------------------------------------------- */
+/* ---- CUDA IPC (p2p/p2p_gpu_ipc.c) ------------------------------------------------------------- */
 /* Whether device buffers can go to world rank w through CUDA IPC: another
  * process on this node reached through shared memory, with a GPU this one
  * can map memory of (the same GPU or one with peer access), CADRE_GPU_IPC on. */
@@ -160,7 +160,7 @@ int cadre__gpu_ipc_watch(const void *stage, struct gpu_op *op);
 void cadre__gpu_ipc_unwatch(const void *stage);
 struct gpu_op *cadre__gpu_ipc_watched(const void *stage);
 
-/* ---- direct collectives (gpu_direct.c) -------------------------------------------------- */
+/* ---- direct collectives (coll/coll_gpu_direct.c) -------------------------------------------------- */
 /* Releases c's workspace once the peers are done with it. */
 void cadre__gpu_direct_free(struct gpu_comm *g);
 #endif /* HAVE_CUDA */
