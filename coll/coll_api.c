@@ -8,7 +8,7 @@
 
 #include "coll_fast.h"
 #include "coll_sig.h"
-#include "device/device.h"
+#include "coll/coll_gpu.h"
 
 /* ---- CADRE_ALGO ------------------------------------------------------------------ */
 enum coll_kind {

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coll/coll_gpu.h"
 #include "device/device_direct.h"
 #include "p2p/p2p_gpu.h"
 
@@ -102,6 +103,7 @@ static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
     d->n = c->size;
     d->me = c->rank;
     g->direct = d;
+    g->direct_free = cadre__gpu_direct_free;
     if (c->size < 2 || c->size > GPU_DIRECT_MAXR || !all_on_node(c))
         return CADRE_SUCCESS;
 

@@ -381,6 +381,12 @@ void cadre__p2p_match_cleanup(void);
 /* Whether a shared-memory ring holds a message (no lock needed). */
 int cadre__p2p_shm_pending(void);
 
+/* p2p_progress.c: the transports' idle hooks (what busy progress does only
+ * now and then, such as accepting connections), and the progress thread's
+ * body (started by cadre__p2p_init). */
+void cadre__p2p_tps_idle(void);
+void *cadre__p2p_progress_thread(void *arg);
+
 /* futex helpers */
 void cadre__futex_wait(_Atomic uint32_t *word, uint32_t val, double timeout_s);
 void cadre__futex_wake(_Atomic uint32_t *word);

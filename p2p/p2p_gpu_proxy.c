@@ -1,6 +1,6 @@
 /*
- * p2p_gpu_proxy.c - collectives and point-to-point on CUDA device buffers, with
- * the stream semantics of torch.distributed over NCCL (API.md, "Host and
+ * p2p_gpu_proxy.c - the proxy thread of the device-buffer path, which runs
+ * collectives and point-to-point on CUDA device buffers with the stream semantics of torch.distributed over NCCL (API.md, "Host and
  * device buffers").
  *
  * Design (first version: correct everywhere, staged through host memory).
@@ -72,13 +72,22 @@
  *   once, completes the request with its status, and becomes the
  *   communicator's sticky error: the next device-buffer call on it returns
  *   that status with the message.
+ *
+ * Where the parts are: this file holds the proxy thread (it starts the host
+ * operation of each op once its `ready` event has completed, releases the
+ * stream, recycles the op at `done`); p2p_gpu_op.c makes ops, their user
+ * requests and cadre_wait on them; p2p_gpu.c the point-to-point calls;
+ * coll/coll_gpu.c the collectives' schedules on staging (an op's work,
+ * started through op->work_start: p2p never names the collective layer);
+ * device/device_mem.c the memory kinds, pools and stream waits.
+ *
+ * May call: this folder's engine, requests and CUDA IPC (p2p_gpu_ipc.c),
+ * device/, runtime/.
  */
 #include "config.h"
 
 #if HAVE_CUDA
-#include <cuda.h>
 #include <cuda_runtime.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -86,224 +95,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "coll/coll.h"
 #include "p2p/p2p_gpu.h"
 #include "p2p/p2p_engine.h"
 
-/* ---- driver entry points (no link against libcuda: it is absent where no
- *      driver is installed, and libcadre must load there) ------------------ */
-typedef CUresult (*pfn_ptr_attrs)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
-typedef CUresult (*pfn_wait32)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
-static pfn_ptr_attrs p_ptr_attrs;
-static pfn_wait32 p_wait32;
-static int wait_mode; /* 1 = stream memory op, 0 = spin kernel */
-static pthread_once_t sym_once = PTHREAD_ONCE_INIT;
-
-static void load_syms(void)
-{
-    enum cudaDriverEntryPointQueryResult q;
-    void *f = NULL;
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &f, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-        p_ptr_attrs = (pfn_ptr_attrs)f;
-    f = NULL;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &f, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-        p_wait32 = (pfn_wait32)f;
-    cudaGetLastError();
-    const char *m = cadre__config_str(CADRE_CFG_GPU_WAIT);
-    wait_mode = p_wait32 && strcmp(m, "kernel") != 0;
-    CADRE_INFO(DEVICE, "device streams wait with %s", wait_mode ? "cuStreamWaitValue32" :
-                                                                  "a spin kernel");
-}
-
-/* ---- memory kinds ----------------------------------------------------------------- */
-/* 1 for device or managed memory, with the allocation's range; 0 for host
- * memory (pageable or pinned). */
-int cadre__gpu_classify(const void *p, char **base, size_t *size)
-{
-    pthread_once(&sym_once, load_syms);
-    if (p_ptr_attrs) {
-        CUpointer_attribute at[4] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                     CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                     CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-                                     CU_POINTER_ATTRIBUTE_RANGE_SIZE};
-        unsigned int mtype = 0, managed = 0;
-        CUdeviceptr start = 0;
-        size_t sz = 0;
-        void *data[4] = {&mtype, &managed, &start, &sz};
-        if (p_ptr_attrs(4, at, data, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
-            return 0;
-        if (mtype != CU_MEMORYTYPE_DEVICE && !managed)
-            return 0;
-        *base = (char *)(uintptr_t)start;
-        *size = sz ? sz : SIZE_MAX - (uintptr_t)p;
-        return 1;
-    }
-    struct cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
-        return 0;
-    *base = (char *)(uintptr_t)p;
-    *size = SIZE_MAX - (uintptr_t)p;
-    return 1;
-}
-
-int cadre__gpu_cuda_fail(cudaError_t e, const char *fn, const char *what)
-{
-    cudaGetLastError();
-    return cadre__error(CADRE_ERR_DEVICE, "%s: %s failed: %s", fn, what, cudaGetErrorString(e));
-}
-
-/* ---- pools: pinned staging, flags, events ----------------------------------------------- */
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static struct stage *stage_free;
-static struct stage *stage_all[4096];
-static int nstage_all;
-
-struct stage *cadre__gpu_stage_get(size_t bytes, const char *fn, int *rc)
-{
-    size_t cap = 4096;
-    while (cap < bytes)
-        cap <<= 1;
-    pthread_mutex_lock(&pool_lock);
-    for (struct stage **pp = &stage_free; *pp; pp = &(*pp)->next) {
-        if ((*pp)->cap == cap) {
-            struct stage *s = *pp;
-            *pp = s->next;
-            pthread_mutex_unlock(&pool_lock);
-            return s;
-        }
-    }
-    struct stage *s = NULL;
-    if (nstage_all < (int)(sizeof stage_all / sizeof *stage_all))
-        s = calloc(1, sizeof *s);
-    if (!s) {
-        pthread_mutex_unlock(&pool_lock);
-        *rc = cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a staging buffer", fn);
-        return NULL;
-    }
-    /* Mapped: the copy kernel of a CUDA IPC-capable receive reads it. */
-    cudaError_t e =
-        cudaHostAlloc((void **)&s->p, cap, cudaHostAllocMapped | cudaHostAllocPortable);
-    if (e != cudaSuccess) {
-        pthread_mutex_unlock(&pool_lock);
-        free(s);
-        *rc = cadre__gpu_cuda_fail(e, fn, "cudaHostAlloc of a staging buffer");
-        return NULL;
-    }
-    s->cap = cap;
-    stage_all[nstage_all++] = s;
-    pthread_mutex_unlock(&pool_lock);
-    return s;
-}
-
-void cadre__gpu_stage_put(struct stage *s)
-{
-    if (!s)
-        return;
-    pthread_mutex_lock(&pool_lock);
-    s->next = stage_free;
-    stage_free = s;
-    pthread_mutex_unlock(&pool_lock);
-}
-
-#define FLAGS_PER_BLOCK 1024
-static struct flag *flag_free;
-static void *flag_blocks[64];
-static int nflag_blocks;
-
-static struct flag *flag_get(const char *fn, int *rc)
-{
-    pthread_mutex_lock(&pool_lock);
-    if (!flag_free) {
-        unsigned int *words = NULL;
-        struct flag *f = calloc(FLAGS_PER_BLOCK, sizeof *f);
-        cudaError_t e = cudaErrorMemoryAllocation;
-        if (f && nflag_blocks < 64)
-            e = cudaHostAlloc((void **)&words, FLAGS_PER_BLOCK * sizeof *words,
-                              cudaHostAllocMapped | cudaHostAllocPortable);
-        if (e != cudaSuccess) {
-            pthread_mutex_unlock(&pool_lock);
-            free(f);
-            *rc = cadre__gpu_cuda_fail(e, fn, "cudaHostAlloc of completion flags");
-            return NULL;
-        }
-        flag_blocks[nflag_blocks++] = words;
-        for (int i = 0; i < FLAGS_PER_BLOCK; i++) {
-            f[i].host = &words[i];
-            f[i].next = flag_free;
-            flag_free = &f[i];
-        }
-    }
-    struct flag *f = flag_free;
-    flag_free = f->next;
-    pthread_mutex_unlock(&pool_lock);
-    *f->host = 0;
-    return f;
-}
-
-void cadre__gpu_flag_put(struct flag *f)
-{
-    if (!f)
-        return;
-    pthread_mutex_lock(&pool_lock);
-    f->next = flag_free;
-    flag_free = f;
-    pthread_mutex_unlock(&pool_lock);
-}
-
-static cudaEvent_t ev_free[256];
-static int nev_free;
-
-static int ev_get(cudaEvent_t *ev, const char *fn)
-{
-    pthread_mutex_lock(&pool_lock);
-    if (nev_free) {
-        *ev = ev_free[--nev_free];
-        pthread_mutex_unlock(&pool_lock);
-        return CADRE_SUCCESS;
-    }
-    pthread_mutex_unlock(&pool_lock);
-    cudaError_t e = cudaEventCreateWithFlags(ev, cudaEventDisableTiming);
-    return e == cudaSuccess ? CADRE_SUCCESS : cadre__gpu_cuda_fail(e, fn, "cudaEventCreate");
-}
-
-static void ev_put(cudaEvent_t ev)
-{
-    if (!ev)
-        return;
-    pthread_mutex_lock(&pool_lock);
-    if (nev_free < 256) {
-        ev_free[nev_free++] = ev;
-        ev = NULL;
-    }
-    pthread_mutex_unlock(&pool_lock);
-    if (ev)
-        cudaEventDestroy(ev);
-}
-
-/* ---- operations -------------------------------------------------------------------- */
-
-void cadre__gpu_op_unref(struct gpu_op *op)
-{
-    if (atomic_fetch_sub(&op->refs, 1) != 1)
-        return;
-    ev_put(op->ready);
-    ev_put(op->done);
-    free(op);
-}
-
-cadre_comm_t cadre__gpu_handle_of(struct cadre_comm *c)
-{
-    return cadre__comm_handle(c);
-}
 
 /* ---- the proxy thread ------------------------------------------------------------- */
 static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -337,9 +131,8 @@ static int start_host_op(struct gpu_op *op)
 {
     int rc;
     if (op->kind == OP_SCHED) {
-        rc = cadre__sched_start(op->s, &op->hreq);
-        free(op->s);
-        op->s = NULL;
+        rc = op->work_start(op->work, &op->hreq);
+        op->work = NULL;
     } else if (op->ipc) {
         /* CUDA IPC: the data is ready in the user's buffer; the receiver
          * copies it from there and answers once its copy has finished. */
@@ -618,14 +411,7 @@ static void gpu_finalize(void)
     if (running && atomic_load(&q_live) == 0) {
         pthread_join(proxy_tid, NULL);
         proxy_running = 0;
-        for (int i = 0; i < nstage_all; i++) {
-            cudaFreeHost(stage_all[i]->p);
-            free(stage_all[i]);
-        }
-        nstage_all = 0;
-        stage_free = NULL;
-        while (nev_free)
-            cudaEventDestroy(ev_free[--nev_free]);
+        cadre__gpu_pools_free();
         if (copy_stream)
             cudaStreamDestroy(copy_stream);
         copy_stream = NULL;
@@ -633,8 +419,9 @@ static void gpu_finalize(void)
     /* No op is left that could use a mapping: the world's workspace and
      * the CUDA IPC mappings go (other communicators' went at their free). */
     if (atomic_load(&q_live) == 0) {
-        if (cadre__comm_world.gpu)
-            cadre__gpu_direct_free(cadre__comm_world.gpu);
+        struct gpu_comm *wg = cadre__comm_world.gpu;
+        if (wg && wg->direct_free)
+            wg->direct_free(wg);
         cadre__gpu_ipc_finalize();
     }
 }
@@ -663,407 +450,6 @@ int cadre__gpu_submit(struct gpu_op *op)
     pthread_cond_signal(&q_cond);
     pthread_mutex_unlock(&q_lock);
     return CADRE_SUCCESS;
-}
-
-/* ---- the user request of a nonblocking device call ------------------------------- */
-static int ureq_poll(struct cadre_request *r)
-{
-    struct gpu_op *op = r->priv;
-    if (!atomic_load_explicit(&op->dev_done, memory_order_acquire))
-        return 0;
-    cadre__req_unlink_generic(r);
-    op->status.error = op->error;
-    r->status = op->status;
-    if (op->error)
-        cadre__req_complete(r, op->error, "%s", op->errmsg);
-    else
-        cadre__req_complete(r, CADRE_SUCCESS, NULL);
-    return 1;
-}
-
-static void ureq_cancel(struct cadre_request *r)
-{
-    cadre__req_unlink_generic(r);
-}
-
-static void ureq_release(struct cadre_request *r)
-{
-    if (r->priv)
-        cadre__gpu_op_unref(r->priv);
-    r->priv = NULL;
-}
-
-int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req)
-{
-    struct cadre_request *r = cadre__req_new(REQ_GENERIC, op->fn);
-    if (!r)
-        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", op->fn);
-    cadre_request_t h;
-    if (cadre__req_handle(r, &h) != CADRE_SUCCESS) {
-        cadre__req_free(r);
-        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request handle", op->fn);
-    }
-    r->comm = op->comm;
-    r->peer = op->peer;
-    r->tag = op->tag;
-    r->priv = op;
-    atomic_fetch_add(&op->refs, 1);
-    r->poll = ureq_poll;
-    r->cancel = ureq_cancel;
-    r->release = ureq_release;
-    r->last_activity = cadre__now();
-    eng_lock();
-    r->user = 1;
-    atomic_fetch_add(&cadre__eng.outstanding, 1);
-    r->next = cadre__eng.generic;
-    if (r->next)
-        r->next->prev = r;
-    cadre__eng.generic = r;
-    eng_unlock();
-    cadre__p2p_kick();
-    *req = h;
-    return CADRE_SUCCESS;
-}
-
-int cadre__gpu_wait(struct cadre_request *r, cadre_status_t *status)
-{
-    if (r->poll != ureq_poll)
-        return CADRE__GPU_NOT_MINE;
-    struct gpu_op *op = r->priv;
-    if (atomic_load(&r->done)) {
-        int rc = r->error;
-        if (status)
-            *status = r->status;
-        if (rc != CADRE_SUCCESS)
-            cadre__error(rc, "%s", r->errmsg);
-        cadre__req_free(r);
-        return rc;
-    }
-    struct gpu_comm *gc = op->gc;
-    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)gc->stream, op->done, 0);
-    if (status)
-        *status = (cadre_status_t){.source = op->kind == OP_SEND ? -1 : op->peer,
-                                   .tag = op->tag, .count = op->count};
-    /* The proxy finishes the operation; a failure from now on becomes the
-     * communicator's sticky error. */
-    eng_lock();
-    cadre__p2p_abandon(r);
-    eng_unlock();
-    if (e != cudaSuccess)
-        return cadre__gpu_cuda_fail(e, "cadre_wait",
-                                    "cudaStreamWaitEvent on the communicator's stream");
-    return CADRE_SUCCESS;
-}
-
-void cadre__gpu_comm_free(struct cadre_comm *c)
-{
-    struct gpu_comm *g = c->gpu;
-    if (!g)
-        return;
-    /* The proxy's ops point at the communicator: let them finish. */
-    while (atomic_load(&g->pending) > 0) {
-        struct timespec ts = {0, 100000};
-        nanosleep(&ts, NULL);
-    }
-    cadre__gpu_direct_free(g);
-    if (g->internal)
-        cudaStreamDestroy((cudaStream_t)g->internal);
-    if (g->internal_recv)
-        cudaStreamDestroy((cudaStream_t)g->internal_recv);
-    free(g);
-    c->gpu = NULL;
-}
-
-/* ---- making an op -------------------------------------------------------------------- */
-/* The common part: comm state, sticky error, events, flag, the stream. */
-int cadre__gpu_op_new(const char *fn, struct cadre_comm *comm, int nonblocking, int recv_stream,
-                      struct gpu_op **out, cudaStream_t *stream)
-{
-    struct gpu_comm *gc = cadre__gpu_comm(comm);
-    if (!gc)
-        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
-    int ae = atomic_load(&gc->async_error);
-    if (ae > 0)
-        return cadre__error(ae, "%s: %s", fn, gc->async_msg);
-    struct gpu_op *op = calloc(1, sizeof *op);
-    if (!op)
-        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
-    op->fn = fn;
-    op->comm = comm;
-    op->gc = gc;
-    atomic_init(&op->refs, 1);
-    int rc;
-    if ((rc = ev_get(&op->ready, fn)) != CADRE_SUCCESS ||
-        (rc = ev_get(&op->done, fn)) != CADRE_SUCCESS ||
-        !(op->flag = flag_get(fn, &rc)))
-        goto fail;
-    cudaStream_t us = (cudaStream_t)gc->stream;
-    if (!nonblocking) {
-        *stream = us;
-    } else {
-        void **is = recv_stream ? &gc->internal_recv : &gc->internal;
-        if (!*is) {
-            cudaStream_t ns;
-            cudaError_t e = cudaStreamCreateWithFlags(&ns, cudaStreamNonBlocking);
-            if (e != cudaSuccess) {
-                rc = cadre__gpu_cuda_fail(e, fn, "cudaStreamCreate of the internal stream");
-                goto fail;
-            }
-            *is = ns;
-        }
-        /* The internal stream starts after what is on the user's stream:
-         * `done` serves as the order point until it is recorded for real. */
-        cudaError_t e = cudaEventRecord(op->done, us);
-        if (e == cudaSuccess)
-            e = cudaStreamWaitEvent((cudaStream_t)*is, op->done, 0);
-        if (e != cudaSuccess) {
-            rc = cadre__gpu_cuda_fail(e, fn, "ordering after the communicator's stream");
-            goto fail;
-        }
-        *stream = (cudaStream_t)*is;
-    }
-    *out = op;
-    return CADRE_SUCCESS;
-fail:
-    cadre__gpu_flag_put(op->flag);
-    cadre__gpu_op_unref(op);
-    return rc;
-}
-
-void cadre__gpu_op_discard(struct gpu_op *op)
-{
-    cadre__gpu_stage_put(op->stage);
-    cadre__gpu_flag_put(op->flag);
-    if (op->s) {
-        cadre__sched_free(op->s);
-        free(op->s);
-    }
-    cadre__gpu_op_unref(op);
-}
-
-int cadre__gpu_enqueue_wait(struct gpu_op *op, cudaStream_t st)
-{
-    if (wait_mode) {
-        CUresult r = p_wait32((CUstream)st, (CUdeviceptr)(uintptr_t)op->flag->host, 1,
-                              CU_STREAM_WAIT_VALUE_GEQ);
-        if (r == CUDA_SUCCESS)
-            return CADRE_SUCCESS;
-        CADRE_INFO(DEVICE, "cuStreamWaitValue32 failed (%d): streams wait with a spin kernel",
-                   (int)r);
-        wait_mode = 0;
-    }
-    int e = cadre__gpu_spin_wait(op->flag->host, 1, st);
-    return e == 0 ? CADRE_SUCCESS
-                  : cadre__gpu_cuda_fail((cudaError_t)e, op->fn, "the stream wait kernel");
-}
-
-/* ---- collectives ---------------------------------------------------------------------- */
-struct rng {
-    char *lo, *hi;
-    int rd, wr;
-};
-
-static int rng_cmp(const void *a, const void *b)
-{
-    const struct rng *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-static int add_rng(struct rng **v, int *n, int *cap, const void *p, size_t bytes, int rd, int wr)
-{
-    if (!bytes || !p)
-        return CADRE_SUCCESS;
-    if (*n == *cap) {
-        int nc = *cap ? *cap * 2 : 32;
-        struct rng *nv = realloc(*v, (size_t)nc * sizeof *nv);
-        if (!nv)
-            return CADRE_ERR_NOMEM;
-        *v = nv;
-        *cap = nc;
-    }
-    (*v)[(*n)++] = (struct rng){(char *)p, (char *)p + bytes, rd, wr};
-    return CADRE_SUCCESS;
-}
-
-static int in_tmp(const struct coll_sched *s, const char *lo, const char *hi)
-{
-    for (int i = 0; i < s->ntmp; i++) {
-        const char *t = s->tmp[i];
-        if (lo >= t && hi <= t + malloc_usable_size(s->tmp[i]))
-            return 1;
-    }
-    return 0;
-}
-
-/* Device intervals of a schedule, each with its place in staging. */
-struct dint {
-    char *lo, *hi;
-    int in, out; /* copy in before (D2H), out after (H2D) */
-    size_t off;
-};
-
-static char *remap(const struct dint *d, int nd, const void *p, char *stage)
-{
-    const char *c = p;
-    for (int i = 0; i < nd; i++)
-        if (c >= d[i].lo && c < d[i].hi)
-            return stage + d[i].off + (size_t)(c - d[i].lo);
-    return (char *)p;
-}
-
-int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req)
-{
-    const char *fn = s->op_name;
-    struct rng *v = NULL;
-    int n = 0, cap = 0, rc = CADRE_SUCCESS;
-    for (int i = 0; i < s->nsteps && rc == CADRE_SUCCESS; i++) {
-        struct coll_step *st = &s->steps[i];
-        switch (st->kind) {
-        case CS_SEND: rc = add_rng(&v, &n, &cap, st->src, st->n, 1, 0); break;
-        case CS_RECV: rc = add_rng(&v, &n, &cap, st->dst, st->n, 0, 1); break;
-        case CS_REDUCE:
-            rc = add_rng(&v, &n, &cap, st->dst, st->n * s->elsize, 1, 1);
-            if (rc == CADRE_SUCCESS)
-                rc = add_rng(&v, &n, &cap, st->src, st->n * s->elsize, 1, 0);
-            break;
-        case CS_COPY:
-            rc = add_rng(&v, &n, &cap, st->dst, st->n, 0, 1);
-            if (rc == CADRE_SUCCESS)
-                rc = add_rng(&v, &n, &cap, st->src, st->n, 1, 0);
-            break;
-        }
-    }
-    if (rc == CADRE_SUCCESS && s->scale_buf)
-        rc = add_rng(&v, &n, &cap, s->scale_buf, s->scale_n * s->elsize, 1, 1);
-    if (rc != CADRE_SUCCESS) {
-        free(v);
-        return CADRE__GPU_NOT_MINE; /* the host path reports ENOMEM as it must */
-    }
-    qsort(v, (size_t)n, sizeof *v, rng_cmp);
-
-    /* Merge into intervals; classify each (splitting at allocation ends). */
-    struct dint *d = NULL;
-    int nd = 0, host_user = 0;
-    size_t total = 0;
-    for (int i = 0; i < n;) {
-        char *lo = v[i].lo, *hi = v[i].hi, *wfront = lo;
-        int rd = 0;
-        int j = i;
-        for (; j < n && v[j].lo <= hi; j++) {
-            if (v[j].hi > hi)
-                hi = v[j].hi;
-            rd |= v[j].rd;
-            if (v[j].wr && v[j].lo <= wfront && v[j].hi > wfront)
-                wfront = v[j].hi;
-        }
-        int wr = 0;
-        for (int k = i; k < j; k++)
-            wr |= v[k].wr;
-        i = j;
-        if (in_tmp(s, lo, hi))
-            continue;
-        while (lo < hi) {
-            char *base;
-            size_t size;
-            if (!cadre__gpu_classify(lo, &base, &size)) {
-                host_user = 1;
-                break;
-            }
-            char *end = (size_t)(hi - base) > size ? base + size : hi;
-            if (end <= lo)
-                end = hi;
-            struct dint *nd2 = realloc(d, (size_t)(nd + 1) * sizeof *d);
-            if (!nd2) {
-                free(v);
-                free(d);
-                cadre__sched_free(s);
-                return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
-            }
-            d = nd2;
-            d[nd] = (struct dint){lo, end, rd || wfront < end || end != hi, wr, total};
-            total += ((size_t)(end - lo) + 255) & ~(size_t)255;
-            nd++;
-            lo = end;
-        }
-    }
-    free(v);
-    if (!nd) {
-        free(d);
-        return CADRE__GPU_NOT_MINE;
-    }
-    if (host_user) {
-        free(d);
-        cadre__sched_free(s);
-        return cadre__error(CADRE_ERR_ARG,
-                            "%s: rank %d passed a host buffer and a device buffer; one call takes "
-                            "buffers of one kind",
-                            fn, s->comm->rank);
-    }
-
-    struct gpu_op *op;
-    cudaStream_t X;
-    rc = cadre__gpu_op_new(fn, s->comm, req != NULL, 0, &op, &X);
-    if (rc != CADRE_SUCCESS) {
-        free(d);
-        cadre__sched_free(s);
-        return rc;
-    }
-    op->kind = OP_SCHED;
-    op->peer = -1;
-    op->tag = s->tag;
-    if (!(op->stage = cadre__gpu_stage_get(total, fn, &rc)) || !(op->s = malloc(sizeof *op->s))) {
-        if (rc == CADRE_SUCCESS)
-            rc = cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
-        free(d);
-        cadre__sched_free(s);
-        cadre__gpu_op_discard(op);
-        return rc;
-    }
-    char *stg = op->stage->p;
-    for (int i = 0; i < s->nsteps; i++) {
-        struct coll_step *st = &s->steps[i];
-        st->dst = remap(d, nd, st->dst, stg);
-        st->src = remap(d, nd, st->src, stg);
-    }
-    if (s->scale_buf)
-        s->scale_buf = remap(d, nd, s->scale_buf, stg);
-    *op->s = *s;
-    memset(s, 0, sizeof *s);
-
-    cudaError_t e = cudaSuccess;
-    for (int i = 0; i < nd && e == cudaSuccess; i++)
-        if (d[i].in)
-            e = cudaMemcpyAsync(stg + d[i].off, d[i].lo, (size_t)(d[i].hi - d[i].lo),
-                                cudaMemcpyDeviceToHost, X);
-    if (e == cudaSuccess)
-        e = cudaEventRecord(op->ready, X);
-    if (e != cudaSuccess) {
-        free(d);
-        rc = cadre__gpu_cuda_fail(e, fn, "enqueueing the copies to staging");
-        cadre__gpu_op_discard(op);
-        return rc;
-    }
-    /* From here the stream holds our wait: the op must reach the proxy. */
-    rc = cadre__gpu_enqueue_wait(op, X);
-    for (int i = 0; i < nd && e == cudaSuccess && rc == CADRE_SUCCESS; i++)
-        if (d[i].out)
-            e = cudaMemcpyAsync(d[i].lo, stg + d[i].off, (size_t)(d[i].hi - d[i].lo),
-                                cudaMemcpyHostToDevice, X);
-    free(d);
-    if (e == cudaSuccess && rc == CADRE_SUCCESS)
-        e = cudaEventRecord(op->done, X);
-    if (rc == CADRE_SUCCESS && e != cudaSuccess)
-        rc = cadre__gpu_cuda_fail(e, fn, "enqueueing the copies from staging");
-    if (rc != CADRE_SUCCESS) {
-        cadre__gpu_op_discard(op);
-        return rc;
-    }
-    if (req && (rc = cadre__gpu_attach_request(op, req)) != CADRE_SUCCESS) {
-        cadre__gpu_op_discard(op);
-        return rc;
-    }
-    rc = cadre__gpu_submit(op);
-    return rc;
 }
 
 #endif /* HAVE_CUDA */
