@@ -30,6 +30,9 @@
  * Limitations: every rank must pass device buffers (a rank passing host
  * buffers runs the host algorithm: CADRE_ERR_MISMATCH where CADRE_CHECK is
  * on, else a hang); the ranks' count, datatype and op are not compared.
+ *
+ * May call: this folder's host collectives, p2p/ (the proxy's ops, CUDA
+ * IPC), device/ (the kernels of device_direct.cu), runtime/.
  */
 #include "config.h"
 

@@ -1,5 +1,5 @@
 /* Lifecycle: cadre_init and cadre_finalize bring the layers up and down in
- * order; cadre_abort. */
+ * order; cadre_abort. The top layer: may call every layer below. */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -1,4 +1,6 @@
-/* CUDA device binding. Without CUDA built in, there is no device. */
+/* CUDA device binding, and what this process publishes of its GPU for the
+ * same-node peers. Without CUDA built in, there is no device.
+ * May call: bootstrap/, runtime/. */
 #include "config.h"
 
 #include "bootstrap/bootstrap.h"

@@ -30,6 +30,9 @@
  *   the receive buffer's kind, which it cannot know. A host-buffer receive
  *   that matches a descriptor is handed to the proxy (OP_HOSTRECV), which
  *   copies the data out of the mapped allocation into the user's buffer.
+ *
+ * May call: this folder (engine, requests, the proxy's ops, CUDA IPC),
+ * device/, runtime/.
  */
 #include "config.h"
 

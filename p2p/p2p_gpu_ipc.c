@@ -11,6 +11,8 @@
  * stale handle or mapping is never used for it. cudaIpcOpenMemHandle works
  * between processes on one GPU as well as across GPUs with peer access; it
  * fails inside one process, which never sends itself a descriptor.
+ *
+ * May call: this folder's engine and requests, device/, bootstrap/, runtime/.
  */
 #include "config.h"
 
