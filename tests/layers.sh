@@ -94,6 +94,12 @@ for f in $folders; do
              $2 ~ /^[A-Z]$/ { print "D", $1, f, o }'
     done
 done > "$tmp/syms"
+# No symbol at all means nm could not read the objects: the calls would
+# go unchecked.
+if ! grep -q '^D ' "$tmp/syms"; then
+    echo "layers: no symbols read from the objects of $build ($NM -P failed?)"
+    fail=1
+fi
 awk '$1 == "D" { if (!($2 in def)) def[$2] = $3; next }
      { use[NR] = $0 }
      END {
