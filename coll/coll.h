@@ -146,6 +146,18 @@ int cadre__coll_strays_locked(struct cadre_comm *c, int32_t tag, const char *fn)
  * (it poisons c when not). */
 void cadre__coll_sigq_send_locked(struct cadre_comm *c, int peer, int32_t tag, uint64_t sig);
 
+/* cadre_init, before p2p starts: registers what p2p is to tell this layer
+ * (cadre__p2p_set_upcalls; coll_poison.c). */
+void cadre__coll_init(void);
+/* Releases what the collective layer keeps for the world (cadre_finalize). */
+void cadre__coll_finalize(void);
+/* The p2p upcalls (coll_poison.c): a POISON or SIGQ message arrived, a
+ * collective message no receive took was queued, world rank w failed. */
+void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h);
+void cadre__coll_sigq_in(int peer, const struct cadre_p2p_hdr *h);
+void cadre__coll_stray_in(int peer, const struct cadre_p2p_hdr *h);
+void cadre__coll_peer_died(int w);
+
 /* The next collective sequence number on comm, used as the tag. */
 int32_t cadre__coll_next_tag(struct cadre_comm *c);
 

@@ -8,7 +8,7 @@
 
 #include "coll_fast.h"
 #include "coll_sig.h"
-#include "gpu/gpu.h"
+#include "coll/coll_gpu.h"
 
 /* ---- CADRE_ALGO ------------------------------------------------------------------ */
 enum coll_kind {
@@ -70,7 +70,7 @@ static int algo_forced(int kind)
 }
 
 /* The shared-memory slots serve this call. Not in a process with a GPU
- * bound: its buffers may be device memory, which the device path (gpu/)
+ * bound: its buffers may be device memory, which the device path (p2p/p2p_gpu*.c, coll/coll_gpu*.c)
  * stages from the schedules; the slots and the direct algorithms copy with
  * the CPU. */
 static int shm_ok(struct cadre_comm *c)

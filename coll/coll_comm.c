@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "coll_fast.h"
-#include "gpu/gpu.h"
+#include "p2p/p2p_gpu.h"
 
 static uint32_t next_ctx = 2;
 

@@ -420,3 +420,14 @@ void cadre__coll_sigq_send_locked(struct cadre_comm *c, int peer, int32_t tag, u
     if (w != cadre__proc.rank && cadre__eng.peers[w].state == PEER_OK)
         (void)cadre__p2p_post(w, &h, NULL, NULL);
 }
+
+void cadre__coll_init(void)
+{
+    static const struct cadre_p2p_upcalls up = {
+        .poison_in = cadre__coll_poison_in,
+        .sigq_in = cadre__coll_sigq_in,
+        .stray_in = cadre__coll_stray_in,
+        .peer_died = cadre__coll_peer_died,
+    };
+    cadre__p2p_set_upcalls(&up);
+}

@@ -33,7 +33,7 @@ enum cadre_p2p_type {
 /* flags */
 #define CADRE_P2P_INLINE 0x1 /* shm: an EAGER payload of <= 16 bytes sits in sreq..rreq */
 #define CADRE_P2P_INLINE_MAX 16
-#define CADRE_P2P_DEVICE 0x2 /* EAGER: the payload describes a device buffer (gpu/gpu_p2p.c) */
+#define CADRE_P2P_DEVICE 0x2 /* EAGER: the payload describes a device buffer (p2p/p2p_gpu.c) */
 /* Collective traffic (odd contexts): a tag above every collective sequence
  * number that tells the communicator's ranks that two of them disagreed:
  * EAGER, len 0, sreq = the other rank's signature, rreq = the sender's,

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/gpu.h"
+#include "p2p/p2p_gpu.h"
 #include "p2p_engine.h"
 
 struct p2p_args {

@@ -325,7 +325,7 @@ int cadre__p2p_comm_dead_member(const struct cadre_comm *c);
 /* The rank of world rank w in c, or -1 when w is not a member. */
 int cadre__p2p_comm_rank_of(const struct cadre_comm *c, int w);
 /* Poisons the communicators of the peers that failed since the last call
- * (cadre__coll_peer_died), lock held. Called where no communicator list is
+ * (cadre__p2p_up.peer_died), lock held. Called where no communicator list is
  * being walked: at the end of progress and of the peer check. */
 void cadre__p2p_deaths_settle(void);
 /* A receive in RS_WAIT_DATA is done or freed (lock held): its claim ends and
@@ -381,6 +381,12 @@ void cadre__p2p_match_cleanup(void);
 /* Whether a shared-memory ring holds a message (no lock needed). */
 int cadre__p2p_shm_pending(void);
 
+/* p2p_progress.c: the transports' idle hooks (what busy progress does only
+ * now and then, such as accepting connections), and the progress thread's
+ * body (started by cadre__p2p_init). */
+void cadre__p2p_tps_idle(void);
+void *cadre__p2p_progress_thread(void *arg);
+
 /* futex helpers */
 void cadre__futex_wait(_Atomic uint32_t *word, uint32_t val, double timeout_s);
 void cadre__futex_wake(_Atomic uint32_t *word);
@@ -389,19 +395,26 @@ void cadre__futex_wake(_Atomic uint32_t *word);
  * (coll/coll_fast.c), and how to reach it: the area of world rank w as this
  * process maps it (its own for w == rank; NULL when w is not reached through
  * shm), and a wake-up for w's sleeping threads. */
-/* Implemented by the collective layer (coll/coll_poison.c): a POISON
- * message arrived (lock held); and a look for a collective message that
- * waits unmatched with tag `tag` on context ctx (takes the lock): returns
- * its sender's rank and signature, or -1. */
-void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h);
-/* Also there: world rank w failed (lock held): every communicator it
- * belongs to is poisoned here, and the live members are told. */
-void cadre__coll_peer_died(int w);
+/* What p2p tells the layer above it (the collective layer, coll/coll_poison.c,
+ * registers these before cadre__p2p_init; p2p never names that layer). All
+ * are called with the engine lock held; a NULL entry is skipped.
+ *  poison_in: a POISON message arrived on a collective context;
+ *  sigq_in:   a SIGQ message (a peer asks for a call's signature) arrived;
+ *  stray_in:  a collective message that no receive took was queued;
+ *  peer_died: world rank w failed (cadre__p2p_deaths_settle): every
+ *             communicator it belongs to is to be poisoned. */
+struct cadre_p2p_upcalls {
+    void (*poison_in)(int peer, const struct cadre_p2p_hdr *h);
+    void (*sigq_in)(int peer, const struct cadre_p2p_hdr *h);
+    void (*stray_in)(int peer, const struct cadre_p2p_hdr *h);
+    void (*peer_died)(int w);
+};
+extern struct cadre_p2p_upcalls cadre__p2p_up;
+void cadre__p2p_set_upcalls(const struct cadre_p2p_upcalls *up);
+/* A look for a collective message that waits unmatched with tag `tag` on
+ * context ctx (takes the lock): returns its sender's rank and signature,
+ * or -1. */
 int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig);
-/* ... a collective message that no receive took was queued (lock held), and
- * a SIGQ message arrived (lock held). */
-void cadre__coll_stray_in(int peer, const struct cadre_p2p_hdr *h);
-void cadre__coll_sigq_in(int peer, const struct cadre_p2p_hdr *h);
 /* Lock held: fn on every queued message of context ctx that no receive
  * took, in arrival order, until it returns non-zero. */
 void cadre__p2p_unexp_each(uint32_t ctx, int (*fn)(void *arg, const struct cadre_p2p_hdr *h),

@@ -1,83 +1,17 @@
 /* Matching on (context, source, tag) and the message protocols:
  * EAGER for small messages; RTS, CTS, DATA for large ones, so a message whose
- * receive is not posted costs the receiver a header, never the payload. */
+ * receive is not posted costs the receiver a header, never the payload; and
+ * the direct receive of a message still in the transport. The table of
+ * posted receives and queued messages is p2p_match_ctx.c's. May call: this
+ * folder (the GPU hooks of p2p_gpu.h among it), runtime/; the layer above
+ * only through cadre__p2p_up. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/gpu.h"
+#include "p2p/p2p_gpu.h"
 #include "p2p_engine.h"
-
-struct unexp {
-    struct cadre_p2p_hdr h; /* EAGER or RTS */
-    int peer;               /* world rank of the sender */
-    void *data;             /* EAGER payload copy */
-    struct unexp *next;
-};
-
-struct match_ctx {
-    uint32_t ctx;
-    int used;
-    struct cadre_request *posted, *posted_tail;
-    struct unexp *unexp, *unexp_tail;
-};
-
-/* Open addressing on the context id; communicators are few. */
-static struct match_ctx *ctxs;
-static uint32_t nctx_cap, nctx_used;
-
-static struct match_ctx *ctx_find(uint32_t ctx, int create)
-{
-    /* Most traffic is on one communicator: try the last one found first. */
-    static uint32_t last;
-    if (nctx_cap && ctxs[last].used && ctxs[last].ctx == ctx)
-        return &ctxs[last];
-    if (nctx_cap) {
-        for (uint32_t i = 0, h = (ctx * 2654435761u) & (nctx_cap - 1); i < nctx_cap;
-             i++, h = (h + 1) & (nctx_cap - 1)) {
-            if (!ctxs[h].used)
-                break;
-            if (ctxs[h].ctx == ctx) {
-                last = h;
-                return &ctxs[h];
-            }
-        }
-    }
-    if (!create)
-        return NULL;
-    if ((nctx_used + 1) * 2 > nctx_cap) {
-        uint32_t ncap = nctx_cap ? nctx_cap * 2 : 16;
-        struct match_ctx *n = calloc(ncap, sizeof *n);
-        if (!n)
-            return NULL;
-        for (uint32_t i = 0; i < nctx_cap; i++) {
-            if (!ctxs[i].used)
-                continue;
-            uint32_t h = (ctxs[i].ctx * 2654435761u) & (ncap - 1);
-            while (n[h].used)
-                h = (h + 1) & (ncap - 1);
-            n[h] = ctxs[i];
-        }
-        free(ctxs);
-        ctxs = n;
-        nctx_cap = ncap;
-    }
-    uint32_t h = (ctx * 2654435761u) & (nctx_cap - 1);
-    while (ctxs[h].used)
-        h = (h + 1) & (nctx_cap - 1);
-    ctxs[h].used = 1;
-    ctxs[h].ctx = ctx;
-    nctx_used++;
-    return &ctxs[h];
-}
-
-/* Whether a receive from `src` (or CADRE_ANY_SOURCE) with `tag` (or
- * CADRE_ANY_TAG) takes the message h. */
-static int takes(int src, int tag, const struct cadre_p2p_hdr *h)
-{
-    return (src == CADRE_ANY_SOURCE || src == (int)h->src) &&
-           (tag == CADRE_ANY_TAG || tag == (int)h->tag);
-}
+#include "p2p_match.h"
 
 static int matches(const struct cadre_request *r, const struct cadre_p2p_hdr *h)
 {
@@ -191,19 +125,6 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
         complete_recv(r);
 }
 
-/* Fails a receive from CADRE_ANY_SOURCE because rank q of its communicator
- * (world rank w) failed: any rank might have been its sender, so it cannot
- * wait (ULFM's MPI_ERR_PROC_FAILED_PENDING). */
-static void any_source_text(const struct cadre_request *r, int q, int w, char *buf, size_t len)
-{
-    char world[32] = "";
-    if (q != w)
-        snprintf(world, sizeof world, " (world rank %d)", w);
-    snprintf(buf, len, "%s: from CADRE_ANY_SOURCE while rank %d%s of the communicator has failed "
-                       "(%s); it may have been the sender",
-             r->op, q, world, cadre__eng.peers[w].why);
-}
-
 int cadre__p2p_start_recv(struct cadre_request *r)
 {
     struct match_ctx *m = ctx_find(r->ctx, 1);
@@ -238,7 +159,7 @@ int cadre__p2p_start_recv(struct cadre_request *r)
     if (r->peer == CADRE_ANY_SOURCE && r->comm &&
         (q = cadre__p2p_comm_dead_member(r->comm)) >= 0) {
         char msg[512];
-        any_source_text(r, q, r->comm->world_ranks ? r->comm->world_ranks[q] : q, msg,
+        cadre__p2p_any_source_text(r, q, r->comm->world_ranks ? r->comm->world_ranks[q] : q, msg,
                         sizeof msg);
         return cadre__error(CADRE_ERR_PEER, "%s", msg);
     }
@@ -309,11 +230,13 @@ int cadre__p2p_start_send(struct cadre_request *r)
 static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void *payload)
 {
     if ((h->ctx & 1) && h->tag == CADRE_P2P_POISON_TAG) {
-        cadre__coll_poison_in(peer, h);
+        if (cadre__p2p_up.poison_in)
+            cadre__p2p_up.poison_in(peer, h);
         return;
     }
     if ((h->ctx & 1) && h->tag == CADRE_P2P_SIGQ_TAG) {
-        cadre__coll_sigq_in(peer, h);
+        if (cadre__p2p_up.sigq_in)
+            cadre__p2p_up.sigq_in(peer, h);
         return;
     }
     struct cadre_request *c = cadre__eng.peers[peer].claimed;
@@ -361,20 +284,10 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
     m->unexp_tail = u;
     /* Early, or of a call this rank did not make (another root): the
      * collective layer judges by the signature. */
-    if (h->ctx & 1)
-        cadre__coll_stray_in(peer, h);
+    if ((h->ctx & 1) && cadre__p2p_up.stray_in)
+        cadre__p2p_up.stray_in(peer, h);
 }
 
-void cadre__p2p_unexp_each(uint32_t ctx, int (*fn)(void *arg, const struct cadre_p2p_hdr *h),
-                           void *arg)
-{
-    struct match_ctx *m = ctx_find(ctx, 0);
-    for (struct unexp *u = m ? m->unexp : NULL; u; u = u->next)
-        if (fn(arg, &u->h))
-            return;
-}
-
-/* Streams the send's DATA fragments after the receiver's CTS. */
 static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
 {
     struct cadre_request *s = cadre__req_lookup(h->sreq);
@@ -608,66 +521,4 @@ int cadre__p2p_recv_direct(const struct cadre_p2p_direct *d, cadre_status_t *sta
         eng_unlock();
     }
     return rc == DIRECT_DONE;
-}
-
-int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig)
-{
-    int src = -1;
-    eng_lock();
-    struct match_ctx *m = ctx_find(ctx, 0);
-    for (struct unexp *u = m ? m->unexp : NULL; u; u = u->next) {
-        if (u->h.tag == tag) {
-            src = u->h.src;
-            *sig = u->h.off;
-            break;
-        }
-    }
-    eng_unlock();
-    return src;
-}
-
-/* Posted receives waiting on a failed peer, and, when it died (no BYE),
- * those from any source on a communicator it belongs to; requests with ids
- * are failed by the engine. */
-int cadre__p2p_match_fail_peer(int peer, const char *why)
-{
-    int failed = 0, died = cadre__p2p_peer_died(peer);
-    for (uint32_t i = 0; i < nctx_cap; i++) {
-        if (!ctxs[i].used)
-            continue;
-        for (struct cadre_request *r = ctxs[i].posted, *n; r; r = n) {
-            n = r->next;
-            if (r->peer == CADRE_ANY_SOURCE) {
-                int q = died && r->comm ? cadre__p2p_comm_rank_of(r->comm, peer) : -1;
-                if (q < 0)
-                    continue;
-                char msg[512];
-                any_source_text(r, q, peer, msg, sizeof msg);
-                cadre__p2p_unpost(r);
-                cadre__req_complete(r, CADRE_ERR_PEER, "%s", msg);
-                failed++;
-                continue;
-            }
-            if (r->peer_world != peer)
-                continue;
-            cadre__p2p_unpost(r);
-            cadre__req_complete(r, CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, peer, why);
-            failed++;
-        }
-    }
-    return failed;
-}
-
-void cadre__p2p_match_cleanup(void)
-{
-    for (uint32_t i = 0; i < nctx_cap; i++) {
-        for (struct unexp *u = ctxs[i].unexp, *n; u; u = n) {
-            n = u->next;
-            free(u->data);
-            free(u);
-        }
-    }
-    free(ctxs);
-    ctxs = NULL;
-    nctx_cap = nctx_used = 0;
 }

@@ -43,8 +43,8 @@ void cadre__clear_error(void);
         }                                                                        \
     } while (0)
 
-/* ---- error modes (runtime_errors.c) -------------------------------------- */
-/* A public call failed with rc (the wrappers of runtime_api.c): writes its
+/* ---- error modes (core/core_errors.c) -------------------------------------- */
+/* A public call failed with rc (the wrappers of core/core_api.c): writes its
  * cadre_last_error() to stderr, aborts the job or does nothing, as the mode of
  * comm says (CADRE_COMM_NULL, or a handle that is not a communicator:
  * CADRE_COMM_WORLD's). Returns rc. */
@@ -126,6 +126,12 @@ int cadre__check_initialized(const char *fn);
 /* Registers fn to run at the start of cadre_finalize, while the library is
  * still usable (upper layers drain their work there); once per fn. */
 void cadre__at_finalize(void (*fn)(void));
+/* cadre_finalize: runs them, last registered first, and forgets them. */
+void cadre__run_at_finalize(void);
+/* The library's state, which cadre_init and cadre_finalize move on. */
+enum { CADRE__ST_NEW, CADRE__ST_INIT, CADRE__ST_FINALIZED };
+int cadre__lib_state(void);
+void cadre__lib_set_state(int s);
 
 /* ---- argument checks (runtime_args.c) ------------------------------------ */
 /* "CADRE_INT32", "CADRE_SUM"; "an unknown datatype" / "an unknown op"
@@ -183,7 +189,7 @@ struct cadre_comm {
     int *world_ranks; /* world rank of each member; NULL for the world itself */
     uint32_t coll_seq; /* collectives started on this communicator */
     void *fast;        /* its shared-memory slot (coll/coll_fast.c), or NULL */
-    void *gpu;         /* device-path state (gpu/gpu_internal.h), made on first use */
+    void *gpu;         /* device-path state (p2p/p2p_gpu.h), made on first use */
     int errors;        /* error mode + 1 (cadre_comm_set_errors); 0: CADRE_COMM_WORLD's */
     /* The signatures of its last CADRE_SIG_HIST collectives here, by tag
      * (tag + 1 in sig_tag; 0: none), to judge the collective messages that no
@@ -228,8 +234,6 @@ static inline void cadre__copy_out(void *dst, const void *src, size_t n, size_t 
 }
 
 extern struct cadre_comm cadre__comm_world;
-/* Releases what the collective layer keeps for the world (cadre_finalize). */
-void cadre__coll_finalize(void);
 
 /* The communicators' handle table (runtime_comm.c). */
 extern struct cadre_htab cadre__comm_handles;

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cadre.h"
-#include "gpu/gpu.h"
+#include "device/device.h"
 
 #include "gpu_test.h"
 

@@ -1,4 +1,4 @@
-/* The reduction kernels of gpu/gpu_kernels.cu against the host kernels of
+/* The reduction kernels of device/device_kernels.cu against the host kernels of
  * coll/coll_reduce.c, bit for bit: every datatype and op, odd counts, aligned
  * and misaligned buffers. Exit 77 ("skipped: no GPU") without a GPU. */
 #include <cuda_runtime.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "gpu/gpu.h"
+#include "device/device.h"
 
 static int fails;
 

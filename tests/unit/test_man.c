@@ -543,7 +543,7 @@ static void test_readme_quickstart(void)
 /* ---- the error-reporting wrappers --------------------------------------- */
 
 /* Every function of cadre.h that returns a status goes through a wrapper of
- * runtime/runtime_api.c, which applies CADRE_ERRORS: it has a line in
+ * core/core_api.c, which applies CADRE_ERRORS: it has a line in
  * runtime/api_list.h and its rename in runtime/api_names.h. A function
  * missing from both would fail silently; from one, the build breaks or a
  * call inside the library would be reported. */

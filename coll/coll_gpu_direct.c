@@ -1,6 +1,6 @@
 /*
- * gpu_direct.c - allreduce (one-shot and two-shot), reduce_scatter and
- * allgather on device buffers by direct kernels (gpu_direct.cu) for a
+ * coll_gpu_direct.c - allreduce (one-shot and two-shot), reduce_scatter and
+ * allgather on device buffers by direct kernels (device/device_direct.cu) for a
  * communicator whose ranks all run on this node with GPUs that reach each
  * other (the same GPU, or peer access).
  *
@@ -8,12 +8,12 @@
  * twoshot); the communicator has 2 to 8 ranks, every peer reached through
  * shared memory; both buffers of the call are device memory; and the
  * workspace set-up succeeded at every rank (agreed at set-up). Else the
- * staged path (gpu_proxy.c) runs the host algorithms. For allreduce, auto
+ * staged path (p2p/p2p_gpu_proxy.c) runs the host algorithms. For allreduce, auto
  * takes one-shot up to CADRE_GPU_ONESHOT_MAX bytes, two-shot above;
  * reduce_scatter and allgather take their kernel unless staged is set.
  *
  * Set-up, at the first such call on the communicator: each rank allocates
- * its workspace (gpu_direct.h), and in two host collectives on the
+ * its workspace (device/device_direct.h), and in two host collectives on the
  * communicator the ranks exchange their GPU's PCI bus id and the IPC handle
  * of their workspace, map every peer's, and agree whether all succeeded.
  * This is the only time the host waits for the peers; a call afterwards
@@ -25,11 +25,14 @@
  * Ordering: a communicator's direct kernels run one after the other on the
  * device (each call's stream waits for the previous call's end event, since
  * blocking calls go on the communicator's stream and nonblocking ones on an
- * internal stream); gpu_direct.cu relies on it.
+ * internal stream); device/device_direct.cu relies on it.
  *
  * Limitations: every rank must pass device buffers (a rank passing host
  * buffers runs the host algorithm: CADRE_ERR_MISMATCH where CADRE_CHECK is
  * on, else a hang); the ranks' count, datatype and op are not compared.
+ *
+ * May call: this folder's host collectives, p2p/ (the proxy's ops, CUDA
+ * IPC), device/ (the kernels of device_direct.cu), runtime/.
  */
 #include "config.h"
 
@@ -39,8 +42,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpu/gpu_direct.h"
-#include "gpu/gpu_internal.h"
+#include "coll/coll_gpu.h"
+#include "device/device_direct.h"
+#include "p2p/p2p_gpu.h"
 
 struct gpu_direct {
     int state; /* 1 usable, -1 not for this communicator */
@@ -102,6 +106,7 @@ static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
     d->n = c->size;
     d->me = c->rank;
     g->direct = d;
+    g->direct_free = cadre__gpu_direct_free;
     if (c->size < 2 || c->size > GPU_DIRECT_MAXR || !all_on_node(c))
         return CADRE_SUCCESS;
 

@@ -1,51 +1,46 @@
-/* gpu_internal.h - state shared by the files of gpu/ (not by other layers). */
-#ifndef CADRE_GPU_INTERNAL_H
-#define CADRE_GPU_INTERNAL_H
+/*
+ * p2p_gpu.h - point-to-point on device buffers: the hooks p2p_api.c and
+ * p2p_match.c call (p2p_gpu.c), and the device operations run by the proxy
+ * thread (p2p_gpu_proxy.c, p2p_gpu_op.c) that the collective layer's device
+ * executor (coll/coll_gpu*.c) uses too; the CUDA IPC transport (p2p_gpu_ipc.c).
+ */
+#ifndef CADRE_P2P_GPU_H
+#define CADRE_P2P_GPU_H
 
 #include <stdatomic.h>
 
-#include "gpu/gpu.h"
+#include "device/device_mem.h"
 #include "runtime/runtime.h"
 
-struct gpu_direct;
+struct cadre_p2p_hdr;
+struct cadre_request;
 
-/* What a communicator holds for the device path (comm->gpu), made on first
- * use: its stream and the internal streams of its nonblocking calls. */
-struct gpu_comm {
-    void *stream;   /* cudaStream_t set by cadre_comm_set_stream; NULL = legacy default */
-    void *internal; /* cudaStream_t, created on the first nonblocking device call */
-    /* cudaStream_t of the nonblocking receives: an isend that waits for the
-     * peer's copy (CUDA IPC) must not hold back the irecv after it. */
-    void *internal_recv;
-    _Atomic int pending; /* device operations not finished on the device */
-    /* The first failure of a device operation that had no request to report
-     * it (a blocking call returns before the work is done): the next device
-     * call on the communicator returns it (NCCL's ncclCommGetAsyncError). */
-    _Atomic int async_error;
-    char async_msg[256];
-    struct gpu_direct *direct; /* gpu_direct.c: the IPC workspace, made on first use */
-};
+/* Point-to-point on comm (validated), peer in comm ranks; req NULL for the
+ * blocking calls. */
+int cadre__gpu_send(const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag,
+                    struct cadre_comm *comm, cadre_request_t *req);
+int cadre__gpu_recv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag,
+                    struct cadre_comm *comm, cadre_request_t *req, cadre_status_t *status);
+int cadre__gpu_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag,
+                        void *recvbuf, size_t recvcount, int src, int recvtag, cadre_datatype_t dt,
+                        struct cadre_comm *comm, cadre_status_t *status);
 
-/* comm->gpu, made on first use; NULL on ENOMEM. */
-struct gpu_comm *cadre__gpu_comm(struct cadre_comm *c);
+/* A message flagged CADRE_P2P_DEVICE (a CUDA IPC descriptor, p2p/p2p_gpu.c)
+ * matched receive r; engine lock held. Completes r now or later. */
+void cadre__gpu_deliver(struct cadre_request *r, const struct cadre_p2p_hdr *h, int peer,
+                        const void *data);
+
+/* cadre_wait on a device request: NOT_MINE for host requests. */
+int cadre__gpu_wait(struct cadre_request *r, cadre_status_t *status);
+/* Called by cadre_comm_free before the communicator goes away. */
+void cadre__gpu_comm_free(struct cadre_comm *c);
 
 #if HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "p2p/p2p_engine.h"
 
-/* ---- pools and operations (gpu_proxy.c) ------------------------------------------ */
-struct stage {
-    char *p;
-    size_t cap;
-    struct stage *next;
-};
-
-struct flag {
-    volatile unsigned int *host; /* host-mapped word; under UVA also its device address */
-    struct flag *next;
-};
-
+/* ---- operations (p2p_gpu_proxy.c, p2p_gpu_op.c) ------------------------------------ */
 /* OP_HOSTRECV: a host-buffer receive that matched a CUDA IPC descriptor; the
  * proxy copies the data out of the sender's buffer. OP_DEVICE: work already
  * on the stream (the direct kernels); the proxy only waits for `done`. */
@@ -84,7 +79,11 @@ struct gpu_op {
     cudaEvent_t ready, done;
     struct flag *flag;
     struct stage *stage;
-    struct coll_sched *s;   /* OP_SCHED: built on the staging buffers */
+    /* OP_SCHED: the host work, the layer above's (coll/coll_gpu.c): started
+     * by work_start (which takes work over), or dropped unstarted. */
+    void *work;
+    int (*work_start)(void *work, cadre_request_t *req);
+    void (*work_drop)(void *work);
     cadre_request_t hreq;   /* the host operation once started */
     /* OP_SEND: what the proxy posts */
     size_t count;
@@ -109,11 +108,6 @@ struct gpu_op {
     struct gpu_op *next;
 };
 
-int cadre__gpu_classify(const void *p, char **base, size_t *size);
-int cadre__gpu_cuda_fail(cudaError_t e, const char *fn, const char *what);
-struct stage *cadre__gpu_stage_get(size_t bytes, const char *fn, int *rc);
-void cadre__gpu_stage_put(struct stage *s);
-void cadre__gpu_flag_put(struct flag *f);
 void cadre__gpu_op_unref(struct gpu_op *op);
 cadre_comm_t cadre__gpu_handle_of(struct cadre_comm *c);
 void cadre__gpu_record_failure(struct gpu_op *op, int rc, const char *msg);
@@ -129,7 +123,7 @@ void cadre__gpu_op_discard(struct gpu_op *op);
 /* Enqueues on st the wait for op's flag. */
 int cadre__gpu_enqueue_wait(struct gpu_op *op, cudaStream_t st);
 
-/* ---- CUDA IPC (gpu_ipc.c) ------------------------------------------------------------- */
+/* ---- CUDA IPC (p2p/p2p_gpu_ipc.c) ------------------------------------------------------------- */
 /* Whether device buffers can go to world rank w through CUDA IPC: another
  * process on this node reached through shared memory, with a GPU this one
  * can map memory of (the same GPU or one with peer access), CADRE_GPU_IPC on. */
@@ -160,9 +154,6 @@ int cadre__gpu_ipc_watch(const void *stage, struct gpu_op *op);
 void cadre__gpu_ipc_unwatch(const void *stage);
 struct gpu_op *cadre__gpu_ipc_watched(const void *stage);
 
-/* ---- direct collectives (gpu_direct.c) -------------------------------------------------- */
-/* Releases c's workspace once the peers are done with it. */
-void cadre__gpu_direct_free(struct gpu_comm *g);
 #endif /* HAVE_CUDA */
 
 #endif

@@ -1,6 +1,6 @@
 /*
- * gpu_acc.cuh - the element arithmetic of the reduction kernels, shared by
- * gpu_kernels.cu and gpu_direct.cu (included inside their anonymous
+ * device_acc.cuh - the element arithmetic of the reduction kernels, shared by
+ * device/device_kernels.cu and device/device_direct.cu (included inside their anonymous
  * namespace): the type an op is computed in, and the conversions to it.
  */
 #ifndef CADRE_GPU_ACC_CUH

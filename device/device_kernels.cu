@@ -1,5 +1,5 @@
 /*
- * gpu_kernels.cu - reduction kernels for every datatype and op of cadre.h
+ * device_kernels.cu - reduction kernels for every datatype and op of cadre.h
  * (half and bfloat16 computed in float32, rounded once per element), with
  * 16-byte vector loads when both buffers are 16-byte aligned; the AVG
  * division; the copy of a CUDA IPC receive; the stream-wait spin kernel and
@@ -11,11 +11,11 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "gpu/gpu.h"
+#include "device/device.h"
 
 namespace {
 
-#include "gpu/gpu_acc.cuh"
+#include "device/device_acc.cuh"
 
 template <typename A> __device__ __forceinline__ bool is_nan(A v) { return v != v; }
 

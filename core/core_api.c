@@ -3,11 +3,11 @@
  * implementation the layers define under its cadre__impl_ name (they are
  * built with api_names.h; this file is not). A wrapper adds one branch to
  * a call that succeeds; a failing call goes to cadre__api_fail, which
- * writes the message or aborts as the error mode says (runtime_errors.c).
+ * writes the message or aborts as the error mode says (core/core_errors.c).
  * Calls inside the library never come through here, so one failing call is
  * reported once, by the call the user made.
  */
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 #define CADRE__API_FAIL_PLAIN(rc, comm, fn) cadre__api_fail(rc, comm, fn)
 #define CADRE__API_FAIL_NEWCOMM(rc, comm, fn) cadre__api_fail(rc, comm, fn)
@@ -30,5 +30,5 @@
         CADRE__API_OK_##kind                                               \
         return CADRE_SUCCESS;                                              \
     }
-#include "api_list.h"
+#include "runtime/api_list.h"
 #undef CADRE__API

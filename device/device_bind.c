@@ -1,10 +1,12 @@
-/* CUDA device binding. Without CUDA built in, there is no device. */
+/* CUDA device binding, and what this process publishes of its GPU for the
+ * same-node peers. Without CUDA built in, there is no device.
+ * May call: bootstrap/, runtime/. */
 #include "config.h"
 
 #include "bootstrap/bootstrap.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 
-/* gpu/gpu.h: whether the device path looks at buffers at all. */
+/* device/device.h: whether the device path looks at buffers at all. */
 int cadre__gpu_on;
 
 #if HAVE_CUDA

@@ -1,13 +1,13 @@
 /* Error modes: what a failing public call does besides returning its status
  * (CADRE_ERRORS, cadre_comm_set_errors; ERRORS in cadre(7)). The wrappers
- * of runtime_api.c come here only when a call has failed. */
+ * of core/core_api.c come here only when a call has failed. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "runtime/runtime.h"
 
 static int default_mode = CADRE_ERRORS_WARN;
 static pthread_once_t default_once = PTHREAD_ONCE_INIT;

@@ -1,9 +1,9 @@
 /*
- * gpu_ipc.c - CUDA IPC between the processes of one node: which peers can
+ * p2p_gpu_ipc.c - CUDA IPC between the processes of one node: which peers can
  * take it, the handles of this process's allocations (exported once per
  * allocation), the mappings of the peers' (opened once per sender and
  * allocation, closed at cadre_finalize), and the small control messages of
- * gpu_p2p.c's protocol.
+ * p2p/p2p_gpu.c's protocol.
  *
  * Cache keys are the allocation's start address and its buffer id
  * (CU_POINTER_ATTRIBUTE_BUFFER_ID, unique over the life of the process): an
@@ -11,6 +11,8 @@
  * stale handle or mapping is never used for it. cudaIpcOpenMemHandle works
  * between processes on one GPU as well as across GPUs with peer access; it
  * fails inside one process, which never sends itself a descriptor.
+ *
+ * May call: this folder's engine and requests, device/, bootstrap/, runtime/.
  */
 #include "config.h"
 
@@ -21,7 +23,7 @@
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
-#include "gpu/gpu_internal.h"
+#include "p2p/p2p_gpu.h"
 
 static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
 

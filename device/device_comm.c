@@ -1,16 +1,15 @@
 /* cadre_comm_set_stream / cadre_comm_get_stream: the communicator's stream,
- * on which blocking device-buffer calls are enqueued (see gpu_proxy.c). */
+ * on which blocking device-buffer calls are enqueued (see p2p/p2p_gpu_proxy.c),
+ * and the communicator's device state (cadre__gpu_comm). May call: runtime/. */
 #include "config.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "gpu/gpu_internal.h"
+#include "device/device_mem.h"
 
 #if HAVE_CUDA
 #include <cuda_runtime.h>
-#else
-#include "p2p/p2p_engine.h"
 #endif
 
 static pthread_mutex_t comm_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -87,24 +86,3 @@ int cadre_comm_get_stream(cadre_comm_t comm, void **stream)
     *stream = g ? g->stream : NULL;
     return CADRE_SUCCESS;
 }
-
-#if !HAVE_CUDA
-/* Without CUDA the hooks are compiled out (cadre__gpu_enabled() is 0), but
- * the comm layer still frees what set_stream made. */
-void cadre__gpu_comm_free(struct cadre_comm *c)
-{
-    free(c->gpu);
-    c->gpu = NULL;
-}
-
-/* No peer sends this process a device-buffer descriptor: it publishes no GPU. */
-void cadre__gpu_deliver(struct cadre_request *r, const struct cadre_p2p_hdr *h, int peer,
-                        const void *data)
-{
-    (void)h;
-    (void)data;
-    cadre__req_complete(r, CADRE_ERR_UNSUPPORTED,
-                        "%s: rank %d sent a device buffer by CUDA IPC to a process without CUDA",
-                        r->op, peer);
-}
-#endif

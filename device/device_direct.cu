@@ -1,6 +1,6 @@
 /*
- * gpu_direct.cu - the direct allreduce kernels of one node: every rank reads
- * its peers' scratch through CUDA IPC mappings (gpu_direct.h).
+ * device_direct.cu - the direct allreduce kernels of one node: every rank reads
+ * its peers' scratch through CUDA IPC mappings (device/device_direct.h).
  *
  * One-shot: block b copies its piece of the input into its scratch, tells
  * every peer (flag 0), waits for every peer's flag 0 of block b, then
@@ -17,7 +17,7 @@
  *
  * Why no barrier at the end: a call writes scratch half seq & 1, and rank r
  * reaches call s + 2 only after call s + 1 saw flag 0 from every peer, which
- * a peer sets only once its call s kernel has ended (gpu_direct.c orders a
+ * a peer sets only once its call s kernel has ended (coll/coll_gpu_direct.c orders a
  * communicator's direct calls on the device). Flags only grow, so a peer one
  * call ahead is fine: a wait is for flag >= seq (modulo 2^32).
  *
@@ -30,12 +30,12 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "gpu/gpu.h"
-#include "gpu/gpu_direct.h"
+#include "device/device.h"
+#include "device/device_direct.h"
 
 namespace {
 
-#include "gpu/gpu_acc.cuh"
+#include "device/device_acc.cuh"
 
 /* a op b in the accumulation type: integers wrap, MAX/MIN propagate NaN. */
 template <typename A, int OP> __device__ __forceinline__ A combine(A a, A b)

@@ -1,6 +1,6 @@
 /*
- * gpu_direct.h - what gpu_direct.c hands the direct allreduce kernels of
- * gpu_direct.cu (C and CUDA).
+ * device_direct.h - what coll/coll_gpu_direct.c hands the direct allreduce kernels of
+ * device/device_direct.cu (C and CUDA).
  *
  * Each rank of the communicator has a workspace in device memory, mapped by
  * every other rank through CUDA IPC: a flag array, then two halves of

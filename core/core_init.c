@@ -1,34 +1,21 @@
-/* Lifecycle and process information. */
-#include <stdatomic.h>
+/* Lifecycle: cadre_init and cadre_finalize bring the layers up and down in
+ * order; cadre_abort. The top layer: may call every layer below. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bootstrap/bootstrap.h"
+#include "coll/coll.h"
 #include "p2p/p2p.h"
-#include "runtime.h"
-
-struct cadre_proc_info cadre__proc = {.device = -1};
-
-enum { ST_NEW, ST_INIT, ST_FINALIZED };
-static _Atomic int state = ST_NEW;
-
-int cadre__check_initialized(const char *fn)
-{
-    int s = atomic_load_explicit(&state, memory_order_acquire);
-    if (s == ST_INIT)
-        return CADRE_SUCCESS;
-    return cadre__error(CADRE_ERR_STATE, "%s: called %s", fn,
-                        s == ST_NEW ? "before cadre_init" : "after cadre_finalize");
-}
+#include "runtime/runtime.h"
 
 int cadre_init(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    int s = atomic_load(&state);
-    if (s == ST_INIT)
+    int s = cadre__lib_state();
+    if (s == CADRE__ST_INIT)
         return cadre__error(CADRE_ERR_STATE, "cadre_init: already initialized");
-    if (s == ST_FINALIZED)
+    if (s == CADRE__ST_FINALIZED)
         return cadre__error(CADRE_ERR_STATE, "cadre_init: cannot initialize again after cadre_finalize");
 
     struct cadre_bootstrap_info bi;
@@ -59,6 +46,8 @@ int cadre_init(int *argc, char ***argv)
     cadre__comm_register(&cadre__comm_world);
     cadre__state_enter("cadre_init", NULL, 0, 0, -1, -1);
 
+    /* Before p2p starts: what arrives for the collective layer goes to it. */
+    cadre__coll_init();
     rc = cadre__p2p_init();
     if (rc != CADRE_SUCCESS) {
         cadre__comm_unregister(&cadre__comm_world);
@@ -68,45 +57,23 @@ int cadre_init(int *argc, char ***argv)
     cadre__bootstrap_set_state_report(cadre__state_report);
     cadre__state_leave();
 
-    atomic_store_explicit(&state, ST_INIT, memory_order_release);
+    cadre__lib_set_state(CADRE__ST_INIT);
     CADRE_INFO(RUNTIME, "initialized: rank %d of %d, local %d of %d, device %d", bi.rank, bi.size,
                bi.local_rank, bi.local_size, cadre__proc.device);
     return CADRE_SUCCESS;
 }
 
-static void (*fini_hooks[8])(void);
-static int nfini_hooks;
-
-void cadre__at_finalize(void (*fn)(void))
-{
-    for (int i = 0; i < nfini_hooks; i++)
-        if (fini_hooks[i] == fn)
-            return;
-    if (nfini_hooks < 8)
-        fini_hooks[nfini_hooks++] = fn;
-}
-
 int cadre_finalize(void)
 {
     CADRE_CHECK(cadre__check_initialized("cadre_finalize"));
-    for (int i = nfini_hooks - 1; i >= 0; i--)
-        fini_hooks[i]();
-    nfini_hooks = 0;
-    atomic_store(&state, ST_FINALIZED);
+    cadre__run_at_finalize();
+    cadre__lib_set_state(CADRE__ST_FINALIZED);
     cadre__state_enter("cadre_finalize", NULL, 0, 0, -1, -1);
     cadre__coll_finalize();
     cadre__p2p_finalize();
     cadre__comm_unregister(&cadre__comm_world);
     cadre__comm_world.magic = 0;
     return cadre__bootstrap_finalize();
-}
-
-int cadre_initialized(int *flag)
-{
-    if (!flag)
-        return cadre__error(CADRE_ERR_ARG, "cadre_initialized: flag is NULL");
-    *flag = atomic_load(&state) == ST_INIT;
-    return CADRE_SUCCESS;
 }
 
 int cadre_abort(cadre_comm_t comm, int errorcode)
@@ -124,45 +91,4 @@ int cadre_abort(cadre_comm_t comm, int errorcode)
     CADRE_INFO(RUNTIME, "%s", msg);
     cadre__bootstrap_abort(errorcode, msg);
     return CADRE_ERR_INTERNAL; /* not reached */
-}
-
-#define PROC_GETTER(fn, field)                                  \
-    int fn(int *out)                                            \
-    {                                                           \
-        if (!out)                                               \
-            return cadre__error(CADRE_ERR_ARG, #fn ": argument is NULL"); \
-        CADRE_CHECK(cadre__check_initialized(#fn));             \
-        *out = cadre__proc.field;                               \
-        return CADRE_SUCCESS;                                   \
-    }
-PROC_GETTER(cadre_local_rank, local_rank)
-PROC_GETTER(cadre_local_size, local_size)
-PROC_GETTER(cadre_device, device)
-
-int cadre_version(int *major, int *minor, int *patch)
-{
-    if (!major || !minor || !patch)
-        return cadre__error(CADRE_ERR_ARG, "cadre_version: %s is NULL",
-                            !major ? "major" : !minor ? "minor" : "patch");
-    *major = CADRE_VERSION_MAJOR;
-    *minor = CADRE_VERSION_MINOR;
-    *patch = CADRE_VERSION_PATCH;
-    return CADRE_SUCCESS;
-}
-
-size_t cadre_datatype_size(cadre_datatype_t dt)
-{
-    switch (dt) {
-    case CADRE_INT8:
-    case CADRE_UINT8: return 1;
-    case CADRE_FLOAT16:
-    case CADRE_BFLOAT16: return 2;
-    case CADRE_INT32:
-    case CADRE_UINT32:
-    case CADRE_FLOAT32: return 4;
-    case CADRE_INT64:
-    case CADRE_UINT64:
-    case CADRE_FLOAT64: return 8;
-    }
-    return 0;
 }

@@ -1,0 +1,58 @@
+/*
+ * gpu.h - the device-buffer path: the hooks the public entry points call,
+ * and the kernels of device/device_kernels.cu. See p2p/p2p_gpu_proxy.c for the design.
+ *
+ * A hook returns CADRE__GPU_NOT_MINE when every buffer of the call is host
+ * memory (the caller then goes on with the host path), otherwise the call's
+ * status: the device path has taken the call over.
+ */
+#ifndef CADRE_GPU_H
+#define CADRE_GPU_H
+
+#include "config.h"
+
+#include <stddef.h>
+
+#include "cadre.h"
+
+#define CADRE__GPU_NOT_MINE (-1)
+
+/* Set by cadre_init when a CUDA device is bound and CADRE_GPU_BUFFERS is on;
+ * while it is 0 no buffer is ever looked at, so host calls cost one branch. */
+extern int cadre__gpu_on;
+
+#if HAVE_CUDA
+static inline int cadre__gpu_enabled(void)
+{
+    return __builtin_expect(cadre__gpu_on, 0);
+}
+#else
+#define cadre__gpu_enabled() 0
+#endif
+
+/* ---- kernels (device/device_kernels.cu); stream is a cudaStream_t ------------------ */
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* dst[i] = dst[i] op src[i] for n elements; AVG is not an op here (SUM, then
+ * cadre__gpu_scale). Returns a cudaError_t (0 = success). */
+int cadre__gpu_reduce(void *dst, const void *src, size_t n, int dt, int op, void *stream);
+/* buf[i] /= divisor, floating types only. */
+int cadre__gpu_scale(void *buf, size_t n, int dt, int divisor, void *stream);
+/* One thread that spins until *flag >= value: the stream wait used where
+ * stream memory operations (cuStreamWaitValue32) are unavailable. */
+int cadre__gpu_spin_wait(volatile unsigned int *flag, unsigned int value, void *stream);
+/* Copies slot->n bytes (at most cap) from slot->src to dst; slot is a struct
+ * gpu_copy_slot in pinned memory, read when the kernel runs. */
+int cadre__gpu_copy_slot(void *dst, const void *slot, size_t cap, void *stream);
+/* The direct allreduce kernels (device/device_direct.cu); p is a struct
+ * gpu_direct_args. */
+int cadre__gpu_direct_launch(const void *p, void *stream);
+/* A kernel that spins for about `ns` nanoseconds, or until *release != 0
+ * when release is given: the long kernel of the stream-semantics tests. */
+int cadre__gpu_busy_kernel(unsigned long long ns, volatile unsigned int *release, void *stream);
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CADRE_GPU_H */

@@ -1,0 +1,91 @@
+/* p2p_match.h - the matching table shared by p2p_match.c (posting and
+ * matching) and p2p_match_ctx.c (its walks: failures, probes, cleanup):
+ * per context, the posted receives and the messages no receive took yet.
+ * Lock held for all of it. */
+#ifndef CADRE_P2P_MATCH_H
+#define CADRE_P2P_MATCH_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "p2p_engine.h"
+
+struct unexp {
+    struct cadre_p2p_hdr h; /* EAGER or RTS */
+    int peer;               /* world rank of the sender */
+    void *data;             /* EAGER payload copy */
+    struct unexp *next;
+};
+
+struct match_ctx {
+    uint32_t ctx;
+    int used;
+    struct cadre_request *posted, *posted_tail;
+    struct unexp *unexp, *unexp_tail;
+};
+
+/* Open addressing on the context id; communicators are few. */
+extern struct match_ctx *cadre__p2p_ctxs;
+extern uint32_t cadre__p2p_nctx_cap, cadre__p2p_nctx_used;
+
+/* The entry of context ctx (made when create; NULL on ENOMEM), lock held.
+ * Inline: it is on the path of every message. */
+static inline struct match_ctx *ctx_find(uint32_t ctx, int create)
+{
+    /* Most traffic is on one communicator: try the last one found first. */
+    static uint32_t last;
+    if (cadre__p2p_nctx_cap && cadre__p2p_ctxs[last].used && cadre__p2p_ctxs[last].ctx == ctx)
+        return &cadre__p2p_ctxs[last];
+    if (cadre__p2p_nctx_cap) {
+        for (uint32_t i = 0, h = (ctx * 2654435761u) & (cadre__p2p_nctx_cap - 1); i < cadre__p2p_nctx_cap;
+             i++, h = (h + 1) & (cadre__p2p_nctx_cap - 1)) {
+            if (!cadre__p2p_ctxs[h].used)
+                break;
+            if (cadre__p2p_ctxs[h].ctx == ctx) {
+                last = h;
+                return &cadre__p2p_ctxs[h];
+            }
+        }
+    }
+    if (!create)
+        return NULL;
+    if ((cadre__p2p_nctx_used + 1) * 2 > cadre__p2p_nctx_cap) {
+        uint32_t ncap = cadre__p2p_nctx_cap ? cadre__p2p_nctx_cap * 2 : 16;
+        struct match_ctx *n = calloc(ncap, sizeof *n);
+        if (!n)
+            return NULL;
+        for (uint32_t i = 0; i < cadre__p2p_nctx_cap; i++) {
+            if (!cadre__p2p_ctxs[i].used)
+                continue;
+            uint32_t h = (cadre__p2p_ctxs[i].ctx * 2654435761u) & (ncap - 1);
+            while (n[h].used)
+                h = (h + 1) & (ncap - 1);
+            n[h] = cadre__p2p_ctxs[i];
+        }
+        free(cadre__p2p_ctxs);
+        cadre__p2p_ctxs = n;
+        cadre__p2p_nctx_cap = ncap;
+    }
+    uint32_t h = (ctx * 2654435761u) & (cadre__p2p_nctx_cap - 1);
+    while (cadre__p2p_ctxs[h].used)
+        h = (h + 1) & (cadre__p2p_nctx_cap - 1);
+    cadre__p2p_ctxs[h].used = 1;
+    cadre__p2p_ctxs[h].ctx = ctx;
+    cadre__p2p_nctx_used++;
+    return &cadre__p2p_ctxs[h];
+}
+
+/* Whether a receive from `src` (or CADRE_ANY_SOURCE) with `tag` (or
+ * CADRE_ANY_TAG) takes the message h. */
+static inline int takes(int src, int tag, const struct cadre_p2p_hdr *h)
+{
+    return (src == CADRE_ANY_SOURCE || src == (int)h->src) &&
+           (tag == CADRE_ANY_TAG || tag == (int)h->tag);
+}
+
+/* The message of a receive from CADRE_ANY_SOURCE failed because rank q of
+ * its communicator (world rank w) failed. */
+void cadre__p2p_any_source_text(const struct cadre_request *r, int q, int w, char *buf,
+                                size_t len);
+
+#endif

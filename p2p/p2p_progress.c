@@ -1,0 +1,291 @@
+/* The p2p engine's output queues (a message waits in its peer's queue
+ * until the transport takes it) and progress: by the waiting thread, by the
+ * progress thread while the application computes, sleeping on the doorbell
+ * and waking. May call: this folder's transports and engine, runtime/. */
+#include "config.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "p2p_engine.h"
+
+/* ---- output --------------------------------------------------------------- */
+
+/* Hands one queued entry to the transport. Returns SENT when the entry is
+ * finished, BUSY when the transport is full, or an error status. */
+static int send_entry(int w, struct cadre_peer *p, struct outq_entry *q)
+{
+    if (q->hdr.type != CADRE_P2P_DATA) {
+        q->hdr.seq = p->send_seq + 1;
+        int rc = p->tp->send(w, &q->hdr, q->payload);
+        if (rc == CADRE_P2P_SENT)
+            p->send_seq++;
+        return rc;
+    }
+    struct cadre_request *s = q->req;
+    while (s->moved < s->xfer) {
+        size_t n = s->xfer - s->moved;
+        if (n > p->frag)
+            n = p->frag;
+        q->hdr.len = n;
+        q->hdr.off = s->moved;
+        int rc = p->tp->send(w, &q->hdr, s->buf + s->moved);
+        if (rc != CADRE_P2P_SENT)
+            return rc;
+        s->moved += n;
+        s->last_activity = cadre__now();
+    }
+    return CADRE_P2P_SENT;
+}
+
+static void entry_done(struct outq_entry *q, int rc)
+{
+    if (q->req && (q->hdr.type == CADRE_P2P_EAGER || q->hdr.type == CADRE_P2P_DATA)) {
+        if (rc == CADRE_SUCCESS)
+            cadre__req_complete(q->req, CADRE_SUCCESS, NULL);
+        else
+            cadre__req_complete(q->req, rc, "%s: %s", q->req->op, cadre_last_error());
+    }
+}
+
+/* Sends what the transport takes from the peer's queue; returns events.
+ * The entry being sent is off the queue during the send: a transport that
+ * finds the peer gone fails everything queued for it, and must not free the
+ * entry in our hands. */
+static int flush_peer(int w)
+{
+    struct cadre_peer *p = &cadre__eng.peers[w];
+    int events = 0;
+    while (p->outq) {
+        struct outq_entry *q = p->outq;
+        p->outq = q->next;
+        if (!p->outq)
+            p->outq_tail = NULL;
+        int rc = send_entry(w, p, q);
+        if (rc == CADRE_P2P_BUSY) {
+            q->next = p->outq;
+            p->outq = q;
+            if (!p->outq_tail)
+                p->outq_tail = q;
+            break;
+        }
+        atomic_fetch_sub(&cadre__eng.outstanding, 1);
+        entry_done(q, rc);
+        free(q);
+        events++;
+    }
+    return events;
+}
+
+int cadre__p2p_post(int w, const struct cadre_p2p_hdr *h, const void *payload,
+                    struct cadre_request *req)
+{
+    struct cadre_peer *p = &cadre__eng.peers[w];
+    if (p->state == PEER_DEAD)
+        return cadre__error(CADRE_ERR_PEER, "peer rank %d %s", w, p->why);
+    if (!p->outq && h->type != CADRE_P2P_DATA) {
+        /* Fast path: nothing queued ahead, the transport may take it now. */
+        struct cadre_p2p_hdr hh = *h;
+        hh.seq = p->send_seq + 1;
+        int rc = p->tp->send(w, &hh, payload);
+        if (rc == CADRE_P2P_SENT) {
+            p->send_seq++;
+            if (req)
+                cadre__req_complete(req, CADRE_SUCCESS, NULL);
+            return CADRE_SUCCESS;
+        }
+        if (rc != CADRE_P2P_BUSY)
+            return rc;
+    }
+    struct outq_entry *q = calloc(1, sizeof *q);
+    if (!q)
+        return cadre__error(CADRE_ERR_NOMEM, "no memory to queue a message to rank %d", w);
+    q->hdr = *h;
+    q->payload = payload;
+    q->req = req;
+    if (p->outq_tail)
+        p->outq_tail->next = q;
+    else
+        p->outq = q;
+    p->outq_tail = q;
+    atomic_fetch_add(&cadre__eng.outstanding, 1);
+    if (p->outq == q)
+        flush_peer(w);
+    return CADRE_SUCCESS;
+}
+
+/* ---- progress -------------------------------------------------------------- */
+
+int cadre__p2p_progress_locked(void)
+{
+    struct cadre_engine *e = &cadre__eng;
+    int events = 0;
+    for (int i = 0; i < e->ntps; i++)
+        events += e->tps[i]->progress();
+    if (atomic_load_explicit(&e->outstanding, memory_order_relaxed)) {
+        for (int w = 0; w < e->nranks; w++)
+            if (e->peers[w].outq)
+                events += flush_peer(w);
+    }
+    for (struct cadre_request *r = e->generic, *n; r; r = n) {
+        n = r->next;
+        events += r->poll(r);
+    }
+    if (e->deaths_pending)
+        cadre__p2p_deaths_settle();
+    return events;
+}
+
+int cadre__p2p_progress(void)
+{
+    struct cadre_engine *e = &cadre__eng;
+    /* Nothing queued, no collective running and nothing in the rings: no
+     * need for the lock (this is the spin of a blocking receive). */
+    if (e->shm_only && !atomic_load_explicit(&e->outstanding, memory_order_relaxed) &&
+        !__atomic_load_n(&e->generic, __ATOMIC_RELAXED) && !cadre__p2p_shm_pending())
+        return 0;
+    if (!eng_trylock())
+        return 0;
+    int n = cadre__p2p_progress_locked();
+    eng_unlock();
+    return n;
+}
+
+void cadre__p2p_sleep(double timeout_s)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (e->poll_mode) {
+        struct pollfd fds[1024];
+        int n = 0;
+        eng_lock();
+        for (int i = 0; i < e->ntps; i++)
+            if (e->tps[i]->pollfds)
+                n += e->tps[i]->pollfds(fds + n, 1023 - n);
+        eng_unlock();
+        fds[n].fd = e->eventfd;
+        fds[n].events = POLLIN;
+        fds[n].revents = 0; /* read below also when poll() is skipped */
+        n++;
+        /* Shared-memory arrivals do not wake poll(): keep naps short then. */
+        if (e->shm_active && timeout_s > 1e-3)
+            timeout_s = 1e-3;
+        atomic_fetch_add(&e->bell->sleepers, 1);
+        if (cadre__p2p_progress() == 0)
+            poll(fds, (nfds_t)n, (int)(timeout_s * 1e3) + 1);
+        atomic_fetch_sub(&e->bell->sleepers, 1);
+        uint64_t v;
+        if (fds[n - 1].revents & POLLIN)
+            (void)!read(e->eventfd, &v, sizeof v);
+        return;
+    }
+    atomic_fetch_add(&e->bell->sleepers, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    uint32_t v = atomic_load(&e->bell->seq);
+    /* A message published before we counted ourselves a sleeper would find
+     * nobody to wake: look once more before sleeping. */
+    if (cadre__p2p_progress() == 0)
+        cadre__futex_wait(&e->bell->seq, v, timeout_s);
+    atomic_fetch_sub(&e->bell->sleepers, 1);
+}
+
+void cadre__p2p_kick(void)
+{
+    struct cadre_engine *e = &cadre__eng;
+    /* One wake-up per nap of the progress thread, not one per request. */
+    if (atomic_load_explicit(&e->pt_idle, memory_order_relaxed) && atomic_exchange(&e->pt_idle, 0)) {
+        atomic_fetch_add(&e->pt_word, 1);
+        cadre__futex_wake(&e->pt_word);
+    }
+    if (atomic_load(&e->bell->sleepers)) {
+        cadre__bell_ring(e->bell);
+        if (e->poll_mode) {
+            uint64_t one = 1;
+            (void)!write(e->eventfd, &one, sizeof one);
+        }
+    }
+}
+
+/* The transports' idle hooks: what busy progress does only now and then
+ * (accepting connections) is done on the next progress call. */
+void cadre__p2p_tps_idle(void)
+{
+    for (int i = 0; i < cadre__eng.ntps; i++)
+        if (cadre__eng.tps[i]->idle)
+            cadre__eng.tps[i]->idle();
+}
+
+/* How long the application must stay out of cadre, with work outstanding,
+ * before the progress thread drives that work. */
+#define PT_DEFER 200e-6
+
+/* Drives nonblocking work while the application computes. It sleeps while
+ * there is nothing outstanding or an application thread is waiting (that
+ * thread progresses itself), and naps on the doorbell when idle, so on an
+ * oversubscribed node it costs nothing but the wake-ups. While application
+ * threads keep calling into cadre (posting a window of sends, testing,
+ * waiting), their calls move the work, and a thread that took turns with
+ * them on a shared core, or fought them for the engine lock, would only
+ * slow them: it stands aside until they have been away for PT_DEFER. */
+void *cadre__p2p_progress_thread(void *arg)
+{
+    (void)arg;
+    struct cadre_engine *e = &cadre__eng;
+    int idle = 0;
+    double next_check = 0;
+    uint32_t seen = atomic_load(&e->app_seq) - 1; /* a kick finds the caller in cadre */
+    while (!atomic_load(&e->stop)) {
+        uint32_t seq = atomic_load_explicit(&e->app_seq, memory_order_relaxed);
+        if (seq != seen && atomic_load(&e->outstanding) && !atomic_load(&e->app_waiting)) {
+            /* Not idle: a kick need not wake this nap. */
+            seen = seq;
+            uint32_t v = atomic_load(&e->pt_word);
+            cadre__futex_wait(&e->pt_word, v, PT_DEFER);
+            idle = 0;
+            continue;
+        }
+        if (!atomic_load(&e->outstanding) || atomic_load(&e->app_waiting)) {
+            atomic_store(&e->pt_idle, 1);
+            uint32_t v = atomic_load(&e->pt_word);
+            if ((!atomic_load(&e->outstanding) || atomic_load(&e->app_waiting)) &&
+                !atomic_load(&e->stop))
+                cadre__futex_wait(&e->pt_word, v, 0.1);
+            atomic_store(&e->pt_idle, 0);
+            idle = 0;
+            /* A peer's question (STATE_Q) must be answered while the
+             * application computes: look at least every 0.1 s. */
+            if (!atomic_load(&e->app_waiting)) {
+                cadre__p2p_tps_idle();
+                cadre__p2p_progress();
+            }
+            /* The time the application left cadre, within 0.1 s. */
+            cadre__state_stamp(cadre__now());
+            continue;
+        }
+        if (cadre__p2p_progress() > 0) {
+            idle = 0;
+            continue;
+        }
+        if (++idle < (e->oversubscribed ? 4 : 200))
+            continue;
+        double now = cadre__now();
+        if (now >= next_check) {
+            eng_lock();
+            cadre__p2p_check_peers();
+            eng_unlock();
+            next_check = now + 0.1;
+        }
+        cadre__p2p_sleep(0.01);
+        idle = 0;
+    }
+    cadre__req_drop_spare();
+    return NULL;
+}
