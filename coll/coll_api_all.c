@@ -80,10 +80,11 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     begin(&s, &c, dt, CADRE_SUM);
     s.out_bytes = total;
     /* The table gives recursive doubling only to equal counts on a power of two. */
-    int rc = ch.algo == COLL_ALGO_DIRECT ? cadre__algo_allgatherv_direct(&s, sbuf, rbuf, counts, displs)
-             : ch.algo == COLL_ALGO_RD   ? cadre__algo_allgather_rd(&s, sbuf, rbuf, sendcount)
-                                         : cadre__algo_allgatherv_ring(&s, sbuf, sendcount, rbuf,
-                                                                       counts, displs);
+    int rc = ch.algo == COLL_ALGO_DIRECT
+                 ? cadre__algo_allgatherv_direct(&s, sbuf, rbuf, counts, displs)
+             : ch.algo == COLL_ALGO_RD
+                 ? cadre__algo_allgather_rd(&s, sbuf, rbuf, sendcount)
+                 : cadre__algo_allgatherv_ring(&s, sbuf, sendcount, rbuf, counts, displs);
     s.sig = cadre__sig(equal ? SIG_ALLGATHER : SIG_ALLGATHERV, dt, SIG_NO_OP, code, SIG_NO_ROOT,
                        equal ? sendcount : 0);
     return finish(&s, rc, req);

@@ -162,8 +162,9 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     }
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int rc = ch.algo == COLL_ALGO_DIRECT ? cadre__algo_reduce_scatter_direct(&s, sbuf, rbuf, recvcount)
-                                         : cadre__algo_reduce_scatter_ring(&s, sbuf, rbuf, recvcount);
+    int rc = ch.algo == COLL_ALGO_DIRECT
+                 ? cadre__algo_reduce_scatter_direct(&s, sbuf, rbuf, recvcount)
+                 : cadre__algo_reduce_scatter_ring(&s, sbuf, rbuf, recvcount);
     avg_after(&s, op, rbuf, recvcount);
     s.sig = cadre__sig(SIG_REDUCE_SCATTER, dt, op, code, SIG_NO_ROOT, recvcount);
     return finish(&s, rc, req);

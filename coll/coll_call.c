@@ -85,7 +85,8 @@ static void log_choice(const struct call *c, const struct coll_in *in,
         return;
     char why[256];
     cadre__coll_select_why(in, ch, why, sizeof why);
-    cadre__log(CADRE_LOG_INFO, CADRE_SUBSYS_COLL, "%s: algorithm %s (%zu bytes, %d ranks, %d hosts: %s)",
+    cadre__log(CADRE_LOG_INFO, CADRE_SUBSYS_COLL,
+               "%s: algorithm %s (%zu bytes, %d ranks, %d hosts: %s)",
                cadre__coll_kind_name(in->kind), cadre__coll_algo_name(ch->algo), in->bytes, in->n,
                in->hosts, why);
 }

@@ -29,7 +29,8 @@ struct call {
     int n, me;
 };
 
-static inline int check_comm_dt(struct call *c, const char *fn, cadre_comm_t comm, cadre_datatype_t dt)
+static inline int check_comm_dt(struct call *c, const char *fn, cadre_comm_t comm,
+                                cadre_datatype_t dt)
 {
     c->fn = fn;
     CADRE_CHECK(cadre__check_initialized(fn));
@@ -50,7 +51,8 @@ static inline int check_comm_dt(struct call *c, const char *fn, cadre_comm_t com
 
 static inline int is_float(cadre_datatype_t dt)
 {
-    return dt == CADRE_FLOAT16 || dt == CADRE_BFLOAT16 || dt == CADRE_FLOAT32 || dt == CADRE_FLOAT64;
+    return dt == CADRE_FLOAT16 || dt == CADRE_BFLOAT16 || dt == CADRE_FLOAT32 ||
+           dt == CADRE_FLOAT64;
 }
 
 static inline int check_op(const struct call *c, cadre_datatype_t dt, cadre_op_t op)
@@ -81,8 +83,8 @@ static inline int check_span(const struct call *c, const char *what, size_t coun
  * CADRE_IN_PLACE reads from and writes to, in the calls where the in-place
  * input and result start at the same address on every rank, and is taken as
  * CADRE_IN_PLACE (cadre(7)). */
-static inline int check_apart(const struct call *c, const void *sbuf, size_t sbytes, const void *rbuf,
-                       size_t rbytes, const void *same)
+static inline int check_apart(const struct call *c, const void *sbuf, size_t sbytes,
+                              const void *rbuf, size_t rbytes, const void *same)
 {
     if (same && sbuf == same)
         return CADRE_SUCCESS;
@@ -141,7 +143,8 @@ static inline int vector_variant(const char *fn)
 
 /* gather and its friends with equal counts make the vectors they need; the
  * vectors must outlive a nonblocking call, so they live in the schedule. */
-static inline int equal_vectors(const struct call *c, size_t count, size_t **counts, size_t **displs)
+static inline int equal_vectors(const struct call *c, size_t count, size_t **counts,
+                                size_t **displs)
 {
     *counts = malloc((size_t)c->n * sizeof **counts);
     *displs = malloc((size_t)c->n * sizeof **displs);
@@ -158,7 +161,8 @@ static inline int equal_vectors(const struct call *c, size_t count, size_t **cou
 }
 
 /* ---- running -------------------------------------------------------------------------- */
-static inline int begin(struct coll_sched *s, const struct call *c, cadre_datatype_t dt, cadre_op_t op)
+static inline int begin(struct coll_sched *s, const struct call *c, cadre_datatype_t dt,
+                        cadre_op_t op)
 {
     cadre__sched_init(s, c->comm, c->fn, dt, op == CADRE_AVG ? CADRE_SUM : op);
     return CADRE_SUCCESS;

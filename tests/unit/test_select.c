@@ -62,7 +62,9 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
         if (a == 3 && !direct)
             a = 0;
         if (!a)
-            a = direct && bytes >= ((size_t)8 << 20) ? 3 : bytes <= ((size_t)256 << 10) || n <= 2 ? 1 : 2;
+            a = direct && bytes >= ((size_t)8 << 20)          ? 3
+                : bytes <= ((size_t)256 << 10) || n <= 2 ? 1
+                                                         : 2;
         return *algo = old_algos[o->kind][a - 1], a;
     case COLL_REDUCE:
         if (!o->nb && !a && bytes <= old_fast_limit(n) && shm)
@@ -91,7 +93,9 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
             a = direct && n == 2 && bytes >= ((size_t)2 << 20)                     ? 3
                 : o->equal && pow2 && bytes <= ((size_t)64 << 10) ? 2
                                                                   : 1;
-        *algo = a == 3 ? COLL_ALGO_DIRECT : a == 2 && o->equal && pow2 ? COLL_ALGO_RD : COLL_ALGO_RING;
+        *algo = a == 3                         ? COLL_ALGO_DIRECT
+                : a == 2 && o->equal && pow2 ? COLL_ALGO_RD
+                                             : COLL_ALGO_RING;
         /* The one change: recursive doubling forced where it cannot run
          * ran the ring under number 2, so that a rank with the setting and
          * one without, both running the ring, failed with a mismatch; the
@@ -319,9 +323,11 @@ static void test_log_lines(void)
     CHECK_MSG(r.exit_code == 0, "exit %d\n%s", r.exit_code, r.err);
     /* 8 bytes: the slots; 16 MiB: direct (every rank on this node); each
      * class once per rank though the program calls each ten times. */
-    CHECK_MSG(count_matching(r.err, "allreduce: algorithm slots (8 bytes, 3 ranks, 1 hosts: rule") == 3,
+    CHECK_MSG(count_matching(r.err, "allreduce: algorithm slots (8 bytes, 3 ranks, 1 hosts: "
+                                    "rule") == 3,
               "%s", r.err);
-    CHECK_MSG(count_matching(r.err, "allreduce: algorithm direct (16777216 bytes, 3 ranks, 1 hosts: rule") == 3,
+    CHECK_MSG(count_matching(r.err, "allreduce: algorithm direct (16777216 bytes, 3 ranks, "
+                                    "1 hosts: rule") == 3,
               "%s", r.err);
     CHECK_MSG(count_matching(r.err, "allreduce: algorithm") == 6, "%s", r.err);
     run_free(&r);
