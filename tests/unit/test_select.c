@@ -354,6 +354,24 @@ static void test_log_lines(void)
     run_free(&r);
 }
 
+/* CADRE_ALGO on one rank only: the algorithm is in the signature, and the
+ * ranks fail with a mismatch that says they chose different algorithms
+ * instead of mixing two algorithms' messages. */
+static void test_mismatched_choice(void)
+{
+    char cmd[4096];
+    struct run_result r;
+    snprintf(cmd, sizeof cmd,
+             "SELECT_MISMATCH=1 CADRE_TIMEOUT=30 %s -n 3 /bin/sh -c '"
+             "[ \"$CADRE_RANK\" = 0 ] && export CADRE_ALGO=allreduce=ring; exec %s'",
+             CADRERUN, build_path("tests/ranks/select_log"));
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, &r) == 0);
+    CHECK_MSG(r.exit_code == 0 && count_matching(r.out, " ok") == 3 &&
+                  count_matching(r.out, "chose different algorithms for allreduce") >= 1,
+              "exit %d\n--- stdout\n%s--- stderr\n%s", r.exit_code, r.out, r.err);
+    run_free(&r);
+}
+
 /* cadre-info --algorithms prints every collective's table. */
 static void test_info_algorithms(void)
 {
@@ -386,5 +404,7 @@ void suite_select(void)
     CU_add_test(s, "facts asked only when a rule needs them", test_facts_asked_late);
     CU_add_test(s, "CADRE_ALGO parsing and signature numbers", test_parse);
     CU_add_test(s, "COLL INFO line: once per class, CADRE_ALGO", test_log_lines);
+    CU_add_test(s, "CADRE_ALGO on one rank: a mismatch naming the algorithms",
+                test_mismatched_choice);
     CU_add_test(s, "cadre-info --algorithms", test_info_algorithms);
 }
