@@ -27,10 +27,6 @@ int cadre__algo_alltoallv_pairwise(struct coll_sched *s, const void *sbuf, const
                                    const size_t *sdispls, void *rbuf, const size_t *rcounts,
                                    const size_t *rdispls);
 
-/* recursive doubling for allreduce up to these sizes (bytes), then ring */
-#define RD_MAX_ALLREDUCE ((size_t)64 << 10)  /* two ranks */
-#define RD_MAX_ALLREDUCE_N ((size_t)1 << 20) /* more */
-
 /* Direct algorithms (coll_direct.c): only where cadre__direct_usable(). */
 int cadre__direct_usable(const struct cadre_comm *c);
 int cadre__algo_allreduce_direct(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count);
@@ -39,16 +35,6 @@ int cadre__algo_reduce_scatter_direct(struct coll_sched *s, const void *sbuf, vo
 int cadre__algo_allgatherv_direct(struct coll_sched *s, const void *sbuf, void *rbuf,
                                   const size_t *counts, const size_t *displs);
 int cadre__algo_bcast_direct(struct coll_sched *s, void *buf, size_t count, int root);
-/* Sizes (bytes of the whole vector) from which "auto" picks them. */
-#define DIRECT_MIN_ALLREDUCE ((size_t)64 << 10)   /* two ranks */
-/* more ranks: from 1 MiB, where the direct algorithm is ahead of the slots,
- * the ring and recursive doubling on 4 ranks (bench/RESULTS.md, 2026-11-24) */
-#define DIRECT_MIN_ALLREDUCE_N ((size_t)1 << 20)
-#define DIRECT_MIN_REDUCE_SCATTER ((size_t)64 << 10)
-/* allgather, two ranks (the whole output): reading the peer's half with one
- * process_vm_readv is ahead of the pipelined messages from 2 MiB on
- * (bench/RESULTS.md, 2026-11-24); more ranks keep the messages (not measured). */
-#define DIRECT_MIN_ALLGATHER ((size_t)2 << 20)
-#define DIRECT_MIN_BCAST ((size_t)8 << 20)
+/* Where each algorithm runs: coll_select.c. */
 
 #endif

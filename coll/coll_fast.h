@@ -4,16 +4,12 @@
 #define CADRE_COLL_FAST_H
 
 #include "coll_algos.h"
+#include "coll_share.h"
 
-/* Bytes one rank may contribute to one call; the calls that take the slots
- * (coll_api.c) stop earlier on two ranks, where one message each way is
- * as quick from 4 KiB on. */
+/* Bytes one rank may contribute to one call: the size of a slot. The
+ * thresholds of the calls that take the slots are in coll_select.c's
+ * tables, at most this (tests/unit/test_select.c checks). */
 #define FAST_BYTES ((size_t)1 << 20)
-#define FAST_BYTES_PAIR ((size_t)4 << 10)
-static inline size_t cadre__fast_limit(int nranks)
-{
-    return nranks == 2 ? FAST_BYTES_PAIR : FAST_BYTES;
-}
 
 struct coll_fast;
 /* Slots free in this process (bit i: slot i), 0 without shared memory. */
@@ -51,26 +47,8 @@ int cadre__cma(int w, void *local, uint64_t remote, size_t n, int write);
  * CADRE_ERR_INTERNAL. */
 int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, size_t n, int write);
 
-/* The share [lo, hi) of a vector of `count` elements that rank r of n owns,
- * cut at cache-line multiples (the direct and the split allreduce). */
-static inline void cadre__share(size_t count, size_t es, int n, int r, size_t *lo, size_t *hi)
-{
-    size_t align = es >= 64 ? 1 : 64 / es;
-    size_t per = (count + (size_t)n - 1) / (size_t)n;
-    per = (per + align - 1) / align * align;
-    *lo = (size_t)r * per < count ? (size_t)r * per : count;
-    *hi = *lo + per < count ? *lo + per : count;
-}
-
-/* The split allreduce (coll_fast.c) serves blocking calls on three ranks or
- * more from FAST_SPLIT_MIN bytes, while a rank's share fits its slot. */
-#define FAST_SPLIT_MIN ((size_t)64 << 10)
-static inline int cadre__fast_split_fits(int nranks, size_t count, size_t es)
-{
-    size_t lo, hi;
-    cadre__share(count, es, nranks, 0, &lo, &hi);
-    return nranks > 2 && (hi - lo) * es <= FAST_BYTES;
-}
+/* The split allreduce: blocking calls on three ranks or more where a
+ * rank's share (coll_share.h) fits its slot (coll_select.c chooses). */
 int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
                                 const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
                                 cadre_op_t op);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cadre.h"
+#include "coll/coll_select.h"
 #include "config.h"
 
 struct tunable {
@@ -17,7 +18,7 @@ static const struct tunable tunables[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: cadre-info [--tunables | --version | --help]\n");
+    fprintf(f, "usage: cadre-info [--tunables | --algorithms | --version | --help]\n");
 }
 
 int main(int argc, char **argv)
@@ -26,6 +27,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tunables"))
             only_tunables = 1;
+        else if (!strcmp(argv[i], "--algorithms")) {
+            cadre__coll_select_print(stdout);
+            return 0;
+        }
         else if (!strcmp(argv[i], "--version")) {
             printf("cadre-info (cadre) %s\n", PACKAGE_VERSION);
             return 0;

@@ -1,0 +1,106 @@
+/*
+ * The choice of algorithm for a call: the communicator's facts for the
+ * tables of coll_select.c, CADRE_ALGO (read once), and the COLL INFO line
+ * that says which algorithm ran and why, once per (collective, algorithm,
+ * size class) and communicator. May call runtime (config, log), p2p (the
+ * communicator's peers, through coll_direct.c and coll_fast.c) and gpu's
+ * cadre__gpu_enabled.
+ */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "coll_call.h"
+
+/* ---- CADRE_ALGO ------------------------------------------------------------------ */
+static enum coll_algo forced[COLL_NKINDS];
+static pthread_once_t algo_once = PTHREAD_ONCE_INIT;
+
+static void bad_entry(const char *entry)
+{
+    CADRE_WARN(COLL, "CADRE_ALGO: ignoring \"%s\" (collective=algorithm; see cadre(7))", entry);
+}
+
+static void parse_algo(void)
+{
+    cadre__coll_algo_parse(cadre__config_str(CADRE_CFG_ALGO), forced, bad_entry);
+}
+
+/* ---- the communicator's facts --------------------------------------------------- */
+/* The hosts c spans. One until the host-aware collectives learn them. */
+static int comm_hosts(const struct cadre_comm *c)
+{
+    (void)c;
+    return 1;
+}
+
+/* Asked only by a rule that needs it, as the calls asked before the tables
+ * (the direct test reads every member's transport). */
+static int ask(const struct coll_in *in, enum coll_fact f)
+{
+    struct cadre_comm *c = in->comm;
+    return f == COLL_FACT_SLOTS ? cadre__fast_get(c) != NULL : cadre__direct_usable(c);
+}
+
+/* ---- the log ----------------------------------------------------------------------- */
+/* The (communicator, collective, algorithm, size class) already logged. The
+ * handle names the communicator: a freed one's is never given again. */
+struct logged {
+    cadre_comm_t comm;
+    uint32_t key;
+};
+static struct logged *seen;
+static size_t nseen, capseen;
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether this is the first such choice here (and remembers it). */
+static int first_time(cadre_comm_t comm, uint32_t key)
+{
+    int first = 1;
+    pthread_mutex_lock(&seen_lock);
+    for (size_t i = 0; i < nseen && first; i++)
+        first = !(seen[i].comm == comm && seen[i].key == key);
+    if (first && nseen == capseen) {
+        size_t cap = capseen ? 2 * capseen : 64;
+        struct logged *m = realloc(seen, cap * sizeof *m);
+        if (m)
+            seen = m, capseen = cap;
+    }
+    if (first && nseen < capseen)
+        seen[nseen++] = (struct logged){comm, key};
+    pthread_mutex_unlock(&seen_lock);
+    return first;
+}
+
+/* Size class: 0 for 0 bytes, else 1 + floor(log2(bytes)). */
+static unsigned size_class(size_t bytes)
+{
+    return bytes ? 64u - (unsigned)__builtin_clzll((unsigned long long)bytes) : 0;
+}
+
+static void log_choice(const struct call *c, const struct coll_in *in,
+                       const struct coll_choice *ch)
+{
+    uint32_t key = (uint32_t)in->kind << 16 | (uint32_t)ch->algo << 8 | size_class(in->bytes);
+    if (!first_time(c->comm->handle, key))
+        return;
+    char why[256];
+    cadre__coll_select_why(in, ch, why, sizeof why);
+    cadre__log(CADRE_LOG_INFO, CADRE_SUBSYS_COLL,
+               "%s: algorithm %s (%zu bytes, %d ranks, %d hosts: %s)",
+               cadre__coll_kind_name(in->kind), cadre__coll_algo_name(ch->algo), in->bytes, in->n,
+               in->hosts, why);
+}
+
+void cadre__coll_choose(const struct call *c, struct coll_in *in, struct coll_choice *ch)
+{
+    pthread_once(&algo_once, parse_algo);
+    in->n = c->n;
+    in->hosts = comm_hosts(c->comm);
+    in->device = cadre__gpu_enabled();
+    in->slots = in->local = -1;
+    in->ask = ask;
+    in->comm = c->comm;
+    cadre__coll_select(in, forced[in->kind], ch);
+    if (cadre__log_enabled(CADRE_LOG_INFO, CADRE_SUBSYS_COLL))
+        log_choice(c, in, ch);
+}

@@ -1,0 +1,384 @@
+/*
+ * The selection tables: for every collective, rules in order, the first
+ * that holds picks the algorithm; every threshold of the choice is here.
+ * Also the names (CADRE_ALGO, the log, cadre-info --algorithms) and the
+ * number each algorithm has in the call signature.
+ *
+ * Pure: calls nothing of cadre's other layers (the facts about the
+ * communicator come through in->ask), so cadre-info and the unit tests
+ * link this file alone. Its callers: coll_call.c (every collective),
+ * tools/cadre_info.c, tests/unit/test_select.c.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "coll_select.h"
+#include "coll_share.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define ANY SIZE_MAX
+
+/* Conditions of a rule besides the size (need). */
+enum {
+    R_BLOCKING = 1, /* a blocking call */
+    R_HOST = 2,     /* host memory: no GPU bound in this process */
+    R_SLOTS = 4,    /* the communicator has shared-memory slots (coll_fast.c) */
+    R_LOCAL = 8,    /* every member on this node, through shm (coll_direct.c) */
+    R_EQUAL = 16,   /* equal counts: not the v-variant */
+    R_POW2 = 32,    /* a power-of-two number of ranks */
+    R_FEW = 64,     /* fewer elements than ranks */
+    R_ANYWAY = 128, /* holds under CADRE_ALGO too */
+};
+enum ranks_cond { RK_ANY, RK_2, RK_NOT2, RK_GT2, RK_LE2 };
+static const char *const rk_text[] = {"", "ranks=2", "ranks!=2", "ranks>2", "ranks<=2"};
+enum measure { M_BYTES, M_BLOCK };
+
+struct rule {
+    enum coll_algo algo;
+    unsigned need;
+    enum ranks_cond ranks;
+    enum measure m;
+    size_t min, max;   /* the measure in [min, max] (bytes) */
+    size_t share_max;  /* allreduce: rank 0's share of the vector at most (0: not asked) */
+};
+
+/* An algorithm CADRE_ALGO may force: it runs where `when` holds (sizes
+ * ignored), elsewhere `otherwise` does (COLL_ALGO_NONE: the table without
+ * the rules that need the slots). */
+struct forcible {
+    enum coll_algo algo;
+    unsigned when;
+    enum ranks_cond ranks;
+    size_t share_max;
+    enum coll_algo otherwise;
+};
+
+#define NRULES 10
+#define NFORCE 6
+struct table {
+    const char *name;
+    const char *bytes; /* what `bytes` is for this collective */
+    struct forcible force[NFORCE]; /* in signature order: the first is 1 */
+    struct rule rules[NRULES];     /* the last has no condition */
+};
+
+/* The shared-memory slots hold FAST_BYTES (1 MiB, coll_fast.h) per rank:
+ * no slot rule may pass it (tests/unit/test_select.c checks). On two ranks
+ * one message each way is as quick from 4 KiB on. */
+#define SLOTS_2 {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS, RK_2, M_BYTES, 0, 4 * KiB, 0}
+#define SLOTS_N {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS, RK_NOT2, M_BYTES, 0, MiB, 0}
+#define OTHERWISE(a) {a, 0, RK_ANY, M_BYTES, 0, ANY, 0}
+#define ALWAYS(a) {a, 0, RK_ANY, 0, COLL_ALGO_NONE}
+
+static const struct table tables[COLL_NKINDS] = {
+    [COLL_BARRIER] = {"barrier", "0 (no data)",
+                      {ALWAYS(COLL_ALGO_DISSEMINATION)},
+                      {{COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_ANYWAY, RK_ANY, M_BYTES,
+                        0, ANY, 0},
+                       OTHERWISE(COLL_ALGO_DISSEMINATION)}},
+    [COLL_BCAST] = {"bcast", "the buffer",
+                    {ALWAYS(COLL_ALGO_BINOMIAL), ALWAYS(COLL_ALGO_PIPELINE),
+                     {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},
+                    {SLOTS_2, SLOTS_N,
+                     {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, M_BYTES, 8 * MiB, ANY, 0},
+                     {COLL_ALGO_BINOMIAL, 0, RK_ANY, M_BYTES, 0, 256 * KiB, 0},
+                     {COLL_ALGO_BINOMIAL, 0, RK_LE2, M_BYTES, 0, ANY, 0},
+                     OTHERWISE(COLL_ALGO_PIPELINE)}},
+    [COLL_REDUCE] = {"reduce", "the vector",
+                     {ALWAYS(COLL_ALGO_BINOMIAL)},
+                     {SLOTS_2, SLOTS_N, OTHERWISE(COLL_ALGO_BINOMIAL)}},
+    /* Direct from 1 MiB on more than two ranks: ahead of the slots, the ring
+     * and recursive doubling on 4 ranks (bench/RESULTS.md, 2026-11-24). The
+     * split serves blocking calls from 64 KiB while a rank's share fits its
+     * slot. */
+    [COLL_ALLREDUCE] = {"allreduce", "the vector",
+                        {ALWAYS(COLL_ALGO_RD), ALWAYS(COLL_ALGO_RING),
+                         {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE},
+                         {COLL_ALGO_SPLIT, R_BLOCKING | R_HOST | R_SLOTS, RK_GT2, MiB,
+                          COLL_ALGO_NONE}},
+                        {{COLL_ALGO_SPLIT, R_BLOCKING | R_HOST | R_SLOTS, RK_GT2, M_BYTES,
+                          64 * KiB, ANY, MiB},
+                         SLOTS_2, SLOTS_N,
+                         {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_2, M_BYTES, 64 * KiB, ANY, 0},
+                         {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_NOT2, M_BYTES, MiB, ANY, 0},
+                         {COLL_ALGO_RD, 0, RK_GT2, M_BYTES, 0, MiB, 0},
+                         {COLL_ALGO_RD, 0, RK_LE2, M_BYTES, 0, 64 * KiB, 0},
+                         {COLL_ALGO_RD, R_FEW, RK_ANY, M_BYTES, 0, ANY, 0},
+                         OTHERWISE(COLL_ALGO_RING)}},
+    [COLL_GATHER] = {"gather", "this rank's block",
+                     {ALWAYS(COLL_ALGO_LINEAR)},
+                     {OTHERWISE(COLL_ALGO_LINEAR)}},
+    /* Direct on two ranks: one process_vm_readv of the peer's half is ahead
+     * of the pipelined messages from 2 MiB (bench/RESULTS.md, 2026-11-24);
+     * more ranks keep the messages (not measured). */
+    [COLL_ALLGATHER] = {"allgather", "the result; block = the largest rank's part",
+                        {ALWAYS(COLL_ALGO_RING),
+                         {COLL_ALGO_RD, R_EQUAL | R_POW2, RK_ANY, 0, COLL_ALGO_RING},
+                         {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},
+                        {{COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS, RK_2, M_BLOCK, 0, 4 * KiB,
+                          0},
+                         {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS, RK_NOT2, M_BLOCK, 0, MiB,
+                          0},
+                         {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_2, M_BYTES, 2 * MiB, ANY, 0},
+                         {COLL_ALGO_RD, R_EQUAL | R_POW2, RK_ANY, M_BYTES, 0, 64 * KiB, 0},
+                         OTHERWISE(COLL_ALGO_RING)}},
+    [COLL_SCATTER] = {"scatter", "this rank's block",
+                      {ALWAYS(COLL_ALGO_LINEAR)},
+                      {OTHERWISE(COLL_ALGO_LINEAR)}},
+    [COLL_REDUCE_SCATTER] = {"reduce_scatter", "the input, every rank's block",
+                             {ALWAYS(COLL_ALGO_RING),
+                              {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},
+                             {SLOTS_2, SLOTS_N,
+                              {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, M_BYTES, 64 * KiB, ANY,
+                               0},
+                              OTHERWISE(COLL_ALGO_RING)}},
+    [COLL_ALLTOALL] = {"alltoall", "the input, every rank's block",
+                       {ALWAYS(COLL_ALGO_PAIRWISE)},
+                       {{COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_2, M_BYTES, 0,
+                         4 * KiB, 0},
+                        {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_NOT2, M_BYTES,
+                         0, MiB, 0},
+                        OTHERWISE(COLL_ALGO_PAIRWISE)}},
+};
+
+static const char *const algo_names[COLL_NALGOS] = {
+    [COLL_ALGO_NONE] = "auto",
+    [COLL_ALGO_SLOTS] = "slots",
+    [COLL_ALGO_DISSEMINATION] = "dissemination",
+    [COLL_ALGO_BINOMIAL] = "binomial",
+    [COLL_ALGO_PIPELINE] = "pipeline",
+    [COLL_ALGO_DIRECT] = "direct",
+    [COLL_ALGO_RD] = "recursive_doubling",
+    [COLL_ALGO_RING] = "ring",
+    [COLL_ALGO_SPLIT] = "split",
+    [COLL_ALGO_LINEAR] = "linear",
+    [COLL_ALGO_PAIRWISE] = "pairwise",
+};
+
+const char *cadre__coll_kind_name(enum coll_kind k)
+{
+    return (unsigned)k < COLL_NKINDS ? tables[k].name : "?";
+}
+
+const char *cadre__coll_algo_name(enum coll_algo a)
+{
+    return (unsigned)a < COLL_NALGOS && algo_names[a] ? algo_names[a] : "?";
+}
+
+int cadre__coll_algo_code(enum coll_kind k, enum coll_algo a)
+{
+    if (a == COLL_ALGO_SLOTS)
+        return 7;
+    for (int i = 0; i < NFORCE && tables[k].force[i].algo; i++)
+        if (tables[k].force[i].algo == a)
+            return i + 1;
+    return 0;
+}
+
+static int fact(struct coll_in *in, enum coll_fact f)
+{
+    int *v = f == COLL_FACT_SLOTS ? &in->slots : &in->local;
+    if (*v < 0)
+        *v = in->ask ? in->ask(in, f) != 0 : 0;
+    return *v;
+}
+
+static int ranks_hold(enum ranks_cond r, int n)
+{
+    switch (r) {
+    case RK_2: return n == 2;
+    case RK_NOT2: return n != 2;
+    case RK_GT2: return n > 2;
+    case RK_LE2: return n <= 2;
+    default: return 1;
+    }
+}
+
+static int share_fits(const struct coll_in *in, size_t most)
+{
+    size_t lo, hi;
+    if (in->n < 1 || !in->elsize)
+        return 0;
+    cadre__share(in->count, in->elsize, in->n, 0, &lo, &hi);
+    return (hi - lo) * in->elsize <= most;
+}
+
+/* The cheap conditions first; the facts last, asked only when the rest hold. */
+static int holds(struct coll_in *in, unsigned need, enum ranks_cond rk, size_t share_max)
+{
+    if (((need & R_BLOCKING) && in->nb) || ((need & R_HOST) && in->device) ||
+        ((need & R_EQUAL) && !in->equal) || ((need & R_POW2) && (in->n & (in->n - 1))) ||
+        ((need & R_FEW) && in->count >= (size_t)in->n) || !ranks_hold(rk, in->n) ||
+        (share_max && !share_fits(in, share_max)))
+        return 0;
+    return (!(need & R_SLOTS) || fact(in, COLL_FACT_SLOTS)) &&
+           (!(need & R_LOCAL) || fact(in, COLL_FACT_LOCAL));
+}
+
+static int rule_holds(struct coll_in *in, const struct rule *r)
+{
+    size_t v = r->m == M_BLOCK ? in->block : in->bytes;
+    return v >= r->min && v <= r->max && holds(in, r->need, r->ranks, r->share_max);
+}
+
+/* The first rule that holds, passing over those that need `skip`. Every
+ * table ends with a rule without conditions. */
+static int first_rule(struct coll_in *in, const struct table *t, unsigned skip)
+{
+    int i = 0;
+    while (t->rules[i + 1].algo && ((t->rules[i].need & skip) || !rule_holds(in, &t->rules[i])))
+        i++;
+    return i;
+}
+
+void cadre__coll_select(struct coll_in *in, enum coll_algo forced, struct coll_choice *out)
+{
+    const struct table *t = &tables[in->kind];
+    out->forced = COLL_ALGO_NONE;
+    const struct forcible *f = NULL;
+    for (int i = 0; forced && i < NFORCE && t->force[i].algo; i++)
+        if (t->force[i].algo == forced)
+            f = &t->force[i];
+    if (!f) {
+        out->rule = first_rule(in, t, 0);
+        out->algo = t->rules[out->rule].algo;
+        return;
+    }
+    out->forced = forced;
+    /* A rule that holds whatever CADRE_ALGO says (the barrier's slots). */
+    for (int i = 0; i < NRULES && t->rules[i].algo; i++)
+        if ((t->rules[i].need & R_ANYWAY) && rule_holds(in, &t->rules[i])) {
+            out->rule = i;
+            out->algo = t->rules[i].algo;
+            return;
+        }
+    if (holds(in, f->when, f->ranks, f->share_max)) {
+        out->rule = -1;
+        out->algo = forced;
+    } else if (f->otherwise) {
+        out->rule = -1;
+        out->algo = f->otherwise;
+    } else {
+        out->rule = first_rule(in, t, R_SLOTS);
+        out->algo = t->rules[out->rule].algo;
+    }
+}
+
+/* "blocking, host, slots, ranks=2, bytes<=4096" */
+static size_t need_text(char *buf, size_t len, unsigned need, enum ranks_cond rk, size_t share_max)
+{
+    static const char *const words[] = {"blocking", "host", "slots", "local", "equal counts",
+                                        "power-of-two ranks", "count<ranks"};
+    size_t n = 0;
+    buf[0] = '\0';
+#define ADD(...)                                                                           \
+    do {                                                                                   \
+        if (n < len)                                                                       \
+            n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);                          \
+    } while (0)
+    for (unsigned i = 0; i < sizeof words / sizeof *words; i++)
+        if (need & (1u << i))
+            ADD("%s%s", n ? ", " : "", words[i]);
+    if (rk != RK_ANY)
+        ADD("%s%s", n ? ", " : "", rk_text[rk]);
+    if (share_max)
+        ADD("%sshare<=%zu", n ? ", " : "", share_max);
+    return n < len ? n : len;
+}
+
+static void rule_text(char *buf, size_t len, const struct rule *r)
+{
+    size_t n = need_text(buf, len, r->need & ~(unsigned)R_ANYWAY, r->ranks, r->share_max);
+    const char *what = r->m == M_BLOCK ? "block" : "bytes";
+    if (r->min)
+        ADD("%s%s>=%zu", n ? ", " : "", what, r->min);
+    if (r->max != ANY)
+        ADD("%s%s<=%zu", n ? ", " : "", what, r->max);
+    if (!n)
+        ADD("otherwise");
+}
+
+void cadre__coll_select_why(const struct coll_in *in, const struct coll_choice *ch, char *buf,
+                            size_t len)
+{
+    const struct table *t = &tables[in->kind];
+    size_t n = 0;
+    if (ch->forced && ch->rule >= 0 && (t->rules[ch->rule].need & R_ANYWAY))
+        ADD("CADRE_ALGO does not apply to it, ");
+    else if (ch->forced && ch->algo == ch->forced) {
+        ADD("CADRE_ALGO=%s=%s", t->name, cadre__coll_algo_name(ch->forced));
+        return;
+    } else if (ch->forced) {
+        const struct forcible *f = t->force;
+        while (f->algo != ch->forced)
+            f++;
+        char need[128];
+        need_text(need, sizeof need, f->when, f->ranks, f->share_max);
+        ADD("CADRE_ALGO=%s=%s needs %s%s", t->name, cadre__coll_algo_name(ch->forced), need,
+            ch->rule < 0 ? "" : ", ");
+    }
+    if (ch->rule < 0)
+        return;
+    ADD("rule %d: ", ch->rule + 1);
+    if (n < len)
+        rule_text(buf + n, len - n, &t->rules[ch->rule]);
+}
+
+void cadre__coll_algo_parse(const char *value, enum coll_algo forced[COLL_NKINDS],
+                            void (*bad)(const char *entry))
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", value ? value : "");
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        int ok = 0;
+        if (eq) {
+            *eq = '\0';
+            const char *name = !strcmp(eq + 1, "rd") ? "recursive_doubling" : eq + 1;
+            for (int k = 0; k < COLL_NKINDS; k++) {
+                if (strcmp(tok, tables[k].name))
+                    continue;
+                /* auto leaves an earlier entry for the collective as it was. */
+                ok = !strcmp(name, "auto");
+                for (int i = 0; i < NFORCE && tables[k].force[i].algo; i++)
+                    if (!strcmp(name, algo_names[tables[k].force[i].algo]))
+                        forced[k] = tables[k].force[i].algo, ok = 1;
+            }
+            *eq = '=';
+        }
+        if (!ok && bad)
+            bad(tok);
+    }
+}
+
+void cadre__coll_select_print(FILE *f)
+{
+    char text[256];
+    fprintf(f, "Each collective takes the algorithm of the first rule that holds.\n"
+               "  blocking: a blocking call; host: no GPU bound in this process;\n"
+               "  slots: the communicator has shared-memory slots (all members on this node);\n"
+               "  local: every member is on this node, reached through shared memory;\n"
+               "  share: the part of the vector one rank reduces; sizes in bytes.\n"
+               "CADRE_ALGO=collective=algorithm forces one of those listed under it\n"
+               "(the log names the choice: CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=COLL).\n");
+    for (int k = 0; k < COLL_NKINDS; k++) {
+        const struct table *t = &tables[k];
+        fprintf(f, "\n%s: bytes = %s\n", t->name, t->bytes);
+        for (int i = 0; i < NRULES && t->rules[i].algo; i++) {
+            rule_text(text, sizeof text, &t->rules[i]);
+            fprintf(f, "  %2d  %-19s %s%s\n", i + 1, algo_names[t->rules[i].algo], text,
+                    t->rules[i].need & R_ANYWAY ? " (also under CADRE_ALGO)" : "");
+        }
+        for (int i = 0; i < NFORCE && t->force[i].algo; i++) {
+            const struct forcible *fo = &t->force[i];
+            need_text(text, sizeof text, fo->when, fo->ranks, fo->share_max);
+            fprintf(f, "  CADRE_ALGO=%s=%s", t->name, algo_names[fo->algo]);
+            if (text[0])
+                fprintf(f, ": where %s, else %s", text,
+                        fo->otherwise ? algo_names[fo->otherwise] : "the rules without slots");
+            fprintf(f, "\n");
+        }
+    }
+}

@@ -1,0 +1,82 @@
+/*
+ * coll_select.h - the named algorithms and the choice between them.
+ *
+ * Every collective has one ordered table of rules (coll_select.c); the
+ * first rule whose conditions hold picks the algorithm, unless CADRE_ALGO
+ * forces one. The tables are the only place that holds the thresholds.
+ * coll_select.c is pure (no other cadre layer), so that cadre-info and the
+ * unit tests link it on its own.
+ */
+#ifndef CADRE_COLL_SELECT_H
+#define CADRE_COLL_SELECT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* The collectives as CADRE_ALGO names them (the v-variants share). */
+enum coll_kind {
+    COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_ALLREDUCE, COLL_GATHER, COLL_ALLGATHER,
+    COLL_SCATTER, COLL_REDUCE_SCATTER, COLL_ALLTOALL, COLL_NKINDS
+};
+
+/* Every algorithm, by the name CADRE_ALGO and the log use. */
+enum coll_algo {
+    COLL_ALGO_NONE,     /* no choice (CADRE_ALGO unset for the collective) */
+    COLL_ALGO_SLOTS,    /* the shared-memory slots (coll_fast.c); never forced */
+    COLL_ALGO_DISSEMINATION,
+    COLL_ALGO_BINOMIAL,
+    COLL_ALGO_PIPELINE,
+    COLL_ALGO_DIRECT,   /* coll_direct.c */
+    COLL_ALGO_RD,       /* recursive doubling */
+    COLL_ALGO_RING,
+    COLL_ALGO_SPLIT,    /* the split allreduce (coll_fast.c) */
+    COLL_ALGO_LINEAR,
+    COLL_ALGO_PAIRWISE,
+    COLL_NALGOS
+};
+
+/* What a rule may look at. `bytes` is the collective's size as its table
+ * says (coll_select.c: the whole buffer, input or result); slots and local
+ * are asked through ask() the first time a rule needs them (-1 until then)
+ * so that a call that never reaches such a rule does not pay for them. */
+enum coll_fact { COLL_FACT_SLOTS, COLL_FACT_LOCAL };
+struct coll_in {
+    enum coll_kind kind;
+    int n;           /* ranks of the communicator */
+    int hosts;       /* hosts it spans */
+    int nb;          /* nonblocking call */
+    int device;      /* memory kind: a GPU is bound, buffers may be device memory */
+    int equal;       /* allgather, alltoall: equal counts (not the v-variant) */
+    size_t bytes;    /* the size the rules compare */
+    size_t block;    /* allgather(v): the largest block */
+    size_t count, elsize; /* allreduce: elements and their size */
+    int slots;       /* this communicator has shared-memory slots */
+    int local;       /* every member is on this node, reached through shm */
+    int (*ask)(const struct coll_in *in, enum coll_fact f);
+    void *comm;      /* for ask() */
+};
+
+struct coll_choice {
+    enum coll_algo algo;
+    int rule;        /* index in the collective's table; -1: forced by CADRE_ALGO */
+    enum coll_algo forced; /* what CADRE_ALGO asked (COLL_ALGO_NONE: nothing) */
+};
+
+/* The choice for `in`, with `forced` from CADRE_ALGO (COLL_ALGO_NONE: none). */
+void cadre__coll_select(struct coll_in *in, enum coll_algo forced, struct coll_choice *out);
+/* "rule 3: blocking, slots, ranks!=2, bytes<=1048576" or "CADRE_ALGO" (...). */
+void cadre__coll_select_why(const struct coll_in *in, const struct coll_choice *ch, char *buf,
+                            size_t len);
+/* The number of algorithm a in the call signature (coll_sig.h): its place
+ * in the collective's list from 1, and 7 for the slots. */
+int cadre__coll_algo_code(enum coll_kind k, enum coll_algo a);
+const char *cadre__coll_kind_name(enum coll_kind k);
+const char *cadre__coll_algo_name(enum coll_algo a);
+/* Parses a CADRE_ALGO value into forced[COLL_NKINDS]; calls bad() for each
+ * entry it ignores. */
+void cadre__coll_algo_parse(const char *value, enum coll_algo forced[COLL_NKINDS],
+                            void (*bad)(const char *entry));
+/* Prints every table (cadre-info --algorithms). */
+void cadre__coll_select_print(FILE *f);
+
+#endif
