@@ -114,6 +114,7 @@ struct cadre_proc_info {
     int rank, size;
     int local_rank, local_size;
     int node_id;
+    int has_node_id; /* node_id came from the launcher (PMIX_NODEID) */
     int device; /* bound CUDA device or -1 */
     int singleton;
 };

@@ -1,0 +1,115 @@
+/* Locality and the two-level collectives, on fake hosts of this machine
+ * (CADRE_HOSTID from FAKE_HOSTS, tests/ranks/fake_hosts.h): the library's
+ * decisions as its INFO log states them. Each rank names its host and the
+ * ranks on it, each peer its transport (shared memory only within a fake
+ * host), and the collectives their algorithm. The data is checked by the
+ * programs (host_test here, coll_test in ranks.list). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../ranks/fake_hosts.h"
+#include "testutil.h"
+
+#define HOST_TEST build_path("tests/ranks/host_test")
+#define SHOWW(r, w) "no \"%s\"; exit %d%s\n--- stdout\n%s--- stderr\n%s", (w), (r).exit_code, \
+                    (r).timed_out ? " (timed out)" : "", (r).out, (r).err
+
+static void run_hosts(struct run_result *r, const char *spec, int n, const char *env)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "env CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P,COLL FAKE_HOSTS=%s %s %s -n %d %s", spec,
+             env, CADRERUN, n, HOST_TEST);
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60 + 20.0 * n, r) == 0);
+}
+
+/* Every rank's locality line and peer lines match FAKE_HOSTS=spec. */
+static void check_locality(const struct run_result *r, const char *spec, int n)
+{
+    char want[512];
+    setenv("FAKE_HOSTS", spec, 1);
+    int nh = 0;
+    for (int w = 0; w < n; w++)
+        if (fake_host_of(w, n) + 1 > nh)
+            nh = fake_host_of(w, n) + 1;
+    for (int w = 0; w < n; w++) {
+        char name[64], list[256] = "";
+        fake_host_name(w, n, name, sizeof name);
+        int h = fake_host_of(w, n);
+        size_t len = 0;
+        for (int v = 0; v < n; v++)
+            if (fake_host_of(v, n) == h)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? "," : "", v);
+        snprintf(want, sizeof want,
+                 "[rank %d INFO P2P] locality: host %d of %d (%s), ranks on this host: %s", w, h,
+                 nh, name, list);
+        CHECK_MSG(count_lines(r->err, want) == 1, SHOWW(*r, want));
+        for (int v = 0; v < n; v++) {
+            if (v == w)
+                continue;
+            snprintf(want, sizeof want, "[rank %d INFO P2P] peer %d: %s", w, v,
+                     fake_host_of(v, n) == h ? "shm" : "tcp");
+            CHECK_MSG(count_lines(r->err, want) == 1, SHOWW(*r, want));
+        }
+        snprintf(want, sizeof want, "host_test: rank %d ok", w);
+        CHECK_MSG(count_lines(r->out, want) == 1, SHOWW(*r, want));
+    }
+    unsetenv("FAKE_HOSTS");
+}
+
+static void test_locality(void)
+{
+    static const struct {
+        const char *spec;
+        int n;
+    } cases[] = {{"block:2", 4}, {"cyclic:2", 4}, {"block:3", 3}, {"cyclic:3", 6},
+                 {"list:b,a,b,a,a", 5}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct run_result r;
+        run_hosts(&r, cases[i].spec, cases[i].n, "HOST_COUNTS=3");
+        CHECK_MSG(r.exit_code == 0, SHOWW(r, "exit 0"));
+        check_locality(&r, cases[i].spec, cases[i].n);
+        run_free(&r);
+    }
+}
+
+/* Without CADRE_HOSTID the ranks of cadrerun share one host, named by the
+ * hostname; a singleton (no launcher, no node id) takes the hostname too. */
+static void test_one_host(void)
+{
+    char host[256] = "", want[512];
+    CU_ASSERT_FATAL(gethostname(host, sizeof host - 1) == 0);
+    host[63] = '\0';
+    struct run_result r;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "env CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P HOST_COUNTS=3 %s -n 3 %s",
+             CADRERUN, HOST_TEST);
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    for (int w = 0; w < 3; w++) {
+        snprintf(want, sizeof want,
+                 "[rank %d INFO P2P] locality: host 0 of 1 (%s), ranks on this host: 0,1,2", w,
+                 host);
+        CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
+        for (int v = 0; v < 3; v++) {
+            snprintf(want, sizeof want, "[rank %d INFO P2P] peer %d: shm", w, v);
+            CHECK_MSG(v == w || count_lines(r.err, want) == 1, SHOWW(r, want));
+        }
+    }
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "env -u PMIX_NAMESPACE CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P "
+                              "HOST_COUNTS=3 %s", HOST_TEST);
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    snprintf(want, sizeof want,
+             "[rank 0 INFO P2P] locality: host 0 of 1 (%s), ranks on this host: 0", host);
+    CHECK_MSG(r.exit_code == 0 && count_lines(r.err, want) == 1, SHOWW(r, want));
+    run_free(&r);
+}
+
+void suite_hier(void)
+{
+    CU_pSuite s = CU_add_suite("hier", NULL, NULL);
+    CU_add_test(s, "hosts from CADRE_HOSTID, transports by host", test_locality);
+    CU_add_test(s, "one host: the hostname", test_one_host);
+}
