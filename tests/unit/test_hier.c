@@ -107,9 +107,67 @@ static void test_one_host(void)
     run_free(&r);
 }
 
+/* The log line of collective `coll` with algorithm `algo` at rank w and size
+ * `bytes`: there once. */
+static void want_algo(const struct run_result *r, int w, const char *coll, const char *algo,
+                      size_t bytes, int n, int nh)
+{
+    char want[256];
+    snprintf(want, sizeof want, "[rank %d INFO COLL] %s: algorithm %s (%zu bytes, %d ranks, %d hosts",
+             w, coll, algo, bytes, n, nh);
+    CHECK_MSG(count_matching(r->err, want) == 1, SHOWW(*r, want));
+}
+
+/* The allreduces of host_test (2, 100000 and 2^20 int32) take the leader
+ * algorithm, then hier_split on hosts of equal size or hier_ring on hosts
+ * of different sizes, whatever the placement; the barrier the leader one.
+ * One rank per host, or one host, keeps the flat algorithms (no line). */
+static void test_algorithms(void)
+{
+    static const struct {
+        const char *spec;
+        int n, nh;
+        const char *big;
+    } cases[] = {{"block:2", 4, 2, "hier_split"},
+                 {"cyclic:2", 4, 2, "hier_split"},
+                 {"cyclic:3", 6, 3, "hier_split"},
+                 {"list:a,b,a,a,b", 5, 2, "hier_ring"},
+                 {"block:3", 3, 3, NULL},
+                 {"block:1", 3, 1, NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct run_result r;
+        run_hosts(&r, cases[i].spec, cases[i].n, "");
+        CHECK_MSG(r.exit_code == 0, SHOWW(r, "exit 0"));
+        for (int w = 0; w < cases[i].n; w++) {
+            char ok[64];
+            snprintf(ok, sizeof ok, "host_test: rank %d ok", w);
+            CHECK_MSG(count_lines(r.out, ok) == 1, SHOWW(r, ok));
+            if (!cases[i].big)
+                continue;
+            want_algo(&r, w, "allreduce", "hier_leader", 8, cases[i].n, cases[i].nh);
+            want_algo(&r, w, "allreduce", cases[i].big, 400000, cases[i].n, cases[i].nh);
+            want_algo(&r, w, "allreduce", cases[i].big, 4194304, cases[i].n, cases[i].nh);
+            want_algo(&r, w, "barrier", "hier_leader", 0, cases[i].n, cases[i].nh);
+        }
+        if (!cases[i].big)
+            CHECK_MSG(count_matching(r.err, "algorithm hier_") == 0, SHOWW(r, "no hier_"));
+        run_free(&r);
+    }
+    /* CADRE_ALGO forces one: hier_ring on equal hosts, for every size. */
+    struct run_result r;
+    run_hosts(&r, "cyclic:2", 4, "CADRE_ALGO=allreduce=hier_ring");
+    CHECK_MSG(r.exit_code == 0, SHOWW(r, "exit 0"));
+    for (int w = 0; w < 4; w++) {
+        want_algo(&r, w, "allreduce", "hier_ring", 8, 4, 2);
+        want_algo(&r, w, "allreduce", "hier_ring", 4194304, 4, 2);
+    }
+    run_free(&r);
+}
+
 void suite_hier(void)
 {
     CU_pSuite s = CU_add_suite("hier", NULL, NULL);
     CU_add_test(s, "hosts from CADRE_HOSTID, transports by host", test_locality);
     CU_add_test(s, "one host: the hostname", test_one_host);
+    CU_add_test(s, "the two-level algorithms by hosts and size", test_algorithms);
 }
