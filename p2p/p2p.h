@@ -196,8 +196,6 @@ int cadre__p2p_init(void);
  * launcher's node id, else the hostname. Shared memory only within one. */
 int cadre__p2p_nhosts(void);
 int cadre__p2p_host_of(int world_rank);
-/* The host's name (CADRE_HOSTID's value or the hostname of its lowest rank). */
-const char *cadre__p2p_host_name(int host);
 /* Whether world rank w is on this rank's host. */
 int cadre__p2p_same_host(int w);
 

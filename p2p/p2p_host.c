@@ -124,11 +124,6 @@ int cadre__p2p_host_of(int w)
     return L.host && w >= 0 && w < L.nranks ? L.host[w] : 0;
 }
 
-const char *cadre__p2p_host_name(int h)
-{
-    return L.host && h >= 0 && h < L.nhosts ? L.names[h] : "?";
-}
-
 int cadre__p2p_same_host(int w)
 {
     return cadre__p2p_host_of(w) == cadre__p2p_host_of(cadre__proc.rank);
