@@ -3,7 +3,8 @@
  * decisions as its INFO log states them. Each rank names its host and the
  * ranks on it, each peer its transport (shared memory only within a fake
  * host), and the collectives their algorithm. The data is checked by the
- * programs (host_test here, coll_test in ranks.list). */
+ * programs (host_test here, coll_test in ranks.list). A rank killed, and a
+ * rank that never joins, fail the two-level collectives as the flat ones. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,10 +165,66 @@ static void test_algorithms(void)
     run_free(&r);
 }
 
+/* CADRE_HOSTID=h(rank % 2) before `prog` at every rank of cadrerun. */
+static void run_cyclic2(struct run_result *r, const char *env, const char *opts, int n,
+                        const char *prog)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "env %s %s %s -n %d sh -c 'CADRE_HOSTID=h$((CADRE_RANK %% 2)) exec %s'", env,
+             CADRERUN, opts, n, build_path(prog));
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 90, r) == 0);
+}
+
+/* A rank SIGKILLed in a loop of allreduces on 2 fake hosts (the leader and
+ * split algorithms): every survivor gets CADRE_ERR_PEER naming it within 5 s
+ * (coll_peerfail checks) and finalizes. */
+static void test_peer_killed(void)
+{
+    const char *envs[] = {"COLL_PEERFAIL_COUNT=2", "COLL_PEERFAIL_COUNT=1000000"};
+    for (int i = 0; i < 2; i++) {
+        struct run_result r;
+        run_cyclic2(&r, envs[i], "--keep-going", 4, "tests/ranks/coll_peerfail");
+        int oks = 0;
+        for (int k = 0; k < 4; k++) {
+            char line[64];
+            snprintf(line, sizeof line, "coll_peerfail: rank %d ok", k);
+            oks += count_lines(r.out, line);
+        }
+        CHECK_MSG(r.exit_code == 137 && oks == 3 && !r.timed_out,
+                  "%s: exit %d, %d ok lines\n--- stdout\n%s--- stderr\n%s", envs[i],
+                  r.exit_code, oks, r.out, r.err);
+        run_free(&r);
+    }
+}
+
+/* The last rank never joins an allreduce on 2 fake hosts: the others time
+ * out after CADRE_TIMEOUT and each names it missing. */
+static void test_sleeper_diagnosed(void)
+{
+    struct run_result r;
+    run_cyclic2(&r, "CADRE_TIMEOUT=3 DIAG=coll_sleeper", "", 4, "tests/ranks/diag_test");
+    CHECK_MSG(r.exit_code == 0, SHOWW(r, "exit 0"));
+    for (int i = 0; i < 3; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "diag: rank %d ok", i);
+        CHECK_MSG(count_lines(r.out, want) == 1, SHOWW(r, want));
+        snprintf(want, sizeof want,
+                 "rank %d: cadre_allreduce: #1 on WORLD (4 ranks) made no progress for 3 s "
+                 "(CADRE_TIMEOUT)", i);
+        CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
+        snprintf(want, sizeof want, "rank %d:   missing (1): 3", i);
+        CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
+    }
+    run_free(&r);
+}
+
 void suite_hier(void)
 {
     CU_pSuite s = CU_add_suite("hier", NULL, NULL);
     CU_add_test(s, "hosts from CADRE_HOSTID, transports by host", test_locality);
     CU_add_test(s, "one host: the hostname", test_one_host);
     CU_add_test(s, "the two-level algorithms by hosts and size", test_algorithms);
+    CU_add_test(s, "a rank killed in two-level allreduces", test_peer_killed);
+    CU_add_test(s, "a rank that never joins, diagnosed across hosts", test_sleeper_diagnosed);
 }
