@@ -251,7 +251,7 @@ static int barrier_impl(const char *fn, cadre_comm_t comm, cadre_request_t *req,
                                                          SIG_NO_ROOT, 0));
     struct coll_sched s;
     begin(&s, &c, CADRE_UINT8, CADRE_SUM);
-    int h = cadre__hier_pick(c.comm, HK_BARRIER, 0, 0);
+    int h = cadre__hier_pick(c.comm, HK_BARRIER, 0, algo_forced(K_BARRIER));
     if (h) {
         s.sig = cadre__sig(SIG_BARRIER, SIG_NO_DT, SIG_NO_OP, cadre__hier_sig_algo(h), SIG_NO_ROOT, 0);
         return finish(&s, cadre__hier_barrier(&s, h), req);
