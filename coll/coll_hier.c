@@ -27,12 +27,6 @@ static const unsigned kind_algos[HK_COUNT] = {
 #define HIER_LEADER_MAX_ALLREDUCE ((size_t)64 << 10)
 #define HIER_LEADER_MAX_BCAST ((size_t)256 << 10)
 
-const char *cadre__hier_name(int kind, int a)
-{
-    (void)kind;
-    return a >= 0 && a < HA_COUNT ? algo_names[a] : "?";
-}
-
 /* ---- CADRE_ALGO: the hier_* entries (coll_api.c reads the others) ------------------ */
 static int forced[HK_COUNT];
 static pthread_once_t algo_once = PTHREAD_ONCE_INIT;

@@ -41,7 +41,6 @@ static inline int cadre__hier_sig_algo(int a)
 {
     return a == HA_LEADER ? 5 : 6;
 }
-const char *cadre__hier_name(int kind, int a);
 
 /* Schedule builders (coll_hier_algos.c); buffers resolved as for coll_algos.h. */
 int cadre__hier_barrier(struct coll_sched *s, int a);
