@@ -80,7 +80,9 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     begin(&s, &c, dt, CADRE_SUM);
     s.out_bytes = total;
     /* The table gives recursive doubling only to equal counts on a power of two. */
-    int rc = ch.algo == COLL_ALGO_DIRECT
+    int rc = is_hier(ch.algo)
+                 ? cadre__hier_allgatherv(&s, hier_algo(ch.algo), sbuf, rbuf, counts, displs)
+             : ch.algo == COLL_ALGO_DIRECT
                  ? cadre__algo_allgatherv_direct(&s, sbuf, rbuf, counts, displs)
              : ch.algo == COLL_ALGO_RD
                  ? cadre__algo_allgather_rd(&s, sbuf, rbuf, sendcount)

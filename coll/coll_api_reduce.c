@@ -38,7 +38,8 @@ static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
                                   sbuf, rbuf, count, dt, op, root);
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int rc = cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
+    int rc = is_hier(ch.algo) ? cadre__hier_reduce(&s, hier_algo(ch.algo), sbuf, rbuf, count, root)
+                              : cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
     if (c.me == root)
         avg_after(&s, op, rbuf, count);
     s.sig = cadre__sig(SIG_REDUCE, dt, op, code, root, count);
@@ -89,7 +90,8 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
                                      sbuf, rbuf, count, dt, op);
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int rc = ch.algo == COLL_ALGO_RD     ? cadre__algo_allreduce_rd(&s, sbuf, rbuf, count)
+    int rc = is_hier(ch.algo) ? cadre__hier_allreduce(&s, hier_algo(ch.algo), sbuf, rbuf, count)
+             : ch.algo == COLL_ALGO_RD   ? cadre__algo_allreduce_rd(&s, sbuf, rbuf, count)
              : ch.algo == COLL_ALGO_RING ? cadre__algo_allreduce_ring(&s, sbuf, rbuf, count)
                                          : cadre__algo_allreduce_direct(&s, sbuf, rbuf, count);
     avg_after(&s, op, rbuf, count);
@@ -162,7 +164,9 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     }
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int rc = ch.algo == COLL_ALGO_DIRECT
+    int rc = is_hier(ch.algo)
+                 ? cadre__hier_reduce_scatter(&s, hier_algo(ch.algo), sbuf, rbuf, recvcount)
+             : ch.algo == COLL_ALGO_DIRECT
                  ? cadre__algo_reduce_scatter_direct(&s, sbuf, rbuf, recvcount)
                  : cadre__algo_reduce_scatter_ring(&s, sbuf, rbuf, recvcount);
     avg_after(&s, op, rbuf, recvcount);

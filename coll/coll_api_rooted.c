@@ -24,7 +24,10 @@ static int barrier_impl(const char *fn, cadre_comm_t comm, cadre_request_t *req,
     struct coll_sched s;
     begin(&s, &c, CADRE_UINT8, CADRE_SUM);
     s.sig = cadre__sig(SIG_BARRIER, SIG_NO_DT, SIG_NO_OP, code, SIG_NO_ROOT, 0);
-    return finish(&s, cadre__algo_barrier_dissemination(&s), req);
+    return finish(&s,
+                  is_hier(ch.algo) ? cadre__hier_barrier(&s, hier_algo(ch.algo))
+                                   : cadre__algo_barrier_dissemination(&s),
+                  req);
 }
 int cadre_barrier(cadre_comm_t comm)
 {
@@ -58,7 +61,8 @@ static int bcast_impl(const char *fn, void *buf, size_t count, cadre_datatype_t 
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     s.out_bytes = bytes;
-    int rc = ch.algo == COLL_ALGO_BINOMIAL   ? cadre__algo_bcast_binomial(&s, buf, count, root)
+    int rc = is_hier(ch.algo) ? cadre__hier_bcast(&s, hier_algo(ch.algo), buf, count, root)
+             : ch.algo == COLL_ALGO_BINOMIAL ? cadre__algo_bcast_binomial(&s, buf, count, root)
              : ch.algo == COLL_ALGO_PIPELINE ? cadre__algo_bcast_pipeline(&s, buf, count, root)
                                              : cadre__algo_bcast_direct(&s, buf, count, root);
     s.sig = cadre__sig(SIG_BCAST, dt, SIG_NO_OP, code, root, count);

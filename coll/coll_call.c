@@ -26,11 +26,25 @@ static void parse_algo(void)
 }
 
 /* ---- the communicator's facts --------------------------------------------------- */
-/* The hosts c spans. One until the host-aware collectives learn them. */
-static int comm_hosts(const struct cadre_comm *c)
+/* The hosts c spans (its grouping by host is made once, coll_hier.c). */
+static int comm_hosts(struct cadre_comm *c)
 {
-    (void)c;
-    return 1;
+    struct coll_hier *h = cadre__hier_get(c);
+    return h ? h->nh : 1;
+}
+
+/* The two-level stage's collective, or -1 where it has none. */
+static int hier_kind(enum coll_kind k)
+{
+    switch (k) {
+    case COLL_BARRIER: return HK_BARRIER;
+    case COLL_BCAST: return HK_BCAST;
+    case COLL_REDUCE: return HK_REDUCE;
+    case COLL_ALLREDUCE: return HK_ALLREDUCE;
+    case COLL_ALLGATHER: return HK_ALLGATHER;
+    case COLL_REDUCE_SCATTER: return HK_REDUCE_SCATTER;
+    default: return -1;
+    }
 }
 
 /* Asked only by a rule that needs it, as the calls asked before the tables
@@ -100,6 +114,18 @@ void cadre__coll_choose(const struct call *c, struct coll_in *in, struct coll_ch
     in->slots = in->local = -1;
     in->ask = ask;
     in->comm = c->comm;
+    /* The two-level stage first (it logs its own choice): it names an
+     * algorithm over several hosts, or under CADRE_ALGO's hier_* names. */
+    int hk = hier_kind(in->kind);
+    int h = hk < 0 ? HA_NONE
+                   : cadre__hier_pick(c->comm, hk, in->bytes, forced[in->kind] != COLL_ALGO_NONE);
+    if (h != HA_NONE) {
+        *ch = (struct coll_choice){.algo = h == HA_LEADER  ? COLL_ALGO_HIER_LEADER
+                                           : h == HA_SPLIT ? COLL_ALGO_HIER_SPLIT
+                                                           : COLL_ALGO_HIER_RING,
+                                   .rule = -1};
+        return;
+    }
     cadre__coll_select(in, forced[in->kind], ch);
     if (cadre__log_enabled(CADRE_LOG_INFO, CADRE_SUBSYS_COLL))
         log_choice(c, in, ch);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "coll_fast.h"
+#include "coll_hier.h"
 #include "coll_select.h"
 #include "coll_sig.h"
 #include "coll/coll_gpu.h"
@@ -201,6 +202,16 @@ static inline void avg_after(struct coll_sched *s, cadre_op_t op, void *buf, siz
  * bytes and what its table reads (equal, block, count, elsize). */
 void cadre__coll_choose(const struct call *c, struct coll_in *in, struct coll_choice *ch);
 /* The algorithm's number in the signature (coll_sig.h). */
+/* The coll_hier.h number of a two-level algorithm of the table. */
+static inline int hier_algo(enum coll_algo a)
+{
+    return a == COLL_ALGO_HIER_LEADER ? HA_LEADER : a == COLL_ALGO_HIER_SPLIT ? HA_SPLIT : HA_RING;
+}
+static inline int is_hier(enum coll_algo a)
+{
+    return a == COLL_ALGO_HIER_LEADER || a == COLL_ALGO_HIER_SPLIT || a == COLL_ALGO_HIER_RING;
+}
+
 static inline int algo_code(const struct coll_in *in, const struct coll_choice *ch)
 {
     return cadre__coll_algo_code(in->kind, ch->algo);

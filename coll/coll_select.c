@@ -154,7 +154,47 @@ static const char *const algo_names[COLL_NALGOS] = {
     [COLL_ALGO_SPLIT] = "split",
     [COLL_ALGO_LINEAR] = "linear",
     [COLL_ALGO_PAIRWISE] = "pairwise",
+    [COLL_ALGO_HIER_LEADER] = "hier_leader",
+    [COLL_ALGO_HIER_SPLIT] = "hier_split",
+    [COLL_ALGO_HIER_RING] = "hier_ring",
 };
+
+/* ---- the two-level stage ------------------------------------------------------------- */
+/* Sizes up to which the leader algorithms are chosen: there one message per
+ * rank within the host and one per host across beat a ring's n-1 steps. */
+#define HIER_LEADER_MAX_ALLREDUCE (64 * KiB)
+#define HIER_LEADER_MAX_BCAST (256 * KiB)
+
+enum coll_algo cadre__coll_select_hosts(enum coll_kind k, size_t bytes, int nhosts, int minl,
+                                        int maxl, const char **why)
+{
+    if (nhosts < 2) {
+        *why = "one host";
+        return COLL_ALGO_NONE;
+    }
+    if (maxl < 2) {
+        *why = "one rank per host: the flat algorithms cross the network once per host";
+        return COLL_ALGO_NONE;
+    }
+    switch (k) {
+    case COLL_BARRIER:
+    case COLL_REDUCE: *why = "several ranks on a host"; return COLL_ALGO_HIER_LEADER;
+    case COLL_BCAST:
+        *why = bytes <= HIER_LEADER_MAX_BCAST ? "bytes<=262144" : "bytes>262144: a chain in host order";
+        return bytes <= HIER_LEADER_MAX_BCAST ? COLL_ALGO_HIER_LEADER : COLL_ALGO_HIER_RING;
+    case COLL_ALLREDUCE:
+        if (bytes <= HIER_LEADER_MAX_ALLREDUCE) {
+            *why = "bytes<=65536";
+            return COLL_ALGO_HIER_LEADER;
+        }
+        *why = minl == maxl ? "bytes>65536, the same ranks on every host"
+                            : "bytes>65536, hosts of different sizes";
+        return minl == maxl ? COLL_ALGO_HIER_SPLIT : COLL_ALGO_HIER_RING;
+    case COLL_ALLGATHER:
+    case COLL_REDUCE_SCATTER: *why = "a ring in host order"; return COLL_ALGO_HIER_RING;
+    default: *why = "no two-level algorithm"; return COLL_ALGO_NONE;
+    }
+}
 
 const char *cadre__coll_kind_name(enum coll_kind k)
 {
@@ -170,6 +210,10 @@ int cadre__coll_algo_code(enum coll_kind k, enum coll_algo a)
 {
     if (a == COLL_ALGO_SLOTS)
         return 7;
+    if (a == COLL_ALGO_HIER_LEADER)
+        return 5;
+    if (a == COLL_ALGO_HIER_SPLIT || a == COLL_ALGO_HIER_RING)
+        return 6;
     for (int i = 0; i < NFORCE && tables[k].force[i].algo; i++)
         if (tables[k].force[i].algo == a)
             return i + 1;
@@ -334,6 +378,8 @@ void cadre__coll_algo_parse(const char *value, enum coll_algo forced[COLL_NKINDS
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
         int ok = 0;
+        if (eq && !strncmp(eq + 1, "hier_", 5))
+            continue; /* the two-level algorithms: coll_hier.c reads them */
         if (eq) {
             *eq = '\0';
             const char *name = !strcmp(eq + 1, "rd") ? "recursive_doubling" : eq + 1;
@@ -381,4 +427,15 @@ void cadre__coll_select_print(FILE *f)
             fprintf(f, "\n");
         }
     }
+    fprintf(f, "\nA communicator over several hosts with more than one rank on some host asks\n"
+               "the two-level stage first; where it names no algorithm, the table above holds.\n"
+               "  barrier, reduce                       hier_leader\n"
+               "  bcast      bytes<=%-8zu             hier_leader, else hier_ring (a chain)\n"
+               "  allreduce  bytes<=%-8zu             hier_leader, else hier_split (the same\n"
+               "                                        ranks on every host) or hier_ring\n"
+               "  allgather, reduce_scatter             hier_ring (a ring in host order)\n"
+               "  gather, scatter, alltoall             the table (each byte crosses once)\n"
+               "CADRE_ALGO=collective=hier_leader|hier_split|hier_ring forces one where the\n"
+               "collective has it.\n",
+            (size_t)HIER_LEADER_MAX_BCAST, (size_t)HIER_LEADER_MAX_ALLREDUCE);
 }

@@ -32,6 +32,9 @@ enum coll_algo {
     COLL_ALGO_SPLIT,    /* the split allreduce (coll_fast.c) */
     COLL_ALGO_LINEAR,
     COLL_ALGO_PAIRWISE,
+    COLL_ALGO_HIER_LEADER, /* two-level (coll_hier*.c): within the host to one rank, across, within */
+    COLL_ALGO_HIER_SPLIT,  /* two-level allreduce: each rank of a host carries 1/L across hosts */
+    COLL_ALGO_HIER_RING,   /* one ring (or chain) over the members in host order */
     COLL_NALGOS
 };
 
@@ -76,6 +79,12 @@ const char *cadre__coll_algo_name(enum coll_algo a);
  * entry it ignores. */
 void cadre__coll_algo_parse(const char *value, enum coll_algo forced[COLL_NKINDS],
                             void (*bad)(const char *entry));
+/* The two-level stage, asked before the table for a communicator whose
+ * members span nhosts > 1 hosts with minl..maxl ranks on each: a
+ * COLL_ALGO_HIER_* algorithm, or COLL_ALGO_NONE for the table's flat choice;
+ * *why says which rule. */
+enum coll_algo cadre__coll_select_hosts(enum coll_kind k, size_t bytes, int nhosts, int minl,
+                                        int maxl, const char **why);
 /* Prints every table (cadre-info --algorithms). */
 void cadre__coll_select_print(FILE *f);
 

@@ -24,3 +24,4 @@ X(LAUNCHER_KILL_GRACE, DBL, "2", "seconds cadrerun waits after sending SIGTERM t
 X(LAUNCHER_DRAIN, DBL, "1", "seconds cadrerun keeps forwarding output after the last rank exited, while descendants of ranks still hold the output pipes")
 X(CHECK, INT, "1", "1: ranks compare their collective calls and fail with CADRE_ERR_MISMATCH when they differ; 0: no check")
 X(ALGO, STR, "", "collective algorithms to force, e.g. allreduce=ring,bcast=pipeline; see cadre(7) for the names")
+X(HOSTID, STR, "", "this rank's host identity (any string, like NCCL_HOSTID): ranks with the same value are one host (shared memory between them, TCP to the others, one group of the two-level collectives); empty = the launcher's node id, else the hostname")
