@@ -204,7 +204,8 @@ static int out_fetch(int peer)
     if (cadre__bootstrap_get(peer, TCP_KEY, &data, &len) != CADRE_SUCCESS)
         return cadre__p2p_tcp_peer_fail(peer, "no TCP endpoint published by rank %d", peer);
     const struct tcp_blob *b = data;
-    if (len < sizeof *b || b->magic != TCP_MAGIC || b->version != TCP_BLOB_VERSION || b->naddr == 0 ||
+    if (len < sizeof *b || b->magic != TCP_MAGIC || b->version != TCP_BLOB_VERSION ||
+        b->naddr == 0 ||
         b->naddr > TCP_MAX_ADDRS || len != sizeof *b + b->naddr * sizeof b->a[0]) {
         free(data);
         return cadre__p2p_tcp_peer_fail(peer, "malformed TCP endpoint of rank %d (%zu bytes)",

@@ -1246,6 +1246,107 @@ static int s_retry(void)
     return 0;
 }
 
+/* Rank 0 as published to rank 1: four loopback addresses on one port, the
+ * first drops connects (a listener whose queue is full: like a firewall
+ * that drops, or a dead link), the second is another process of the job
+ * (it answers the handshake as rank 2), the third refuses, the fourth is
+ * rank 0. The send goes through at once, although a connect to the first
+ * would wait for CADRE_TCP_PEER_TIMEOUT (60 s here): every address is
+ * tried at the same time; the other process is closed without a message. */
+static int s_decoy(void)
+{
+    me.rank = 1;
+    deadline = now() + 40;
+    cadre__proc.rank = 1;
+    cadre__proc.size = 3;
+    cadre__p2p_info.job_cookie = COOKIE;
+    setenv("CADRE_TCP_PEER_TIMEOUT", "60", 1);
+    CHECK(T->init() == CADRE_SUCCESS, "%s", cadre_last_error());
+    const char *ips[4] = {"127.0.0.3", "127.0.0.2", "127.0.0.4", "127.0.0.1"};
+    int lfd[4] = {-1, -1, -1, -1}, queued = -1;
+    uint16_t port = 0;
+    uint8_t fake[BLOB_HDR + 4 * BLOB_ENT];
+    blob_one(fake, blob[1], 0, 0);
+    for (int k = 3; k >= 0; k--) { /* rank 0's listener first: it picks the port */
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = port};
+        socklen_t sl = sizeof sa;
+        CHECK(inet_pton(AF_INET, ips[k], &sa.sin_addr) == 1);
+        memcpy(fake + BLOB_HDR + k * BLOB_ENT, &sa.sin_addr.s_addr, 4);
+        memcpy(fake + BLOB_HDR + k * BLOB_ENT + 4, "lo", 3);
+        if (k == 2)
+            continue; /* nothing listens: refused */
+        lfd[k] = socket(AF_INET, SOCK_STREAM | (k == 0 ? 0 : SOCK_NONBLOCK), 0);
+        CHECK(lfd[k] >= 0 && bind(lfd[k], (struct sockaddr *)&sa, sizeof sa) == 0 &&
+                  listen(lfd[k], k == 0 ? 0 : 8) == 0 &&
+                  getsockname(lfd[k], (struct sockaddr *)&sa, &sl) == 0,
+              "%s: %s", ips[k], strerror(errno));
+        port = sa.sin_port;
+        if (k == 0) { /* fill its queue: later SYNs are dropped */
+            queued = socket(AF_INET, SOCK_STREAM, 0);
+            CHECK(connect(queued, (struct sockaddr *)&sa, sizeof sa) == 0, "%s", strerror(errno));
+        }
+    }
+    uint32_t four = 4;
+    memcpy(fake + 6, &port, 2);
+    memcpy(fake + 8, &four, 4);
+    blob[0] = fake;
+    blob_len[0] = sizeof fake;
+    char payload[5] = "ping";
+    struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .src = 1, .tag = 9, .len = sizeof payload};
+    int fd[4] = {-1, -1, -1, -1}, rc, decoy_answered = 0;
+    size_t got[4] = {0};
+    struct hello hi[4];
+    double t0 = now();
+    while ((rc = T->send(0, &h, payload)) == CADRE_P2P_BUSY) {
+        progress_once();
+        for (int k = 1; k <= 3; k += 2) {
+            int a = fd[k] < 0 ? accept(lfd[k], NULL, NULL) : -1;
+            if (a >= 0)
+                fd[k] = a;
+            if (fd[k] < 0 || got[k] == sizeof hi[k])
+                continue;
+            ssize_t r = recv(fd[k], (char *)&hi[k] + got[k], sizeof hi[k] - got[k], MSG_DONTWAIT);
+            if (r > 0 && (got[k] += (size_t)r) == sizeof hi[k]) {
+                CHECK(hi[k].magic == TCP_MAGIC && hi[k].from == 1 && hi[k].to == 0 &&
+                      hi[k].cookie == COOKIE);
+                /* rank 0 answers as itself; the other process as rank 2 */
+                struct hello ack = {TCP_MAGIC, 1, k == 3 ? 0 : 2, 1, COOKIE};
+                raw_write(fd[k], &ack, sizeof ack);
+                decoy_answered += k == 1;
+            }
+        }
+    }
+    double dt = now() - t0;
+    CHECK(rc == CADRE_P2P_SENT && !eng.failed[0], "send: %d: %s", rc,
+          eng.failed[0] ? eng.why[0] : "");
+    CHECK(dt < 30, "connected after %.1f s: the dropping address held it up", dt);
+    struct cadre_p2p_hdr m;
+    char back[sizeof payload];
+    CHECK(recv(fd[3], &m, sizeof m, MSG_WAITALL) == sizeof m && m.tag == 9 &&
+          m.len == sizeof payload);
+    CHECK(recv(fd[3], back, sizeof back, MSG_WAITALL) == sizeof back && !memcmp(back, payload, 5));
+    /* The other process: closed (once it answered), never a message. */
+    if (decoy_answered) {
+        struct pollfd pf = {fd[1], POLLIN, 0};
+        while (poll(&pf, 1, 0) == 0 && now() < deadline)
+            progress_once();
+        CHECK(recv(fd[1], &m, sizeof m, MSG_DONTWAIT) == 0, "the other process got bytes");
+    }
+    printf("decoy: sent in %.3f s past a dropping, a wrong (%s) and a refusing address\n", dt,
+           decoy_answered ? "answered and closed" : "not reached first");
+    for (int k = 0; k < 4; k++) {
+        if (fd[k] >= 0)
+            close(fd[k]);
+        if (lfd[k] >= 0)
+            close(lfd[k]);
+    }
+    close(queued);
+    blob[0] = NULL;
+    T->finalize();
+    unsetenv("CADRE_TCP_PEER_TIMEOUT");
+    return 0;
+}
+
 /* ---- ping-pong through the transport (what the engine will do) --------------------------- */
 
 static uint8_t *pp_buf;
@@ -1358,7 +1459,7 @@ int main(int argc, char **argv)
                 {"corrupt", s_corrupt},     {"kill_recv", s_kill_recv}, {"kill_send", s_kill_send},
                 {"bye", s_bye},           {"many", s_many},           {"sleepy", s_sleepy},
                 {"stall", s_stall},         {"claim", s_claim},         {"crowd", s_crowd},
-                {"retry", s_retry}};
+                {"retry", s_retry}, {"decoy", s_decoy}};
     alarm(120); /* a hang is a failure, even outside the checked loops */
     maxp = T->max_payload(0);
     if (argc >= 2 && !strcmp(argv[1], "pingpong"))

@@ -40,6 +40,7 @@ static void test_stall(void) { run_scenario("stall", 90); }
 static void test_claim(void) { run_scenario("claim", 60); }
 static void test_crowd(void) { run_scenario("crowd", 90); }
 static void test_retry(void) { run_scenario("retry", 60); }
+static void test_decoy(void) { run_scenario("decoy", 60); }
 
 static void test_bench_smoke(void)
 {
@@ -222,6 +223,26 @@ static void test_ifname_select(void)
     CU_ASSERT(cadre__p2p_tcp_if_select(host, n, &s, "^x", out, 2, err, sizeof err) == 2);
 }
 
+/* A CADRE_SOCKET_IFNAME that selects nothing fails cadre_init (not only
+ * the TCP transport, which would leave the job to fail later without the
+ * reason), naming the variable and the interfaces there are. */
+static void test_ifname_init(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "CADRE_TRANSPORT=tcp CADRE_SOCKET_IFNAME='=nosuch0' %s -n 2 %s",
+             CADRERUN, build_path("tests/ranks/init_basic"));
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    CHECK_MSG(r.exit_code != 0 && !r.timed_out &&
+                  strstr(r.err, "cadre_init: CADRE_SOCKET_IFNAME=\"=nosuch0\" selects none of "
+                                "this host's interfaces (") &&
+                  strstr(r.err, "lo 127.0.0.1") &&
+                  strstr(r.err, "init_basic: cadre_init: CADRE_ERR_ARG"),
+              "exit %d%s\n--- stdout\n%s--- stderr\n%s", r.exit_code,
+              r.timed_out ? " (timed out)" : "", r.out, r.err);
+    run_free(&r);
+}
+
 void suite_tcp(void)
 {
     CU_pSuite s = CU_add_suite("tcp", NULL, NULL);
@@ -247,4 +268,6 @@ void suite_tcp(void)
     CU_add_test(s, "CADRE_SOCKET_IFNAME: every syntax form, bad ones named", test_ifname_parse);
     CU_add_test(s, "CADRE_SOCKET_IFNAME: prefixes, exact names, exclusions", test_ifname_match);
     CU_add_test(s, "interfaces chosen: default, include, exclude, none", test_ifname_select);
+    CU_add_test(s, "decoy: a dropping, a wrong and a refusing address cost nothing", test_decoy);
+    CU_add_test(s, "CADRE_SOCKET_IFNAME selecting nothing fails cadre_init", test_ifname_init);
 }
