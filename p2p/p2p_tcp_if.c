@@ -130,10 +130,12 @@ int cadre__p2p_tcp_if_select(const struct tcp_if *all, int n, const struct tcp_i
             snprintf(err + l, errlen - (size_t)l, "%s)", n ? "" : "none with an IPv4 address up");
         return -1;
     }
-    /* Loopback last, for peers in this network namespace (p2p_tcp_conn.c
-     * gives it to those only), and as the only address of a host that has
-     * no other. */
-    for (int i = 0; i < n; i++)
+    /* By default loopback last, for peers in this network namespace
+     * (p2p_tcp_conn.c gives it to those only), and as the only address of
+     * a host that has no other. A set list is obeyed: peers of this
+     * namespace reach the rank on the addresses it selects, which are
+     * local. */
+    for (int i = 0; i < n && !spec->set; i++)
         if (all[i].loopback)
             add(out, &k, max, &all[i]);
     return k;

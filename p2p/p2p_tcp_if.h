@@ -30,11 +30,11 @@ int cadre__p2p_tcp_ifspec_parse(const char *s, struct tcp_ifspec *spec, char *er
 /* Whether a set spec selects the interface (prefixes, or exact names;
  * negated by ^). */
 int cadre__p2p_tcp_ifspec_match(const struct tcp_ifspec *spec, const char *ifname);
-/* The interfaces of all[n] to listen on and publish, each address once,
- * loopback ones last: with a set spec, those it selects (loopback only when
- * an include list names it); by default every one but loopback and the
- * bridges and container ends (docker*, virbr*, veth*, br-*, ...), those
- * only when nothing else is left. Loopback addresses follow in both cases.
+/* The interfaces of all[n] to listen on and publish, each address once:
+ * with a set spec, those it selects (loopback only when an include list
+ * names it); by default every one but loopback and the bridges and
+ * container ends (docker*, virbr*, veth*, br-*, ...), those only when
+ * nothing else is left, then the loopback ones.
  * Returns how many (at most max; 0 when all[] has none to offer), or -1
  * when a set spec (its text: specstr) selects nothing, with err listing
  * the interfaces there are. */
