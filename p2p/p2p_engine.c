@@ -146,6 +146,8 @@ int cadre__p2p_init(void)
         int rc = cand[i]->init();
         if (rc == CADRE_SUCCESS)
             ok[i] = 1;
+        else if (rc == CADRE_ERR_ARG) /* a setting to fix (CADRE_SOCKET_IFNAME) */
+            return rc;
         else
             CADRE_WARN(P2P, "transport %s disabled: %s", cand[i]->name, cadre_last_error());
     }

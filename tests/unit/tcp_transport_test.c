@@ -178,6 +178,25 @@ static void io_all(int fd, void *p, size_t n, int wr)
     }
 }
 
+/* The endpoint blob (p2p_tcp.h): magic, version, port at 6, naddr at 8,
+ * netns at 16, host at 24, then per address 4 bytes of address and 16 of
+ * interface name. */
+#define BLOB_HDR 88
+#define BLOB_ENT 20
+
+/* A blob like `like` (its netns: loopback is for this namespace) with one
+ * address, the given port and address, into out[BLOB_HDR + BLOB_ENT]. */
+static void blob_one(uint8_t *out, const uint8_t *like, uint16_t port, uint32_t addr)
+{
+    uint32_t one = 1;
+    memset(out, 0, BLOB_HDR + BLOB_ENT);
+    memcpy(out, like, BLOB_HDR);
+    memcpy(out + 6, &port, 2);
+    memcpy(out + 8, &one, 4);
+    memcpy(out + BLOB_HDR, &addr, 4);
+    memcpy(out + BLOB_HDR + 4, "lo", 3);
+}
+
 /* The listeners of rank r: one per address its blob publishes. */
 static int nlisten(int r)
 {
@@ -1057,8 +1076,9 @@ static int s_basic(void)
     memcpy(&magic, b, 4);
     memcpy(&port, b + 6, 2);
     memcpy(&naddr, b + 8, 4);
-    CHECK(magic == TCP_MAGIC && port != 0 && naddr >= 1 && blob_len[2] == 12 + 4 * naddr);
-    memcpy(&last, b + 12 + 4 * (naddr - 1), 4);
+    CHECK(magic == TCP_MAGIC && port != 0 && naddr >= 1 &&
+          blob_len[2] == BLOB_HDR + BLOB_ENT * naddr);
+    memcpy(&last, b + BLOB_HDR + BLOB_ENT * (naddr - 1), 4);
     CHECK(last == htonl(INADDR_LOOPBACK), "loopback comes last");
     CHECK(T->reachable(0) && T->reachable(3) && !T->reachable(2) && !T->reachable(4) &&
           !T->reachable(-1));
@@ -1070,7 +1090,7 @@ static int s_basic(void)
         struct sockaddr_in la;
         socklen_t ll = sizeof la;
         uint32_t want;
-        memcpy(&want, b + 12 + 4 * i, 4);
+        memcpy(&want, b + BLOB_HDR + BLOB_ENT * i, 4);
         CHECK(fds[i].events == POLLIN && getsockname(fds[i].fd, (struct sockaddr *)&la, &ll) == 0 &&
                   la.sin_addr.s_addr == want && la.sin_port == port,
               "listener %u", i);
@@ -1087,12 +1107,8 @@ static int s_basic(void)
     CHECK(bind(s, (struct sockaddr *)&sa, sizeof sa) == 0 &&
           getsockname(s, (struct sockaddr *)&sa, &sl) == 0);
     close(s);
-    uint8_t dead[16] = {0};
-    memcpy(dead, b, 6);
-    memcpy(dead + 6, &sa.sin_port, 2);
-    naddr = 1;
-    memcpy(dead + 8, &naddr, 4);
-    memcpy(dead + 12, &sa.sin_addr.s_addr, 4);
+    uint8_t dead[BLOB_HDR + BLOB_ENT];
+    blob_one(dead, b, sa.sin_port, sa.sin_addr.s_addr);
     blob[0] = dead;
     blob_len[0] = sizeof dead;
     int rc;
@@ -1187,14 +1203,8 @@ static int s_retry(void)
     socklen_t sl = sizeof sa;
     CHECK(l >= 0 && bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(l, 8) == 0 &&
           getsockname(l, (struct sockaddr *)&sa, &sl) == 0);
-    uint8_t fake[16];
-    uint32_t magic = TCP_MAGIC, naddr = 1;
-    uint16_t version = 1;
-    memcpy(fake, &magic, 4);
-    memcpy(fake + 4, &version, 2);
-    memcpy(fake + 6, &sa.sin_port, 2);
-    memcpy(fake + 8, &naddr, 4);
-    memcpy(fake + 12, &sa.sin_addr.s_addr, 4);
+    uint8_t fake[BLOB_HDR + BLOB_ENT];
+    blob_one(fake, blob[1], sa.sin_port, sa.sin_addr.s_addr);
     blob[0] = fake;
     blob_len[0] = sizeof fake;
     char payload[5] = "ping";
@@ -1233,6 +1243,107 @@ static int s_retry(void)
     close(l);
     blob[0] = NULL;
     T->finalize();
+    return 0;
+}
+
+/* Rank 0 as published to rank 1: four loopback addresses on one port, the
+ * first drops connects (a listener whose queue is full: like a firewall
+ * that drops, or a dead link), the second is another process of the job
+ * (it answers the handshake as rank 2), the third refuses, the fourth is
+ * rank 0. The send goes through at once, although a connect to the first
+ * would wait for CADRE_TCP_PEER_TIMEOUT (60 s here): every address is
+ * tried at the same time; the other process is closed without a message. */
+static int s_decoy(void)
+{
+    me.rank = 1;
+    deadline = now() + 40;
+    cadre__proc.rank = 1;
+    cadre__proc.size = 3;
+    cadre__p2p_info.job_cookie = COOKIE;
+    setenv("CADRE_TCP_PEER_TIMEOUT", "60", 1);
+    CHECK(T->init() == CADRE_SUCCESS, "%s", cadre_last_error());
+    const char *ips[4] = {"127.0.0.3", "127.0.0.2", "127.0.0.4", "127.0.0.1"};
+    int lfd[4] = {-1, -1, -1, -1}, queued = -1;
+    uint16_t port = 0;
+    uint8_t fake[BLOB_HDR + 4 * BLOB_ENT];
+    blob_one(fake, blob[1], 0, 0);
+    for (int k = 3; k >= 0; k--) { /* rank 0's listener first: it picks the port */
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = port};
+        socklen_t sl = sizeof sa;
+        CHECK(inet_pton(AF_INET, ips[k], &sa.sin_addr) == 1);
+        memcpy(fake + BLOB_HDR + k * BLOB_ENT, &sa.sin_addr.s_addr, 4);
+        memcpy(fake + BLOB_HDR + k * BLOB_ENT + 4, "lo", 3);
+        if (k == 2)
+            continue; /* nothing listens: refused */
+        lfd[k] = socket(AF_INET, SOCK_STREAM | (k == 0 ? 0 : SOCK_NONBLOCK), 0);
+        CHECK(lfd[k] >= 0 && bind(lfd[k], (struct sockaddr *)&sa, sizeof sa) == 0 &&
+                  listen(lfd[k], k == 0 ? 0 : 8) == 0 &&
+                  getsockname(lfd[k], (struct sockaddr *)&sa, &sl) == 0,
+              "%s: %s", ips[k], strerror(errno));
+        port = sa.sin_port;
+        if (k == 0) { /* fill its queue: later SYNs are dropped */
+            queued = socket(AF_INET, SOCK_STREAM, 0);
+            CHECK(connect(queued, (struct sockaddr *)&sa, sizeof sa) == 0, "%s", strerror(errno));
+        }
+    }
+    uint32_t four = 4;
+    memcpy(fake + 6, &port, 2);
+    memcpy(fake + 8, &four, 4);
+    blob[0] = fake;
+    blob_len[0] = sizeof fake;
+    char payload[5] = "ping";
+    struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .src = 1, .tag = 9, .len = sizeof payload};
+    int fd[4] = {-1, -1, -1, -1}, rc, decoy_answered = 0;
+    size_t got[4] = {0};
+    struct hello hi[4];
+    double t0 = now();
+    while ((rc = T->send(0, &h, payload)) == CADRE_P2P_BUSY) {
+        progress_once();
+        for (int k = 1; k <= 3; k += 2) {
+            int a = fd[k] < 0 ? accept(lfd[k], NULL, NULL) : -1;
+            if (a >= 0)
+                fd[k] = a;
+            if (fd[k] < 0 || got[k] == sizeof hi[k])
+                continue;
+            ssize_t r = recv(fd[k], (char *)&hi[k] + got[k], sizeof hi[k] - got[k], MSG_DONTWAIT);
+            if (r > 0 && (got[k] += (size_t)r) == sizeof hi[k]) {
+                CHECK(hi[k].magic == TCP_MAGIC && hi[k].from == 1 && hi[k].to == 0 &&
+                      hi[k].cookie == COOKIE);
+                /* rank 0 answers as itself; the other process as rank 2 */
+                struct hello ack = {TCP_MAGIC, 1, k == 3 ? 0 : 2, 1, COOKIE};
+                raw_write(fd[k], &ack, sizeof ack);
+                decoy_answered += k == 1;
+            }
+        }
+    }
+    double dt = now() - t0;
+    CHECK(rc == CADRE_P2P_SENT && !eng.failed[0], "send: %d: %s", rc,
+          eng.failed[0] ? eng.why[0] : "");
+    CHECK(dt < 30, "connected after %.1f s: the dropping address held it up", dt);
+    struct cadre_p2p_hdr m;
+    char back[sizeof payload];
+    CHECK(recv(fd[3], &m, sizeof m, MSG_WAITALL) == sizeof m && m.tag == 9 &&
+          m.len == sizeof payload);
+    CHECK(recv(fd[3], back, sizeof back, MSG_WAITALL) == sizeof back && !memcmp(back, payload, 5));
+    /* The other process: closed (once it answered), never a message. */
+    if (decoy_answered) {
+        struct pollfd pf = {fd[1], POLLIN, 0};
+        while (poll(&pf, 1, 0) == 0 && now() < deadline)
+            progress_once();
+        CHECK(recv(fd[1], &m, sizeof m, MSG_DONTWAIT) == 0, "the other process got bytes");
+    }
+    printf("decoy: sent in %.3f s past a dropping, a wrong (%s) and a refusing address\n", dt,
+           decoy_answered ? "answered and closed" : "not reached first");
+    for (int k = 0; k < 4; k++) {
+        if (fd[k] >= 0)
+            close(fd[k]);
+        if (lfd[k] >= 0)
+            close(lfd[k]);
+    }
+    close(queued);
+    blob[0] = NULL;
+    T->finalize();
+    unsetenv("CADRE_TCP_PEER_TIMEOUT");
     return 0;
 }
 
@@ -1348,7 +1459,7 @@ int main(int argc, char **argv)
                 {"corrupt", s_corrupt},     {"kill_recv", s_kill_recv}, {"kill_send", s_kill_send},
                 {"bye", s_bye},           {"many", s_many},           {"sleepy", s_sleepy},
                 {"stall", s_stall},         {"claim", s_claim},         {"crowd", s_crowd},
-                {"retry", s_retry}};
+                {"retry", s_retry}, {"decoy", s_decoy}};
     alarm(120); /* a hang is a failure, even outside the checked loops */
     maxp = T->max_payload(0);
     if (argc >= 2 && !strcmp(argv[1], "pingpong"))
