@@ -12,6 +12,19 @@ tb_forward_env() {
     done
 }
 
+# Runs a launcher under timeout (TB_TIMEOUT seconds, default 300), which
+# makes its own process group: tb_down stops the group. The script waits
+# with the wait builtin, which a signal interrupts (its trap then runs; a
+# command in the foreground would hold the trap until it ended), unless
+# TB_BACKGROUND=1: then it returns at once, the pid in TB_LAST_PID.
+tb_launch() {
+    timeout --kill-after=10 "${TB_TIMEOUT:-300}" "$@" &
+    TB_LAST_PID=$!
+    TB_PIDS+=("$TB_LAST_PID")
+    [[ ${TB_BACKGROUND-} == 1 ]] && return 0
+    wait "$TB_LAST_PID"
+}
+
 # tb_mpirun NHOSTS PPN block|cyclic PROGRAM [ARGS...]: PPN ranks on each of
 # hosts 1..NHOSTS, ranks dealt in blocks (mpirun's default, --map-by slot) or
 # round-robin (--map-by node). Open MPI's own traffic stays on the test
@@ -35,7 +48,7 @@ tb_mpirun() {
     # shellcheck disable=SC2206
     cmd+=(${TB_LAUNCH_ARGS-} "$@")
     tb_say "run: ${cmd[*]}"
-    timeout --kill-after=10 "${TB_TIMEOUT:-300}" "${cmd[@]}"
+    tb_launch "${cmd[@]}"
 }
 
 # ---- Slurm ------------------------------------------------------------------
@@ -126,5 +139,5 @@ tb_srun() {
     # shellcheck disable=SC2206
     cmd+=(${TB_LAUNCH_ARGS-} "$@")
     tb_say "run: SLURM_CONF=$SLURM_CONF ${cmd[*]}"
-    timeout --kill-after=10 "${TB_TIMEOUT:-300}" "${cmd[@]}"
+    tb_launch "${cmd[@]}"
 }

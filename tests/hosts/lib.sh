@@ -53,7 +53,7 @@ tb_clean_slot() {
     # Daemons of the root namespace, by the pid files the slot wrote.
     if [[ -n $dir ]]; then
         for p in "$dir"/slurm/ctld.pid "$dir"/munge/munged.pid; do
-            [[ -r $p ]] && kill -TERM "$(cat "$p")" 2>/dev/null
+            [[ -r $p ]] && kill -TERM "$(cat "$p" 2>/dev/null)" 2>/dev/null
         done
     fi
     # Every process in the slot's hosts is the test's (mpirun's orted,
@@ -65,7 +65,7 @@ tb_clean_slot() {
     done
     if [[ -n $dir ]]; then
         for p in "$dir"/slurm/ctld.pid "$dir"/munge/munged.pid; do
-            [[ -r $p ]] && kill -KILL "$(cat "$p")" 2>/dev/null
+            [[ -r $p ]] && kill -KILL "$(cat "$p" 2>/dev/null)" 2>/dev/null
         done
         for p in "$dir"/uts/*; do
             [[ -e $p ]] && umount "$p" 2>/dev/null
@@ -124,6 +124,10 @@ tb_claim() {
 }
 
 # tb_init N: makes hosts 1..N. Exports CADRE_TB_DIR (the rsh agent reads it).
+# With TB_EXTRA_IFS=1 every host also gets docker0 and eth1 (dummy devices,
+# no address yet: tb_add_decoy, tb_add_dead), made before eth0 so that they
+# come first in the host's interface list, where a runtime that tries
+# addresses in that order meets them first.
 tb_init() {
     TB_N=$1
     [[ $(id -u) == 0 ]] || tb_skip "the multi-host test bed needs root (network namespaces)"
@@ -157,6 +161,10 @@ tb_init() {
     for ((i = 1; i <= TB_N; i++)); do
         n=$(tb_name "$i")
         ip netns add "$n" || tb_fail "ip netns add $n"
+        if [[ ${TB_EXTRA_IFS-} == 1 ]]; then
+            ip -n "$n" link add docker0 type dummy && ip -n "$n" link add eth1 type dummy ||
+                tb_fail "dummy devices on $n"
+        fi
         ip link add "$n" type veth peer name eth0 netns "$n" || tb_fail "veth for $n"
         ip link set "$n" master "ctb$TB_K" up
         ip -n "$n" addr add "$(tb_addr "$i")/24" dev eth0
@@ -202,28 +210,28 @@ tb_exec() {
     ip netns exec "$n" nsenter --uts="$TB_DIR/uts/$n" -- "$@"
 }
 
-# A decoy: the same address on every host (a dummy docker0, 172.31.255.1).
+# A decoy: the same address on every host (docker0, 172.31.255.1), as a
+# container bridge has. Needs TB_EXTRA_IFS=1 at tb_init.
 tb_add_decoy() {
     local i n
     for ((i = 1; i <= TB_N; i++)); do
         n=$(tb_name "$i")
-        ip -n "$n" link add docker0 type dummy
-        ip -n "$n" addr add 172.31.255.1/16 dev docker0
-        ip -n "$n" link set docker0 up
+        ip -n "$n" addr add 172.31.255.1/16 dev docker0 && ip -n "$n" link set docker0 up ||
+            tb_fail "docker0 on $n"
     done
 }
 
 # An unreachable address per host: eth1, a dummy device holding
 # 10.214.K.I/24, so every host routes the others' eth1 addresses into a device
 # that drops everything: a connect there hears nothing (like a firewall that
-# drops, or a dead switch) until the kernel gives up, minutes later.
+# drops, or a dead switch) until the kernel gives up, minutes later. Needs
+# TB_EXTRA_IFS=1 at tb_init.
 tb_add_dead() {
     local i n
     for ((i = 1; i <= TB_N; i++)); do
         n=$(tb_name "$i")
-        ip -n "$n" link add eth1 type dummy
-        ip -n "$n" addr add "10.214.$TB_K.$i/24" dev eth1
-        ip -n "$n" link set eth1 up
+        ip -n "$n" addr add "10.214.$TB_K.$i/24" dev eth1 && ip -n "$n" link set eth1 up ||
+            tb_fail "eth1 on $n"
     done
 }
 tb_dead_addr() { printf '10.214.%s.%s' "$TB_K" "$1"; }

@@ -57,6 +57,9 @@ static void test_mpirun_coll(void) { run_scenario("mpirun-coll", 600); }
 static void test_srun_coll(void) { run_scenario("srun-coll", 400); }
 static void test_mpirun_p2p(void) { run_scenario("mpirun-p2p", 300); }
 static void test_srun_p2p(void) { run_scenario("srun-p2p", 300); }
+static void test_ifaces(void) { run_scenario("ifaces", 400); }
+static void test_lost_kill(void) { run_scenario("lost-kill", 300); }
+static void test_lost_cut(void) { run_scenario("lost-cut", 200); }
 
 void suite_hosts(void)
 {
@@ -66,4 +69,7 @@ void suite_hosts(void)
     CU_add_test(s, "srun: coll_test at 2x2 cyclic and 3x2 block", test_srun_coll);
     CU_add_test(s, "mpirun: p2p_test and hosts_probe (ANY_SOURCE) at 3x2 cyclic", test_mpirun_p2p);
     CU_add_test(s, "srun: p2p_test and hosts_probe (ANY_SOURCE) at 2x2 block", test_srun_p2p);
+    CU_add_test(s, "interfaces: docker0 decoy, unreachable eth1, CADRE_SOCKET_IFNAME", test_ifaces);
+    CU_add_test(s, "lost host: its ranks killed (mpirun, srun), errors within 10 s", test_lost_kill);
+    CU_add_test(s, "lost host: its link cut (mpirun), errors within 10 s", test_lost_cut);
 }
