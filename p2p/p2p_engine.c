@@ -399,6 +399,8 @@ void cadre__p2p_peer_failed(int w, const char *why)
     p->state = PEER_DEAD;
     if (was == PEER_FINALIZED)
         snprintf(p->why, sizeof p->why, "has finalized");
+    else if (why[0] == '(') /* "(host H) ...": one parenthesis with the pid */
+        snprintf(p->why, sizeof p->why, "(pid %d, %s", (int)p->pid, why + 1);
     else
         snprintf(p->why, sizeof p->why, "(pid %d) %s", (int)p->pid, why);
     if (!p->said_bye) {
@@ -567,6 +569,8 @@ int cadre__p2p_init(void)
         int rc = cand[i]->init();
         if (rc == CADRE_SUCCESS)
             ok[i] = 1;
+        else if (rc == CADRE_ERR_ARG) /* a setting to fix (CADRE_SOCKET_IFNAME) */
+            return rc;
         else
             CADRE_WARN(P2P, "transport %s disabled: %s", cand[i]->name, cadre_last_error());
     }

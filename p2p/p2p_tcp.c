@@ -78,6 +78,12 @@ static void out_close(struct tcp_peer *p)
     if (p->fd >= 0)
         close(p->fd);
     p->fd = -1;
+    for (int i = 0; p->try && i < p->naddr; i++) {
+        if (p->try[i].fd >= 0)
+            close(p->try[i].fd);
+        p->try[i].fd = -1;
+        p->try[i].state = TRY_DONE;
+    }
     p->stage_off = p->stage_len = 0;
 }
 
@@ -91,10 +97,12 @@ int cadre__p2p_tcp_peer_fail(int peer, const char *fmt, ...)
     if (p->failed)
         return CADRE_ERR_PEER;
     p->failed = 1;
-    char why[256];
+    /* "(host H) ...": the engine puts it with the pid it knows. */
+    char why[320];
+    int l = snprintf(why, sizeof why, "(host %s) ", cadre__p2p_tcp_host(peer));
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
+    vsnprintf(why + l, sizeof why - (size_t)l, fmt, ap);
     va_end(ap);
     CADRE_INFO(P2P, "tcp: rank %d failed: %s", peer, why);
     cadre__p2p_peer_failed(peer, why);
@@ -168,6 +176,10 @@ static int out_write(int peer, struct iovec *iov, int iovcnt, size_t total, size
                 int err = errno;
                 if (err == EPIPE || err == ECONNRESET)
                     drain_in(peer);
+                if (err == ETIMEDOUT || err == EHOSTUNREACH)
+                    return cadre__p2p_tcp_peer_fail(peer, "unreachable: no answer for %g s "
+                                                          "(sending to rank %d: %s)",
+                                                    tcp->peer_timeout, peer, strerror(err));
                 return cadre__p2p_tcp_peer_fail(peer, "sending to rank %d: %s", peer,
                                                 strerror(err));
             }
@@ -276,7 +288,7 @@ static int out_progress(void)
     for (int i = 0; i < tcp->nbusy; i++) {
         int peer = tcp->busy[i];
         struct tcp_peer *p = &tcp->peers[peer];
-        if (p->state == OUT_CONNECTING || p->state == OUT_HELLO || p->state == OUT_RETRY) {
+        if (p->state == OUT_CONNECTING || p->state == OUT_RETRY) {
             int before = p->state;
             cadre__p2p_tcp_advance(peer);
             events += p->state != before;
@@ -351,7 +363,11 @@ static int tcp_pollfds(struct pollfd *fds, int max)
     for (int i = 0; i < tcp->nbusy && n < max; i++) {
         struct tcp_peer *p = &tcp->peers[tcp->busy[i]];
         if (p->fd >= 0)
-            fds[n++] = (struct pollfd){p->fd, p->state == OUT_HELLO ? POLLIN : POLLOUT, 0};
+            fds[n++] = (struct pollfd){p->fd, POLLOUT, 0};
+        for (int k = 0; p->state == OUT_CONNECTING && k < p->naddr && n < max; k++)
+            if (p->try[k].fd >= 0)
+                fds[n++] = (struct pollfd){p->try[k].fd,
+                                           p->try[k].state == TRY_HELLO ? POLLIN : POLLOUT, 0};
     }
     for (int i = 0; i < tcp->nin && n < max; i++)
         if (tcp->in[i]->fd >= 0 && tcp->in[i]->peer < 0)
@@ -393,9 +409,9 @@ static void tcp_finalize(void)
         free(tcp->in[i]);
     }
     for (int i = 0; tcp->peers && i < tcp->size; i++) {
-        if (tcp->peers[i].fd >= 0)
-            close(tcp->peers[i].fd);
+        out_close(&tcp->peers[i]);
         free(tcp->peers[i].addr);
+        free(tcp->peers[i].try);
         free(tcp->peers[i].stage);
     }
     cadre__p2p_tcp_close_listeners();
@@ -429,32 +445,49 @@ static int tcp_init(void)
     }
 
     tcp->timeout = cadre__config_dbl(CADRE_CFG_TIMEOUT);
+    tcp->peer_timeout = cadre__config_dbl(CADRE_CFG_TCP_PEER_TIMEOUT);
+    if (!(tcp->peer_timeout >= 1 && tcp->peer_timeout <= 3600)) {
+        double bad = tcp->peer_timeout;
+        tcp_finalize();
+        return cadre__error(CADRE_ERR_ARG,
+                            "cadre_init: CADRE_TCP_PEER_TIMEOUT=%g out of range (1..3600 s)", bad);
+    }
 
-    uint32_t buf[(sizeof(struct tcp_blob) + TCP_MAX_ADDRS * sizeof(uint32_t)) / sizeof(uint32_t)];
+    size_t cap = sizeof(struct tcp_blob) + TCP_MAX_ADDRS * sizeof(struct tcp_blob_addr);
+    uint64_t buf[(sizeof(struct tcp_blob) + TCP_MAX_ADDRS * sizeof(struct tcp_blob_addr)) / 8 + 1];
     struct tcp_blob *b = (struct tcp_blob *)buf;
-    int naddr = cadre__p2p_tcp_local_addrs(b->addr);
+    memset(b, 0, cap);
+    int naddr = cadre__p2p_tcp_local_addrs(b->a);
+    if (naddr < 0) {
+        tcp_finalize();
+        return CADRE_ERR_ARG;
+    }
     const char *what = NULL;
-    uint16_t port = cadre__p2p_tcp_listen(b->addr, &naddr, &what);
+    uint16_t port = cadre__p2p_tcp_listen(b->a, &naddr, &what);
     if (port == 0) {
         int err = errno;
         tcp_finalize();
         return cadre__error(CADRE_ERR_INTERNAL, "tcp: %s: %s", what, strerror(err));
     }
     b->magic = TCP_MAGIC;
-    b->version = TCP_VERSION;
+    b->version = TCP_BLOB_VERSION;
     b->port = port;
     b->naddr = (uint32_t)naddr;
-    int rc = cadre__bootstrap_put(TCP_KEY, b, sizeof *b + b->naddr * sizeof(uint32_t));
+    b->netns = tcp->netns = cadre__p2p_tcp_netns();
+    if (gethostname(b->host, sizeof b->host - 1))
+        snprintf(b->host, sizeof b->host, "?");
+    memcpy(tcp->host, b->host, sizeof tcp->host);
+    int rc = cadre__bootstrap_put(TCP_KEY, b, sizeof *b + b->naddr * sizeof b->a[0]);
     if (rc != CADRE_SUCCESS) {
         tcp_finalize();
         return rc;
     }
     if (cadre__log_enabled(CADRE_LOG_INFO, CADRE_SUBSYS_P2P)) {
-        char list[TCP_MAX_ADDRS * (INET_ADDRSTRLEN + 1)] = "", ip[INET_ADDRSTRLEN];
+        char list[TCP_MAX_ADDRS * (INET_ADDRSTRLEN + TCP_IFNAMSIZ + 12)] = "", ip[INET_ADDRSTRLEN];
         for (uint32_t i = 0; i < b->naddr; i++)
-            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? " " : "",
-                     tcp_ip_str(b->addr[i], ip));
-        CADRE_INFO(P2P, "tcp: listening on port %u, addresses %s", ntohs(port), list);
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s:%u (%s)",
+                     i ? ", " : "", tcp_ip_str(b->a[i].addr, ip), ntohs(port), b->a[i].ifname);
+        CADRE_INFO(P2P, "tcp: listening on %s", list);
     }
     return CADRE_SUCCESS;
 }

@@ -16,9 +16,11 @@
 #include <time.h>
 
 #include "p2p/p2p.h"
+#include "p2p/p2p_tcp_if.h"
 
 #define TCP_MAGIC 0x43445443u /* "CTDC" */
-#define TCP_VERSION 1u
+#define TCP_VERSION 1u      /* of the handshake */
+#define TCP_BLOB_VERSION 2u /* of the endpoint blob */
 #define TCP_MAX_PAYLOAD (1024u << 10)
 #define TCP_RBUF 8192          /* per inbound socket: headers and small payloads */
 #define TCP_MSGS_PER_CALL 64   /* per socket and progress call: fairness */
@@ -40,9 +42,12 @@ struct tcp_hello {
     uint64_t cookie;
 };
 
-/* OUT_RETRY: every address was tried and reset or refused the connection
+/* OUT_CONNECTING: connects to every address of the peer at once, each
+ * through its own handshake (struct tcp_try), the first answered wins.
+ * OUT_RETRY: every address was tried and reset or refused the connection
  * (a crowded or slow listener); waiting for deadline to try them again. */
-enum { OUT_NONE, OUT_CONNECTING, OUT_HELLO, OUT_UP, OUT_FAILED, OUT_RETRY };
+enum { OUT_NONE, OUT_CONNECTING, OUT_UP, OUT_FAILED, OUT_RETRY };
+enum { TRY_DONE, TRY_CONNECTING, TRY_HELLO };
 enum { IN_HELLO, IN_HDR, IN_BODY };
 
 struct tcp_in {
@@ -60,22 +65,47 @@ struct tcp_in {
     char rbuf[TCP_RBUF];
 };
 
+/* Endpoint blob published with cadre__bootstrap_put: the addresses in
+ * network order, each with its interface's name (loopback ones last, for
+ * peers whose netns is the same); host: the hostname, for messages. */
+struct tcp_blob_addr {
+    uint32_t addr;
+    char ifname[TCP_IFNAMSIZ];
+};
+struct tcp_blob {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t port; /* network order */
+    uint32_t naddr, pad;
+    uint64_t netns; /* same value: same network namespace of the same boot */
+    char host[64];
+    struct tcp_blob_addr a[];
+};
+
+/* One connect (and its handshake) to one address of a peer. */
+struct tcp_try {
+    int fd, state;
+    double deadline; /* of the handshake's answer */
+    size_t ack_got;
+    struct tcp_hello ack;
+};
+
 struct tcp_peer {
     /* outbound: we connect and only write */
     int fd, state;
     int busy; /* in tcp->busy: connecting or staged data */
-    int naddr, addr_idx; /* naddr -1: blob not fetched yet */
+    int naddr; /* -1: blob not fetched yet */
     uint16_t port;
-    uint32_t *addr;
+    struct tcp_blob_addr *addr; /* those worth trying from here */
+    struct tcp_try *try;        /* one per address */
+    char host[64];              /* from the blob; "" before it is read */
     double deadline;
     /* retrying: until retry_until (refused alone: refused_until), after
      * backoff seconds; pass_retry says what the current pass over the
      * addresses met: 0 nothing worth a retry, 1 refused, 2 reset or closed */
     double retry_until, refused_until, backoff;
     int pass_retry, tries;
-    char last[160]; /* the last failure, for the message that gives up */
-    struct tcp_hello ack;
-    size_t ack_got;
+    char last[200]; /* the failures of the last pass, for the message that gives up */
     char *stage;
     size_t stage_off, stage_len;
     /* inbound */
@@ -87,6 +117,9 @@ struct tcp_state {
     int lfd[TCP_MAX_ADDRS], nlfd; /* one listener per published address, one port */
     int rank, size;
     double timeout; /* CADRE_TIMEOUT: bounds the retries of a connect */
+    double peer_timeout; /* CADRE_TCP_PEER_TIMEOUT: unanswered connects, keepalive */
+    uint64_t netns;
+    char host[64];
     int slept; /* pollfds was called: the engine is about to sleep */
     int bufsize; /* CADRE_TCP_BUFFER: SO_SNDBUF and SO_RCVBUF; 0 = the kernel's */
     uint64_t calls;
@@ -103,30 +136,26 @@ extern struct tcp_state cadre__p2p_tcp_state;
 
 #define TCP_KEY "tcp"
 
-/* Endpoint blob published with cadre__bootstrap_put; addresses in network order. */
-struct tcp_blob {
-    uint32_t magic;
-    uint16_t version;
-    uint16_t port; /* network order */
-    uint32_t naddr;
-    uint32_t addr[];
-};
-
-/* p2p_tcp_conn.c: the IPv4 addresses to publish (interfaces that are up,
- * loopback last, each once); a listener on each of the n addresses, all on
- * one port, returned in network order (addresses that cannot be bound are
- * dropped from addr and *n; 0 and errno, *what the failing call, when
- * none is left); closing them. */
-int cadre__p2p_tcp_local_addrs(uint32_t *addr);
-uint16_t cadre__p2p_tcp_listen(uint32_t *addr, int *n, const char **what);
+/* p2p_tcp_conn.c: the addresses to publish (CADRE_SOCKET_IFNAME,
+ * p2p_tcp_if.c), or -1 and an error; a listener on each of the n
+ * addresses, all on one port, returned in network order (addresses that
+ * cannot be bound are dropped from a and *n; 0 and errno, *what the
+ * failing call, when none is left); closing them. */
+int cadre__p2p_tcp_local_addrs(struct tcp_blob_addr *a);
+uint16_t cadre__p2p_tcp_listen(struct tcp_blob_addr *a, int *n, const char **what);
 void cadre__p2p_tcp_close_listeners(void);
+/* This process's network namespace, for the blob's netns (0: unknown). */
+uint64_t cadre__p2p_tcp_netns(void);
 /* The first connect to a peer (its endpoint fetched on first use), and
  * the connection moved on through RETRY, CONNECTING and HELLO without
  * blocking; both fail the peer when no address is left to try. */
 int cadre__p2p_tcp_connect(int peer);
 int cadre__p2p_tcp_advance(int peer);
 
-/* Reports the peer gone (once) and closes its sockets; returns CADRE_ERR_PEER. */
+/* The peer's hostname (its blob read if need be), "?" when not known. */
+const char *cadre__p2p_tcp_host(int peer);
+/* Reports the peer gone (once), naming its host, and closes its sockets;
+ * returns CADRE_ERR_PEER. */
 int cadre__p2p_tcp_peer_fail(int peer, const char *fmt, ...) CADRE_PRINTF(2, 3);
 void cadre__p2p_tcp_in_close(struct tcp_in *c);
 /* Reads and delivers what one inbound socket has; returns events. */
@@ -167,16 +196,24 @@ static inline int tcp_has_payload(uint8_t type)
     return cadre__p2p_has_payload(type);
 }
 
-/* No Nagle delay; keepalive probes so that a peer whose node died without a
- * FIN or RST is noticed (in about a minute) even while nothing is sent. */
+/* No Nagle delay. A peer whose host died, or whose link was cut, sends no
+ * FIN or RST: keepalive probes after a third of CADRE_TCP_PEER_TIMEOUT of
+ * silence, and TCP_USER_TIMEOUT (which also ends the probing), make the
+ * kernel fail the connection (ETIMEDOUT) once the peer has answered
+ * nothing, neither data nor probe, for that long. A live peer answers the
+ * probes (its kernel does) even while it does not read. */
 static inline void tcp_sockopts(int fd)
 {
-    int one = 1, idle = 30, intvl = 10, cnt = 3;
+    double t = cadre__p2p_tcp_state.peer_timeout;
+    int one = 1, idle = t >= 3 ? (int)(t / 3) : 1, intvl = 1;
+    int cnt = (int)t - idle > 1 ? (int)t - idle : 1;
+    unsigned user = (unsigned)(t * 1000);
     if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) ||
         setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) ||
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) ||
         setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) ||
-        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt))
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt) ||
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof user))
         CADRE_INFO(P2P, "tcp: setsockopt: %s", strerror(errno));
     int b = cadre__p2p_tcp_state.bufsize;
     if (b && (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &b, sizeof b) ||

@@ -173,6 +173,11 @@ static int in_read_end(struct tcp_in *c, ssize_t n)
         int clean = c->state == IN_HDR && c->rlen == 0;
         cadre__p2p_tcp_peer_fail(c->peer, "connection closed by rank %d%s", c->peer,
                                  clean ? "" : " in the middle of a message");
+    } else if (errno == ETIMEDOUT || errno == EHOSTUNREACH) {
+        /* keepalive or TCP_USER_TIMEOUT: its host died, or the link is cut */
+        cadre__p2p_tcp_peer_fail(c->peer, "unreachable: no answer for %g s (receiving from rank "
+                                          "%d: %s)",
+                                 tcp->peer_timeout, c->peer, strerror(errno));
     } else {
         cadre__p2p_tcp_peer_fail(c->peer, "receiving from rank %d: %s", c->peer, strerror(errno));
     }

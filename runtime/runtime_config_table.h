@@ -24,3 +24,5 @@ X(LAUNCHER_KILL_GRACE, DBL, "2", "seconds cadrerun waits after sending SIGTERM t
 X(LAUNCHER_DRAIN, DBL, "1", "seconds cadrerun keeps forwarding output after the last rank exited, while descendants of ranks still hold the output pipes")
 X(CHECK, INT, "1", "1: ranks compare their collective calls and fail with CADRE_ERR_MISMATCH when they differ; 0: no check")
 X(ALGO, STR, "", "collective algorithms to force, e.g. allreduce=ring,bcast=pipeline; see cadre(7) for the names")
+X(SOCKET_IFNAME, STR, "", "interfaces the TCP transport listens on and offers to other hosts: a comma list of name prefixes, ^ before the list to exclude them, = to match whole names (NCCL_SOCKET_IFNAME's syntax, e.g. eth,ib or ^docker,lo or =eth0); empty = every interface but loopback and bridges or container ends (docker*, virbr*, veth*, br-*, ...), which are used only when no other exists; peers on the same host also get loopback; see cadre(7)")
+X(TCP_PEER_TIMEOUT, DBL, "6", "seconds without any answer (to a connect, to data sent, to keepalive probes) after which a peer over TCP is unreachable: its host died or its link is cut (1..3600; TCP_USER_TIMEOUT and keepalive)")

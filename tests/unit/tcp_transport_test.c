@@ -178,6 +178,25 @@ static void io_all(int fd, void *p, size_t n, int wr)
     }
 }
 
+/* The endpoint blob (p2p_tcp.h): magic, version, port at 6, naddr at 8,
+ * netns at 16, host at 24, then per address 4 bytes of address and 16 of
+ * interface name. */
+#define BLOB_HDR 88
+#define BLOB_ENT 20
+
+/* A blob like `like` (its netns: loopback is for this namespace) with one
+ * address, the given port and address, into out[BLOB_HDR + BLOB_ENT]. */
+static void blob_one(uint8_t *out, const uint8_t *like, uint16_t port, uint32_t addr)
+{
+    uint32_t one = 1;
+    memset(out, 0, BLOB_HDR + BLOB_ENT);
+    memcpy(out, like, BLOB_HDR);
+    memcpy(out + 6, &port, 2);
+    memcpy(out + 8, &one, 4);
+    memcpy(out + BLOB_HDR, &addr, 4);
+    memcpy(out + BLOB_HDR + 4, "lo", 3);
+}
+
 /* The listeners of rank r: one per address its blob publishes. */
 static int nlisten(int r)
 {
@@ -1057,8 +1076,9 @@ static int s_basic(void)
     memcpy(&magic, b, 4);
     memcpy(&port, b + 6, 2);
     memcpy(&naddr, b + 8, 4);
-    CHECK(magic == TCP_MAGIC && port != 0 && naddr >= 1 && blob_len[2] == 12 + 4 * naddr);
-    memcpy(&last, b + 12 + 4 * (naddr - 1), 4);
+    CHECK(magic == TCP_MAGIC && port != 0 && naddr >= 1 &&
+          blob_len[2] == BLOB_HDR + BLOB_ENT * naddr);
+    memcpy(&last, b + BLOB_HDR + BLOB_ENT * (naddr - 1), 4);
     CHECK(last == htonl(INADDR_LOOPBACK), "loopback comes last");
     CHECK(T->reachable(0) && T->reachable(3) && !T->reachable(2) && !T->reachable(4) &&
           !T->reachable(-1));
@@ -1070,7 +1090,7 @@ static int s_basic(void)
         struct sockaddr_in la;
         socklen_t ll = sizeof la;
         uint32_t want;
-        memcpy(&want, b + 12 + 4 * i, 4);
+        memcpy(&want, b + BLOB_HDR + BLOB_ENT * i, 4);
         CHECK(fds[i].events == POLLIN && getsockname(fds[i].fd, (struct sockaddr *)&la, &ll) == 0 &&
                   la.sin_addr.s_addr == want && la.sin_port == port,
               "listener %u", i);
@@ -1087,12 +1107,8 @@ static int s_basic(void)
     CHECK(bind(s, (struct sockaddr *)&sa, sizeof sa) == 0 &&
           getsockname(s, (struct sockaddr *)&sa, &sl) == 0);
     close(s);
-    uint8_t dead[16] = {0};
-    memcpy(dead, b, 6);
-    memcpy(dead + 6, &sa.sin_port, 2);
-    naddr = 1;
-    memcpy(dead + 8, &naddr, 4);
-    memcpy(dead + 12, &sa.sin_addr.s_addr, 4);
+    uint8_t dead[BLOB_HDR + BLOB_ENT];
+    blob_one(dead, b, sa.sin_port, sa.sin_addr.s_addr);
     blob[0] = dead;
     blob_len[0] = sizeof dead;
     int rc;
@@ -1187,14 +1203,8 @@ static int s_retry(void)
     socklen_t sl = sizeof sa;
     CHECK(l >= 0 && bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(l, 8) == 0 &&
           getsockname(l, (struct sockaddr *)&sa, &sl) == 0);
-    uint8_t fake[16];
-    uint32_t magic = TCP_MAGIC, naddr = 1;
-    uint16_t version = 1;
-    memcpy(fake, &magic, 4);
-    memcpy(fake + 4, &version, 2);
-    memcpy(fake + 6, &sa.sin_port, 2);
-    memcpy(fake + 8, &naddr, 4);
-    memcpy(fake + 12, &sa.sin_addr.s_addr, 4);
+    uint8_t fake[BLOB_HDR + BLOB_ENT];
+    blob_one(fake, blob[1], sa.sin_port, sa.sin_addr.s_addr);
     blob[0] = fake;
     blob_len[0] = sizeof fake;
     char payload[5] = "ping";

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+
+#include "p2p/p2p_tcp_if.h"
 #include "testutil.h"
 
 static void run_scenario(const char *name, double limit)
@@ -97,6 +100,128 @@ static void test_valgrind(void)
     run_free(&r);
 }
 
+/* ---- CADRE_SOCKET_IFNAME: parsing, matching, the choice of interfaces ---- */
+
+static int parses(const char *text, struct tcp_ifspec *spec, char *err)
+{
+    err[0] = '\0';
+    return cadre__p2p_tcp_ifspec_parse(text, spec, err, 256) == 0;
+}
+
+static void test_ifname_parse(void)
+{
+    struct tcp_ifspec s;
+    char err[256];
+    CU_ASSERT(parses(NULL, &s, err) && !s.set && s.n == 0);
+    CU_ASSERT(parses("", &s, err) && !s.set && s.n == 0);
+    CU_ASSERT(parses("eth", &s, err) && s.set && !s.exclude && !s.exact && s.n == 1 &&
+              !strcmp(s.name[0], "eth"));
+    CU_ASSERT(parses("eth,ib", &s, err) && s.n == 2 && !strcmp(s.name[1], "ib"));
+    CU_ASSERT(parses("^docker,lo", &s, err) && s.exclude && !s.exact && s.n == 2 &&
+              !strcmp(s.name[0], "docker") && !strcmp(s.name[1], "lo"));
+    CU_ASSERT(parses("=eth0", &s, err) && !s.exclude && s.exact && s.n == 1 &&
+              !strcmp(s.name[0], "eth0"));
+    CU_ASSERT(parses("^=eth0,eth1", &s, err) && s.exclude && s.exact && s.n == 2);
+    CU_ASSERT(parses("eth0,,ib0,", &s, err) && s.n == 2 && !strcmp(s.name[1], "ib0"));
+    CU_ASSERT(parses("abcdefghijklmno", &s, err) && s.n == 1); /* 15 characters: IFNAMSIZ - 1 */
+    /* Errors name the variable and what is wrong. */
+    const char *bad[] = {"^", "=", "^=", ",", "^,,", "abcdefghijklmnop",
+                         "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK_MSG(!parses(bad[i], &s, err) && strstr(err, "CADRE_SOCKET_IFNAME") &&
+                      strstr(err, bad[i]),
+                  "\"%s\" parsed, or the error does not quote it: %s", bad[i], err);
+    }
+}
+
+static int matches(const char *spec, const char *ifname)
+{
+    struct tcp_ifspec s;
+    char err[256];
+    CU_ASSERT_FATAL(parses(spec, &s, err));
+    return cadre__p2p_tcp_ifspec_match(&s, ifname);
+}
+
+static void test_ifname_match(void)
+{
+    CU_ASSERT(matches("eth", "eth0") && matches("eth", "eth10") && matches("eth", "eth"));
+    CU_ASSERT(!matches("eth", "veth0") && !matches("eth", "et") && !matches("eth", "lo"));
+    CU_ASSERT(matches("ib,eth", "eth1") && matches("ib,eth", "ib0") && !matches("ib,eth", "em1"));
+    CU_ASSERT(matches("=eth0", "eth0") && !matches("=eth0", "eth01") && !matches("=eth0", "eth"));
+    CU_ASSERT(!matches("^docker", "docker0") && matches("^docker", "eth0") &&
+              matches("^docker", "dock"));
+    CU_ASSERT(!matches("^=eth0", "eth0") && matches("^=eth0", "eth01") &&
+              matches("^=eth0", "lo"));
+    CU_ASSERT(!matches("^docker,lo", "lo") && !matches("^docker,lo", "docker1") &&
+              matches("^docker,lo", "ens3"));
+}
+
+/* Selects from a made-up host; the chosen names, space-separated, in got. */
+static int pick(const char *spec, const struct tcp_if *all, int n, char *got, char *err)
+{
+    struct tcp_ifspec s;
+    struct tcp_if out[16];
+    char perr[256];
+    CU_ASSERT_FATAL(parses(spec, &s, perr));
+    err[0] = got[0] = '\0';
+    int k = cadre__p2p_tcp_if_select(all, n, &s, spec ? spec : "", out, 16, err, 512);
+    for (int i = 0; i < k; i++)
+        snprintf(got + strlen(got), 256 - strlen(got), "%s%s", i ? " " : "", out[i].name);
+    return k;
+}
+
+#define IF(name, ip, lo) {name, 0, lo}
+
+static void test_ifname_select(void)
+{
+    struct tcp_if host[] = {IF("lo", "127.0.0.1", 1),       IF("eth0", "10.0.0.1", 0),
+                            IF("docker0", "172.17.0.1", 0), IF("veth1a2b", "169.254.3.4", 0),
+                            IF("virbr0", "192.168.122.1", 0), IF("ib0", "10.1.0.1", 0),
+                            IF("eth0:1", "10.0.0.1", 0),    IF("br-5e1f", "172.18.0.1", 0)};
+    const char *ips[] = {"127.0.0.1",     "10.0.0.1", "172.17.0.1", "169.254.3.4",
+                         "192.168.122.1", "10.1.0.1", "10.0.0.1",   "172.18.0.1"};
+    int n = (int)(sizeof host / sizeof *host);
+    for (int i = 0; i < n; i++)
+        CU_ASSERT_FATAL(inet_pton(AF_INET, ips[i], &host[i].addr) == 1);
+    char got[256], err[512];
+    /* The default: no loopback but for same-host peers (last), no bridges
+     * or container ends, each address once (eth0:1 is eth0's). */
+    CU_ASSERT(pick(NULL, host, n, got, err) == 3 && !strcmp(got, "eth0 ib0 lo"));
+    CU_ASSERT(pick("", host, n, got, err) == 3 && !strcmp(got, "eth0 ib0 lo"));
+    /* ... those only when nothing else is there; loopback alone last. */
+    struct tcp_if bare[] = {host[0], host[2], host[4]};
+    CU_ASSERT(pick(NULL, bare, 3, got, err) == 3 && !strcmp(got, "docker0 virbr0 lo"));
+    CU_ASSERT(pick(NULL, host, 1, got, err) == 1 && !strcmp(got, "lo"));
+    CU_ASSERT(pick(NULL, host, 0, got, err) == 0);
+    /* Include lists: prefixes, exact names, loopback only where named. */
+    CU_ASSERT(pick("ib", host, n, got, err) == 2 && !strcmp(got, "ib0 lo"));
+    CU_ASSERT(pick("docker,ib", host, n, got, err) == 3 && !strcmp(got, "docker0 ib0 lo"));
+    CU_ASSERT(pick("=eth0", host, n, got, err) == 2 && !strcmp(got, "eth0 lo"));
+    CU_ASSERT(pick("lo", host, n, got, err) == 1 && !strcmp(got, "lo"));
+    /* Exclude lists: every other interface, bridges included (the list
+     * replaces the default), never loopback for other hosts. */
+    CU_ASSERT(pick("^eth,ib,lo", host, n, got, err) == 5 &&
+              !strcmp(got, "docker0 veth1a2b virbr0 br-5e1f lo"));
+    CU_ASSERT(pick("^=docker0", host, n, got, err) == 6 &&
+              !strcmp(got, "eth0 veth1a2b virbr0 ib0 br-5e1f lo"));
+    /* Nothing selected: an error naming the variable and what there is. */
+    const char *none[] = {"=eth", "wlan", "^e,d,v,i,b,l", "^=lo,eth0,eth0:1,docker0,veth1a2b,"
+                                                         "virbr0,ib0,br-5e1f"};
+    for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
+        CHECK_MSG(pick(none[i], host, n, got, err) == -1 && strstr(err, "CADRE_SOCKET_IFNAME") &&
+                      strstr(err, none[i]) && strstr(err, "eth0 10.0.0.1") &&
+                      strstr(err, "lo 127.0.0.1") && strstr(err, "ib0 10.1.0.1"),
+                  "%s: got \"%s\", error \"%s\"", none[i], got, err);
+    }
+    CHECK_MSG(pick("eth", host, 0, got, err) == -1 && strstr(err, "none with an IPv4 address"),
+              "no interfaces: %s", err);
+    /* At most max addresses. */
+    struct tcp_ifspec s;
+    struct tcp_if out[2];
+    CU_ASSERT_FATAL(parses("^x", &s, err));
+    CU_ASSERT(cadre__p2p_tcp_if_select(host, n, &s, "^x", out, 2, err, sizeof err) == 2);
+}
+
 void suite_tcp(void)
 {
     CU_pSuite s = CU_add_suite("tcp", NULL, NULL);
@@ -119,4 +244,7 @@ void suite_tcp(void)
     CU_add_test(s, "valgrind: tcp_intruder at 3 ranks, no memcheck error", test_valgrind);
     CU_add_test(s, "crowd: 340 strangers' connections, a peer still gets in", test_crowd);
     CU_add_test(s, "retry: a connect reset twice is made again", test_retry);
+    CU_add_test(s, "CADRE_SOCKET_IFNAME: every syntax form, bad ones named", test_ifname_parse);
+    CU_add_test(s, "CADRE_SOCKET_IFNAME: prefixes, exact names, exclusions", test_ifname_match);
+    CU_add_test(s, "interfaces chosen: default, include, exclude, none", test_ifname_select);
 }
