@@ -12,6 +12,7 @@ struct cadre_bootstrap_info {
     int rank, size;
     int local_rank, local_size;
     int node_id;
+    int has_node_id; /* the launcher gave PMIX_NODEID (else node_id is 0 everywhere) */
     int singleton;
     char nspace[256];
 };

@@ -81,6 +81,8 @@ int cadre__bootstrap_init(struct cadre_bootstrap_info *info)
         lrank = myproc.rank;
     if (get_u32(&myproc, PMIX_NODEID, &nodeid) != 0)
         nodeid = 0;
+    else
+        info->has_node_id = 1;
 
     info->rank = (int)myproc.rank;
     info->size = (int)size;

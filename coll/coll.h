@@ -133,6 +133,9 @@ int cadre__coll_poisoned(uint32_t ctx, const char *fn);
 /* ... only when the call found at fault is known and is `tag` or before
  * (a call that completed is not failed for a later one). */
 int cadre__coll_poisoned_by(uint32_t ctx, int32_t tag, const char *fn);
+/* Whether ctx's poison names a call after `tag` (known and later): call
+ * `tag` matched at every rank, and it completes. */
+int cadre__coll_fault_after(uint32_t ctx, int32_t tag);
 int cadre__coll_any_poisoned(void);
 
 /* Calls of another signature whose messages no receive takes (two roots):

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "coll_fast.h"
+#include "coll_hier.h"
 #include "coll_sig.h"
 #include "gpu/gpu.h"
 
@@ -44,6 +45,8 @@ static void parse_algo(void)
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
         int ok = 0;
+        if (eq && !strncmp(eq + 1, "hier_", 5))
+            continue; /* the two-level algorithms' (coll_hier.c) */
         if (eq) {
             *eq = '\0';
             for (int k = 0; k < K_COUNT; k++) {
@@ -248,6 +251,11 @@ static int barrier_impl(const char *fn, cadre_comm_t comm, cadre_request_t *req,
                                                          SIG_NO_ROOT, 0));
     struct coll_sched s;
     begin(&s, &c, CADRE_UINT8, CADRE_SUM);
+    int h = cadre__hier_pick(c.comm, HK_BARRIER, 0, algo_forced(K_BARRIER));
+    if (h) {
+        s.sig = cadre__sig(SIG_BARRIER, SIG_NO_DT, SIG_NO_OP, cadre__hier_sig_algo(h), SIG_NO_ROOT, 0);
+        return finish(&s, cadre__hier_barrier(&s, h), req);
+    }
     s.sig = cadre__sig(SIG_BARRIER, SIG_NO_DT, SIG_NO_OP, 1, SIG_NO_ROOT, 0);
     return finish(&s, cadre__algo_barrier_dissemination(&s), req);
 }
@@ -278,6 +286,13 @@ static int bcast_impl(const char *fn, void *buf, size_t count, cadre_datatype_t 
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     size_t bytes = count * c.es;
+    int h = cadre__hier_pick(c.comm, HK_BCAST, bytes, a);
+    if (h) {
+        s.out_bytes = bytes;
+        int rc = cadre__hier_bcast(&s, h, buf, count, root);
+        s.sig = cadre__sig(SIG_BCAST, dt, SIG_NO_OP, cadre__hier_sig_algo(h), root, count);
+        return finish(&s, rc, req);
+    }
     int direct = direct_ok(c.comm);
     if (a == 3 && !direct)
         a = 0;
@@ -327,10 +342,12 @@ static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
                                   rbuf, count, dt, op, root);
     struct coll_sched s;
     begin(&s, &c, dt, op);
-    int rc = cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
+    int h = cadre__hier_pick(c.comm, HK_REDUCE, bytes, algo_forced(K_REDUCE));
+    int rc = h ? cadre__hier_reduce(&s, h, sbuf, rbuf, count, root)
+               : cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
     if (c.me == root)
         avg_after(&s, op, rbuf, count);
-    s.sig = cadre__sig(SIG_REDUCE, dt, op, 1, root, count);
+    s.sig = cadre__sig(SIG_REDUCE, dt, op, h ? cadre__hier_sig_algo(h) : 1, root, count);
     return finish(&s, rc, req);
 }
 int cadre_reduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
@@ -380,6 +397,13 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     }
     struct coll_sched s;
     begin(&s, &c, dt, op);
+    int h = cadre__hier_pick(c.comm, HK_ALLREDUCE, bytes, a);
+    if (h) {
+        int rc = cadre__hier_allreduce(&s, h, sbuf, rbuf, count);
+        avg_after(&s, op, rbuf, count);
+        s.sig = cadre__sig(SIG_ALLREDUCE, dt, op, cadre__hier_sig_algo(h), SIG_NO_ROOT, count);
+        return finish(&s, rc, req);
+    }
     int direct = direct_ok(c.comm);
     if ((a == 3 && !direct) || a == 4)
         a = 0;
@@ -476,6 +500,14 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     }
     struct coll_sched s;
     begin(&s, &c, dt, op);
+    int h = cadre__hier_pick(c.comm, HK_REDUCE_SCATTER, bytes * (size_t)c.n, a);
+    if (h) {
+        int rc = cadre__hier_reduce_scatter(&s, h, sbuf, rbuf, recvcount);
+        avg_after(&s, op, rbuf, recvcount);
+        s.sig = cadre__sig(SIG_REDUCE_SCATTER, dt, op, cadre__hier_sig_algo(h), SIG_NO_ROOT,
+                           recvcount);
+        return finish(&s, rc, req);
+    }
     int direct = direct_ok(c.comm);
     if (a == 2 && !direct)
         a = 0;
@@ -723,6 +755,14 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     size_t total = 0;
     for (int i = 0; i < c.n; i++)
         total += counts[i] * c.es;
+    int h = cadre__hier_pick(c.comm, HK_ALLGATHER, total, a);
+    if (h) {
+        s.out_bytes = total;
+        int rc = cadre__hier_allgatherv(&s, h, sbuf, rbuf, counts, displs);
+        s.sig = cadre__sig(equal ? SIG_ALLGATHER : SIG_ALLGATHERV, dt, SIG_NO_OP,
+                           cadre__hier_sig_algo(h), SIG_NO_ROOT, equal ? sendcount : 0);
+        return finish(&s, rc, req);
+    }
     if (a == 3 && !direct)
         a = 0;
     if (!a)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "coll_fast.h"
+#include "coll_hier.h"
 #include "gpu/gpu.h"
 
 static uint32_t next_ctx = 2;
@@ -29,6 +30,7 @@ static void free_comm(struct cadre_comm *c)
     eng_unlock();
     cadre__comm_unregister(c);
     cadre__fast_release(c);
+    cadre__hier_release(c);
     c->magic = 0;
     free(c->world_ranks);
     free(c);

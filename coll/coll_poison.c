@@ -257,6 +257,15 @@ int cadre__coll_poisoned_by(uint32_t ctx, int32_t tag, const char *fn)
     return cadre__coll_poisoned(ctx, fn);
 }
 
+int cadre__coll_fault_after(uint32_t ctx, int32_t tag)
+{
+    if (!atomic_load_explicit(&npoisoned, memory_order_acquire))
+        return 0;
+    const struct poison *p = find(ctx);
+    return p && p->tag >= 0 && tag != p->tag &&
+           (((uint32_t)p->tag - (uint32_t)tag) & 0x3fffffffu) < (1u << 29);
+}
+
 int cadre__coll_any_poisoned(void)
 {
     return atomic_load_explicit(&npoisoned, memory_order_relaxed) != 0;

@@ -252,6 +252,11 @@ static int poisoned(struct coll_sched *s)
     if (!cadre__coll_any_poisoned() ||
         (prc = cadre__coll_poisoned(s->ctx, s->op_name)) == CADRE_SUCCESS)
         return 0;
+    /* A later call was found at fault: this one matched everywhere, and the
+     * ranks that found the fault had finished it (a rank whose last message
+     * of a barrier is still on its way must not fail that barrier). */
+    if (cadre__coll_fault_after(s->ctx, s->tag))
+        return 0;
     s->error = prc;
     snprintf(s->errmsg, sizeof s->errmsg, "%s", cadre_last_error());
     return 1;

@@ -188,6 +188,30 @@ struct cadre_p2p_engine_info {
 extern struct cadre_p2p_engine_info cadre__p2p_info;
 
 int cadre__p2p_init(void);
+
+/* ---- locality (p2p_host.c) --------------------------------------------------- */
+/* Hosts, numbered densely in the order of their lowest world rank, the same
+ * at every rank; valid from cadre_init to cadre_finalize (1 host, index 0,
+ * outside that). A host is CADRE_HOSTID's value when set, else the
+ * launcher's node id, else the hostname. Shared memory only within one. */
+int cadre__p2p_nhosts(void);
+int cadre__p2p_host_of(int world_rank);
+/* Whether world rank w is on this rank's host. */
+int cadre__p2p_same_host(int w);
+
+#define CADRE_HOST_NAME_MAX 64
+/* What a rank publishes of its host: a hash of the key, and a name for logs. */
+struct cadre_host_id {
+    uint64_t key;
+    char name[CADRE_HOST_NAME_MAX];
+};
+void cadre__p2p_host_self(struct cadre_host_id *id);
+/* The engine fills the table at init: begin, set for every rank, end (which
+ * numbers the hosts and logs this rank's locality line). */
+int cadre__p2p_hosts_begin(int nranks);
+void cadre__p2p_hosts_set(int w, const struct cadre_host_id *id);
+void cadre__p2p_hosts_end(void);
+void cadre__p2p_hosts_free(void);
 void cadre__p2p_finalize(void);
 /* Runs every transport once; returns events handled. Takes the engine lock
  * (trylock: returns 0 when another thread is progressing). */

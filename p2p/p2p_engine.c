@@ -350,6 +350,7 @@ struct proc_blob {
     int32_t pid;
     int32_t node_id;
     uint64_t cookie; /* rank 0's is the job's */
+    struct cadre_host_id host; /* p2p_host.c */
 };
 
 struct fail_arg {
@@ -557,6 +558,8 @@ int cadre__p2p_init(void)
                                            "transport (shm, tcp)", list);
 
     struct proc_blob pb = {.pid = (int32_t)getpid(), .node_id = cadre__proc.node_id};
+    cadre__p2p_host_self(&pb.host);
+    CADRE_CHECK(cadre__p2p_hosts_begin(nr));
     if (getrandom(&pb.cookie, sizeof pb.cookie, 0) != sizeof pb.cookie)
         pb.cookie = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
     CADRE_CHECK(cadre__bootstrap_put("proc", &pb, sizeof pb));
@@ -584,20 +587,38 @@ int cadre__p2p_init(void)
         if (w == me) {
             p->pid = getpid();
             p->same_node = 1;
+            cadre__p2p_hosts_set(w, &pb.host);
             continue;
         }
         void *data;
         size_t len;
         CADRE_CHECK(cadre__bootstrap_get(w, "proc", &data, &len));
         struct proc_blob peer;
-        memcpy(&peer, data, len < sizeof peer ? len : sizeof peer);
+        if (len != sizeof peer) {
+            free(data);
+            return cadre__error(CADRE_ERR_BOOTSTRAP, "cadre_init: rank %d published a %zu-byte "
+                                "process record, not %zu (another cadre version?)", w, len,
+                                sizeof peer);
+        }
+        memcpy(&peer, data, sizeof peer);
         free(data);
+        peer.host.name[CADRE_HOST_NAME_MAX - 1] = '\0';
         if (w == 0)
             cadre__p2p_info.job_cookie = peer.cookie;
         p->pid = peer.pid;
-        p->same_node = peer.node_id == cadre__proc.node_id;
-        if (p->same_node)
-            p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)peer.pid, 0);
+        p->same_node = peer.node_id == cadre__proc.node_id; /* and the same host, below */
+        cadre__p2p_hosts_set(w, &peer.host);
+    }
+    cadre__p2p_hosts_end();
+    for (int w = 0; w < nr; w++) {
+        struct cadre_peer *p = &e->peers[w];
+        /* A pid names a process only on its own node: the same host, and
+         * the same launcher node too (CADRE_HOSTID may name one host on
+         * several). A host that CADRE_HOSTID split off this node is
+         * another host: TCP, and no watching of its pids. */
+        p->same_node = p->same_node && cadre__p2p_same_host(w);
+        if (w != me && p->same_node)
+            p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->pid, 0);
     }
     for (int i = 0; i < 2; i++) {
         if (ok[i] && cand[i]->wireup() != CADRE_SUCCESS) {
@@ -635,6 +656,7 @@ int cadre__p2p_init(void)
             e->poll_mode = 1;
         CADRE_TRACE(P2P, "rank %d via %s (eager %zu, fragment %zu)", w, p->tp->name, p->eager,
                     p->frag);
+        CADRE_INFO(P2P, "peer %d: %s", w, p->tp->name);
     }
     /* Peers attach to each other's segments above; a rank that went on and
      * finalized at once would take its segment away from a slower peer. */
@@ -753,6 +775,7 @@ void cadre__p2p_finalize(void)
     cadre__p2p_diag_cleanup();
     free(e->peers);
     e->peers = NULL;
+    cadre__p2p_hosts_free();
     if (e->eventfd >= 0)
         close(e->eventfd);
     e->eventfd = -1;

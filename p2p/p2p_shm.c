@@ -254,7 +254,9 @@ static int shm_wireup(void)
         struct shm_blob b;
         memcpy(&b, data, len < sizeof b ? len : sizeof b);
         free(data);
-        if (len != sizeof b || b.node_id != cadre__proc.node_id)
+        /* Never between hosts (p2p_host.c): the same launcher node and the
+         * same host identity, which CADRE_HOSTID or the hostname decide. */
+        if (len != sizeof b || b.node_id != cadre__proc.node_id || !cadre__eng.peers[w].same_node)
             continue;
         if (b.local_rank < 0 || b.local_rank >= S.nlocal || b.ring_bytes != S.ring_bytes ||
             b.frag != S.frag || b.nslots != S.nslots || b.nfrags != S.nfrags ||

@@ -114,6 +114,7 @@ struct cadre_proc_info {
     int rank, size;
     int local_rank, local_size;
     int node_id;
+    int has_node_id; /* node_id came from the launcher (PMIX_NODEID) */
     int device; /* bound CUDA device or -1 */
     int singleton;
 };
@@ -184,6 +185,7 @@ struct cadre_comm {
     uint32_t coll_seq; /* collectives started on this communicator */
     void *fast;        /* its shared-memory slot (coll/coll_fast.c), or NULL */
     void *gpu;         /* device-path state (gpu/gpu_internal.h), made on first use */
+    void *hier;        /* its members by host (coll/coll_hier.h), made on first use */
     int errors;        /* error mode + 1 (cadre_comm_set_errors); 0: CADRE_COMM_WORLD's */
     /* The signatures of its last CADRE_SIG_HIST collectives here, by tag
      * (tag + 1 in sig_tag; 0: none), to judge the collective messages that no

@@ -38,6 +38,7 @@ int cadre_init(int *argc, char ***argv)
     cadre__proc.local_rank = bi.local_rank;
     cadre__proc.local_size = bi.local_size;
     cadre__proc.node_id = bi.node_id;
+    cadre__proc.has_node_id = bi.has_node_id;
     cadre__proc.singleton = bi.singleton;
 
     char prefix[32];

@@ -3,9 +3,11 @@
  * and not, checked element by element against a reference each rank computes
  * serially from the inputs it can regenerate for every rank.
  *
- * COLL_BIG sets the large count (default 1M+3); CADRE_ALGO picks algorithms. */
+ * COLL_BIG sets the large count (default 1M+3); CADRE_ALGO picks algorithms;
+ * FAKE_HOSTS places the ranks on fake hosts (fake_hosts.h). */
 #include <math.h>
 
+#include "fake_hosts.h"
 #include "rank_util.h"
 
 #define W CADRE_COMM_WORLD
@@ -471,6 +473,7 @@ static void test_bad_input(void)
 
 int main(int argc, char **argv)
 {
+    fake_hosts_setenv(); /* FAKE_HOSTS: ranks on several hosts of this machine */
     if (cadre_init(&argc, &argv) != CADRE_SUCCESS) {
         fprintf(stderr, "coll_test: cadre_init: %s\n", cadre_last_error());
         return 1;

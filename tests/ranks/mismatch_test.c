@@ -6,10 +6,11 @@
  * poisoned. Each case runs on a fresh duplicate of the world, small
  * (shared-memory slots) and large (scheduled messages), blocking and
  * nonblocking. MISMATCH_CHECK=0 runs only the matching calls, for
- * CADRE_CHECK=0. */
+ * CADRE_CHECK=0. FAKE_HOSTS puts the ranks on fake hosts (fake_hosts.h). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_hosts.h"
 #include "rank_util.h"
 
 static int me, np;
@@ -235,6 +236,7 @@ static void root_learns(size_t n)
 
 int main(void)
 {
+    fake_hosts_setenv(); /* FAKE_HOSTS: ranks on several hosts of this machine */
     OK(cadre_init(NULL, NULL));
     OK(cadre_comm_rank(CADRE_COMM_WORLD, &me));
     OK(cadre_comm_size(CADRE_COMM_WORLD, &np));

@@ -1,0 +1,130 @@
+/* Locality: which ranks share a host. Each rank names its host by a key,
+ * CADRE_HOSTID when set, else the launcher's node id (PMIX_NODEID), else the
+ * hostname (a singleton, a launcher that gives no node id); the keys travel
+ * hashed, with a display name, in the engine's proc blob. Hosts get dense
+ * indices in the order of their lowest world rank, the same at every rank.
+ * Shared memory is used only within a host, and the two-level collectives
+ * (coll/coll_hier*.c) group ranks by these indices. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "p2p_engine.h"
+
+static struct {
+    int nranks, nhosts;
+    int *host;     /* by world rank: dense host index */
+    uint64_t *key; /* by world rank, until the indices are made */
+    char (*name)[CADRE_HOST_NAME_MAX];
+    char **names; /* by host index */
+} L;
+
+static uint64_t fnv1a(const char *s, uint64_t h)
+{
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+void cadre__p2p_host_self(struct cadre_host_id *id)
+{
+    char hn[256] = "";
+    if (gethostname(hn, sizeof hn - 1) != 0 || !hn[0])
+        snprintf(hn, sizeof hn, "localhost");
+    const char *forced = cadre__config_str(CADRE_CFG_HOSTID);
+    char key[320];
+    if (forced[0]) {
+        snprintf(key, sizeof key, "id:%s", forced);
+        snprintf(id->name, sizeof id->name, "%s", forced);
+    }
+    else {
+        if (cadre__proc.has_node_id)
+            snprintf(key, sizeof key, "node:%d", cadre__proc.node_id);
+        else
+            snprintf(key, sizeof key, "host:%s", hn);
+        snprintf(id->name, sizeof id->name, "%s", hn);
+    }
+    id->key = fnv1a(key, 0xcbf29ce484222325ull);
+}
+
+int cadre__p2p_hosts_begin(int nranks)
+{
+    cadre__p2p_hosts_free();
+    L.nranks = nranks;
+    L.host = calloc((size_t)nranks, sizeof *L.host);
+    L.key = calloc((size_t)nranks, sizeof *L.key);
+    L.name = calloc((size_t)nranks, sizeof *L.name);
+    L.names = calloc((size_t)nranks, sizeof *L.names);
+    if (!L.host || !L.key || !L.name || !L.names) {
+        cadre__p2p_hosts_free();
+        return cadre__error(CADRE_ERR_NOMEM, "cadre_init: no memory for the host table");
+    }
+    return CADRE_SUCCESS;
+}
+
+void cadre__p2p_hosts_set(int w, const struct cadre_host_id *id)
+{
+    L.key[w] = id->key;
+    memcpy(L.name[w], id->name, sizeof L.name[w]);
+    L.name[w][CADRE_HOST_NAME_MAX - 1] = '\0';
+}
+
+void cadre__p2p_hosts_end(void)
+{
+    /* Quadratic in the ranks, once at init: a host is new when no lower
+     * rank has its key. */
+    L.nhosts = 0;
+    for (int w = 0; w < L.nranks; w++) {
+        int h = -1;
+        for (int v = 0; v < w && h < 0; v++)
+            if (L.key[v] == L.key[w])
+                h = L.host[v];
+        if (h < 0) {
+            h = L.nhosts++;
+            L.names[h] = L.name[w];
+        }
+        L.host[w] = h;
+    }
+    if (!cadre__log_enabled(CADRE_LOG_INFO, CADRE_SUBSYS_P2P))
+        return;
+    int me = cadre__proc.rank, mine = L.host[me];
+    char list[1024];
+    size_t len = 0;
+    list[0] = '\0';
+    for (int w = 0; w < L.nranks && len < sizeof list - 16; w++)
+        if (L.host[w] == mine)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? "," : "", w);
+    if (len >= sizeof list - 16)
+        snprintf(list + len, sizeof list - len, ",...");
+    CADRE_INFO(P2P, "locality: host %d of %d (%s), ranks on this host: %s", mine, L.nhosts,
+               L.names[mine], list);
+}
+
+void cadre__p2p_hosts_free(void)
+{
+    free(L.host);
+    free(L.key);
+    free(L.name);
+    free(L.names);
+    memset(&L, 0, sizeof L);
+}
+
+int cadre__p2p_nhosts(void)
+{
+    return L.host ? L.nhosts : 1;
+}
+
+int cadre__p2p_host_of(int w)
+{
+    return L.host && w >= 0 && w < L.nranks ? L.host[w] : 0;
+}
+
+int cadre__p2p_same_host(int w)
+{
+    return cadre__p2p_host_of(w) == cadre__p2p_host_of(cadre__proc.rank);
+}
