@@ -13,14 +13,15 @@
 # ("decision: ..."), then a summary; returns 1 on any failure. Hosts are
 # numbered from 0 in the order of their lowest world rank, which for block
 # and cyclic placement is the test bed's order. Options (environment):
-#   TB_CHECK_FORBID  ERE: no rank listens on, or reaches a peer at, an IP
-#                    that matches it (127.x is always forbidden)
+#   TB_CHECK_FORBID  ERE: no rank listens on an IP that matches it (a rank
+#                    may listen on loopback for the peers of its own host; a
+#                    remote peer must be reached at its host's address)
 #   TB_CHECK_IFNAME  ERE: every listening interface's name matches it
 #   TB_CHECK_ALGO=1  rank 0 logs at least one allreduce algorithm
 tb_check_decisions() {
     local log=$1 nh=$2 ppn=$3 place=$4
     awk -v nh="$nh" -v ppn="$ppn" -v place="$place" -v k="$TB_K" \
-        -v forbid="^127[.]${TB_CHECK_FORBID:+|$TB_CHECK_FORBID}" \
+        -v forbid="${TB_CHECK_FORBID:-^$}" \
         -v ifre="${TB_CHECK_IFNAME-}" -v want_algo="${TB_CHECK_ALGO-0}" '
     function host_of(r) { return place == "cyclic" ? r % nh : int(r / ppn) }
     function name_of(h) { return "ctb" k "-n" (h + 1) }
@@ -34,7 +35,7 @@ tb_check_decisions() {
         }
     }
     {
-        if (!match($0, /^\[rank [0-9]+ INFO [A-Z]+\] /)) next
+        if (!match($0, /^\[rank [0-9]+ INFO [A-Z0-9]+\] /)) next
         split(substr($0, 7), a, " ")
         r = a[1] + 0
         body = substr($0, RLENGTH + 1)

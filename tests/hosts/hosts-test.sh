@@ -33,6 +33,9 @@ report() {
         printf -- '--- output of the job (%s)\n' "$JOB_LOG"
         grep -v ' WARN RUNTIME\] cadre_[a-z_]*: .*(CADRE_ERR_\(ARG\|STATE\))$' "$JOB_LOG" | tail -60
         printf -- '---\n'
+        # TB_KEEP=DIR keeps the failed job's whole output (the test bed's
+        # directory goes at exit).
+        [[ -n ${TB_KEEP-} ]] && mkdir -p "$TB_KEEP" && cp "$JOB_LOG" "$TB_KEEP/"
     fi
 }
 
@@ -60,7 +63,8 @@ checked_job() {
 # the nonblocking ones too), counts 0, 1, 7, 1000 and 20011.
 coll() {
     local launcher=$1 nh=$2 ppn=$3 place=$4 tests=reductions,movers,vvariants n=3
-    [[ ${5-} == all ]] && tests="" n=6
+    # coll_test runs the tests whose names COLL_TESTS contains.
+    [[ ${5-} == all ]] && tests=reductions-nb,movers-nb,vvariants-nb n=6
     CADRE_DEBUG=INFO COLL_BIG=20011 COLL_TESTS=$tests TB_CHECK_ALGO=1 \
         checked_job "$launcher" "$nh" "$ppn" "$place" '^coll_test [a-z-]+ +ok ' $n "$B/tests/ranks/coll_test"
 }

@@ -53,6 +53,26 @@ static void run_scenario(const char *name, double limit)
     }
 }
 
+/* cadrerun is a one-machine launcher: asked for hosts it names the
+ * launchers that run cadre on several (and starts nothing). */
+static void test_cadrerun_host(void)
+{
+    const char *forms[] = {"--host n1:2,n2:2", "-H n1,n2", "--hostfile=hosts", "--machinefile hosts"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s -n 2 %s %s", CADRERUN, forms[i],
+                 build_path("tests/ranks/init_basic"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+        CHECK_MSG(r.exit_code == 2 && strstr(r.err, "this machine only") &&
+                      strstr(r.err, "srun --mpi=pmix") && strstr(r.err, "mpirun --host") &&
+                      strstr(r.err, "Running on several nodes") && r.out_len == 0,
+                  "cadrerun %s: exit %d\n--- stdout\n%s--- stderr\n%s", forms[i], r.exit_code,
+                  r.out, r.err);
+        run_free(&r);
+    }
+}
+
 static void test_mpirun_coll(void) { run_scenario("mpirun-coll", 600); }
 static void test_srun_coll(void) { run_scenario("srun-coll", 400); }
 static void test_mpirun_p2p(void) { run_scenario("mpirun-p2p", 300); }
@@ -64,6 +84,7 @@ static void test_lost_cut(void) { run_scenario("lost-cut", 200); }
 void suite_hosts(void)
 {
     CU_pSuite s = CU_add_suite("hosts", NULL, NULL);
+    CU_add_test(s, "cadrerun --host, -H, --hostfile point to srun and mpirun", test_cadrerun_host);
     CU_add_test(s, "mpirun: coll_test at 2x2, 3x1, 3x2 hosts x ranks, block and cyclic",
                 test_mpirun_coll);
     CU_add_test(s, "srun: coll_test at 2x2 cyclic and 3x2 block", test_srun_coll);
