@@ -75,6 +75,11 @@ tb_clean_slot() {
     for ns in $(ip netns list 2>/dev/null | awk -v p="ctb$k-n" 'index($1, p) == 1 { print $1 }'); do
         ip netns del "$ns" 2>/dev/null
     done
+    # A namespace goes in the background; its veths' root ends may outlive
+    # it a while: delete them (and the pair) now.
+    for ns in $(ip -o link show 2>/dev/null | awk -F': ' -v p="ctb$k-n" 'index($2, p) == 1 { sub(/@.*/, "", $2); print $2 }'); do
+        ip link del "$ns" 2>/dev/null
+    done
     ip link del "ctb$k" 2>/dev/null
     tb_locked tb_hosts_remove "$k"
     [[ -n $dir && -d $dir ]] && rm -rf "$dir"
@@ -82,21 +87,32 @@ tb_clean_slot() {
 }
 
 # /etc/hosts may be a bind mount (containers): write it in place, never
-# replace the file. Our lines end with "# cadre-testbed K".
+# replace the file. Our lines end with "# cadre-testbed K". When nothing else
+# changed it meanwhile, the copy taken before is written back byte for byte;
+# otherwise (another run's lines came and went) only our lines are removed.
 tb_hosts_remove() {
-    local k=$1 rest
+    local k=$1 dir rest
     grep -q " # cadre-testbed $k\$" /etc/hosts 2>/dev/null || return 0
+    dir=$(cat "$TB_SLOTS/$k/dir" 2>/dev/null)
+    if [[ -n $dir && -f $dir/hosts.orig && -f $dir/hosts.expect ]] &&
+        cmp -s "$dir/hosts.expect" /etc/hosts; then
+        cat "$dir/hosts.orig" >/etc/hosts
+        return 0
+    fi
     rest=$(grep -v " # cadre-testbed $k\$" /etc/hosts)
     printf '%s\n' "$rest" >/etc/hosts
 }
 tb_hosts_add() {
-    local i
-    {
-        for ((i = 1; i <= TB_N; i++)); do
-            printf '%s %s # cadre-testbed %s\n' "$(tb_addr "$i")" "$(tb_name "$i")" "$TB_K"
-        done
-        printf '%s ctb%s-ctl # cadre-testbed %s\n' "$(tb_gw)" "$TB_K" "$TB_K"
-    } >>/etc/hosts
+    local i add=""
+    cp /etc/hosts "$TB_DIR/hosts.orig"
+    # A last line without its newline would run into ours.
+    [[ -s /etc/hosts && -n $(tail -c1 /etc/hosts) ]] && add=$'\n'
+    for ((i = 1; i <= TB_N; i++)); do
+        add+="$(tb_addr "$i") $(tb_name "$i") # cadre-testbed $TB_K"$'\n'
+    done
+    add+="$(tb_gw) ctb$TB_K-ctl # cadre-testbed $TB_K"$'\n'
+    printf '%s' "$add" >>/etc/hosts
+    { cat "$TB_DIR/hosts.orig"; printf '%s' "$add"; } >"$TB_DIR/hosts.expect"
 }
 
 # Claims the first free slot (or one whose owner is gone, after cleaning it).
@@ -111,7 +127,9 @@ tb_claim() {
             tb_clean_slot "$k"
         fi
         # Nothing else of this machine may use the subnet.
+        # Nor links of a slot whose namespaces are still going away.
         if ip -4 addr | grep -q "inet 10\.213\.$k\." ||
+            ip -o link show | grep -q ": ctb$k[-:@]" ||
             ip -4 route | grep -q "^10\.213\.$k\."; then
             continue
         fi
@@ -124,8 +142,10 @@ tb_claim() {
 }
 
 # tb_init N: makes hosts 1..N. Exports CADRE_TB_DIR (the rsh agent reads it).
-# With TB_EXTRA_IFS=1 every host also gets docker0 and eth1 (dummy devices,
-# no address yet: tb_add_decoy, tb_add_dead), made before eth0 so that they
+# With TB_EXTRA_IFS=1 every host also gets docker0 (a bridge without ports,
+# as docker's is without containers) and eth1 (a veth whose other end, sink1,
+# stays in the host), no address yet (tb_add_decoy, tb_add_dead), made
+# before eth0 so that they
 # come first in the host's interface list, where a runtime that tries
 # addresses in that order meets them first.
 tb_init() {
@@ -162,8 +182,9 @@ tb_init() {
         n=$(tb_name "$i")
         ip netns add "$n" || tb_fail "ip netns add $n"
         if [[ ${TB_EXTRA_IFS-} == 1 ]]; then
-            ip -n "$n" link add docker0 type dummy && ip -n "$n" link add eth1 type dummy ||
-                tb_fail "dummy devices on $n"
+            ip -n "$n" link add docker0 type bridge &&
+                ip -n "$n" link add eth1 type veth peer name sink1 ||
+                tb_fail "docker0 and eth1 on $n"
         fi
         ip link add "$n" type veth peer name eth0 netns "$n" || tb_fail "veth for $n"
         ip link set "$n" master "ctb$TB_K" up
@@ -221,17 +242,22 @@ tb_add_decoy() {
     done
 }
 
-# An unreachable address per host: eth1, a dummy device holding
-# 10.214.K.I/24, so every host routes the others' eth1 addresses into a device
-# that drops everything: a connect there hears nothing (like a firewall that
-# drops, or a dead switch) until the kernel gives up, minutes later. Needs
-# TB_EXTRA_IFS=1 at tb_init.
+# An unreachable address per host: 10.214.K.I/24 on eth1, with the other
+# hosts' eth1 addresses as permanent neighbours at a MAC address nobody has:
+# a connect there goes out to sink1, which drops it, and hears nothing (like a
+# firewall that drops, or a dead switch) until the kernel gives up, minutes
+# later. Needs TB_EXTRA_IFS=1 at tb_init.
 tb_add_dead() {
-    local i n
+    local i j n
     for ((i = 1; i <= TB_N; i++)); do
         n=$(tb_name "$i")
-        ip -n "$n" addr add "10.214.$TB_K.$i/24" dev eth1 && ip -n "$n" link set eth1 up ||
-            tb_fail "eth1 on $n"
+        ip -n "$n" addr add "10.214.$TB_K.$i/24" dev eth1 && ip -n "$n" link set sink1 up &&
+            ip -n "$n" link set eth1 up || tb_fail "eth1 on $n"
+        for ((j = 1; j <= TB_N; j++)); do
+            ((j == i)) && continue
+            ip -n "$n" neigh replace "10.214.$TB_K.$j" lladdr "02:00:00:00:d6:0$j" dev eth1 nud permanent ||
+                tb_fail "neighbour $j on $n's eth1"
+        done
     done
 }
 tb_dead_addr() { printf '10.214.%s.%s' "$TB_K" "$1"; }
