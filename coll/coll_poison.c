@@ -124,6 +124,18 @@ static void forward_one(const struct cadre_comm *c, void *arg)
  * BYE at finalize must not reach a rank that still waits on it before the
  * news does (the finder's own message may come later, on another
  * connection), or that rank blames this one's finalize. */
+struct by_ctx {
+    uint32_t ctx;
+    const struct cadre_comm *c;
+};
+
+static void find_ctx(const struct cadre_comm *c, void *arg)
+{
+    struct by_ctx *f = arg;
+    if (!f->c && cadre__coll_ctx(c) == f->ctx)
+        f->c = c;
+}
+
 void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
 {
     (void)peer;
@@ -131,7 +143,19 @@ void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
     int failed = !h->sreq && !h->rreq; /* a rank failed, else a mismatch */
     int other = (int)(uint32_t)h->off;
     if (failed) {
-        snprintf(text, sizeof text, "rank %d failed (rank %d found out)", other, (int)h->src);
+        /* The engine fails that rank here too when it is of another node
+         * (a lost host: this rank may have no connection to it), and the
+         * text names its host. */
+        struct by_ctx f = {h->ctx, NULL};
+        const char *host = NULL;
+        cadre__comm_foreach(find_ctx, &f);
+        if (f.c && other >= 0 && other < f.c->size && (int)h->src >= 0 &&
+            (int)h->src < f.c->size) {
+            cadre__p2p_peer_reported(world_of(f.c, other), world_of(f.c, (int)h->src));
+            host = cadre__p2p_tcp_host(world_of(f.c, other));
+        }
+        snprintf(text, sizeof text, "rank %d%s%s%s failed (rank %d found out)", other,
+                 host ? " (host " : "", host ? host : "", host ? ")" : "", (int)h->src);
     } else {
         describe(text, sizeof text, other, h->sreq, (int)h->src, h->rreq);
     }
@@ -150,7 +174,7 @@ void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead)
         snprintf(world, sizeof world, " (world rank %d)", w);
     /* What the engine saw, when it saw it ("(pid 4711) exited"). */
     if (cadre__p2p_peer_died(w))
-        snprintf(how, sizeof how, ": %s", cadre__eng.peers[w].why);
+        snprintf(how, sizeof how, ": %.190s", cadre__eng.peers[w].why);
     snprintf(text, sizeof text, "rank %d%s failed%s (this rank, %d, found out)", dead, world, how,
              c->rank);
     /* Once: the first report stands, and was told. */
@@ -178,7 +202,16 @@ static void died_one(const struct cadre_comm *c, void *arg)
 void cadre__coll_peer_died(int w)
 {
     struct died d = {w};
+    struct cadre_comm *world = &cadre__comm_world;
+    int told = world->magic == CADRE_COMM_MAGIC && find(cadre__coll_ctx(world));
     cadre__comm_foreach(died_one, &d);
+    /* A rank of another node that this rank saw fail (not one it was told
+     * of): the world hears of it even when it was poisoned already for an
+     * earlier death, so that a rank with no connection to a lost host learns
+     * of each of its ranks (cadre__p2p_peer_reported), not of the first. */
+    const struct cadre_peer *p = &cadre__eng.peers[w];
+    if (told && !p->same_node && !p->heard)
+        tell(world, w, world->rank, w, 0, 0);
 }
 
 void cadre__coll_poison_dead_members(struct cadre_comm *c)

@@ -233,10 +233,13 @@ static void drop_reqs(struct coll_sched *s)
 static void peer_failure(struct coll_sched *s, int peer, const char *msg)
 {
     int dead = cadre__coll_blame(s->comm, peer);
-    if (dead >= 0 && dead != peer)
+    if (dead >= 0 && dead != peer) {
+        const char *host =
+            cadre__p2p_tcp_host(s->comm->world_ranks ? s->comm->world_ranks[dead] : dead);
         snprintf(s->errmsg, sizeof s->errmsg,
-                 "%s: rank %d failed (a rank that finalized after it went first)", s->op_name,
-                 dead);
+                 "%s: rank %d%s%s%s failed (a rank that finalized after it went first)",
+                 s->op_name, dead, host ? " (host " : "", host ? host : "", host ? ")" : "");
+    }
     else
         snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
     if (dead >= 0)

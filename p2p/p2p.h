@@ -179,6 +179,9 @@ void *cadre__p2p_eager_dest(int peer, const struct cadre_p2p_hdr *h);
 void cadre__p2p_peer_failed(int peer, const char *why);
 /* The peer said BYE: later EOF from it is orderly. */
 void cadre__p2p_peer_finalized(int peer);
+/* The hostname world rank `peer` published with its TCP endpoint (read on
+ * first use), for messages; NULL when not known (no TCP transport). */
+const char *cadre__p2p_tcp_host(int peer);
 
 /* ---- engine internals shared by the p2p files ------------------------------- */
 struct cadre_p2p_engine_info {

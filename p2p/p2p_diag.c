@@ -293,7 +293,7 @@ static void peer_state(const struct answer *ans, int w, char *buf, size_t len)
     if (a->got)
         cadre__state_describe(&a->st, buf, len);
     else if (p->state == PEER_DEAD)
-        snprintf(buf, len, "gone: %s", p->why);
+        snprintf(buf, len, "gone: %.240s", p->why);
     else if (p->state == PEER_FINALIZED)
         snprintf(buf, len, "has called cadre_finalize");
     else

@@ -469,6 +469,38 @@ void cadre__p2p_check_peers(void)
         cadre__p2p_deaths_settle();
 }
 
+void cadre__p2p_peer_reported(int w, int by)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (w < 0 || w >= e->nranks || w == cadre__proc.rank || e->finalizing)
+        return;
+    struct cadre_peer *p = &e->peers[w];
+    if (p->same_node || p->state != PEER_OK || p->reported_by)
+        return;
+    p->reported_by = by + 1;
+    e->deaths_pending++;
+}
+
+/* What w sent before it went is read first (as for a death seen here),
+ * while messages come, within a bound. */
+static void peer_reported_settle(int w)
+{
+    struct cadre_peer *p = &cadre__eng.peers[w];
+    int by = p->reported_by - 1;
+    p->reported_by = 0;
+    for (int k = 0; k < 64 && p->state == PEER_OK; k++)
+        if (cadre__p2p_progress_locked() == 0 && k > 0)
+            break;
+    if (p->state != PEER_OK)
+        return;
+    char why[128];
+    const char *host = cadre__p2p_tcp_host(w);
+    snprintf(why, sizeof why, "%s%s%slost: rank %d found it failed", host ? "(host " : "",
+             host ? host : "", host ? ") " : "", by);
+    p->heard = 1;
+    cadre__p2p_peer_failed(w, why);
+}
+
 void cadre__p2p_deaths_settle(void)
 {
     struct cadre_engine *e = &cadre__eng;
@@ -481,6 +513,10 @@ void cadre__p2p_deaths_settle(void)
     while (e->deaths_pending > 0) {
         for (int w = 0; w < e->nranks; w++) {
             struct cadre_peer *p = &e->peers[w];
+            if (p->reported_by) {
+                e->deaths_pending--;
+                peer_reported_settle(w);
+            }
             if (!p->poison_pending)
                 continue;
             p->poison_pending = 0;

@@ -166,7 +166,11 @@ struct cadre_peer {
     /* It failed (no BYE) and the communicators it belongs to are still to
      * be poisoned (cadre__p2p_deaths_settle). */
     int poison_pending;
-    char why[160];
+    /* by + 1: rank `by` told us this peer of another node failed
+     * (cadre__p2p_peer_reported), to be settled with the deaths. */
+    int reported_by;
+    int heard; /* it failed by another rank's word, not by what this one saw */
+    char why[256];
 };
 
 /* ---- the engine ---------------------------------------------------------- */
@@ -328,6 +332,12 @@ int cadre__p2p_comm_rank_of(const struct cadre_comm *c, int w);
  * (cadre__coll_peer_died), lock held. Called where no communicator list is
  * being walked: at the end of progress and of the peer check. */
 void cadre__p2p_deaths_settle(void);
+/* A rank told us (a POISON saying it failed) that world rank w failed;
+ * lock held, maybe inside a walk of the communicators: the next settle
+ * fails w here too, after reading what w sent, unless w is of this node
+ * (watched through its process) or already gone. So a rank that never
+ * talked to a lost host learns it from one that did. */
+void cadre__p2p_peer_reported(int w, int by);
 /* A receive in RS_WAIT_DATA is done or freed (lock held): its claim ends and
  * the peer's transport stops writing into its buffer (release_dest). */
 void cadre__p2p_dest_gone(struct cadre_request *req);

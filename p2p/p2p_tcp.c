@@ -99,7 +99,8 @@ int cadre__p2p_tcp_peer_fail(int peer, const char *fmt, ...)
     p->failed = 1;
     /* "(host H) ...": the engine puts it with the pid it knows. */
     char why[320];
-    int l = snprintf(why, sizeof why, "(host %s) ", cadre__p2p_tcp_host(peer));
+    const char *host = cadre__p2p_tcp_host(peer);
+    int l = host ? snprintf(why, sizeof why, "(host %s) ", host) : 0;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why + l, sizeof why - (size_t)l, fmt, ap);

@@ -152,8 +152,6 @@ uint64_t cadre__p2p_tcp_netns(void);
 int cadre__p2p_tcp_connect(int peer);
 int cadre__p2p_tcp_advance(int peer);
 
-/* The peer's hostname (its blob read if need be), "?" when not known. */
-const char *cadre__p2p_tcp_host(int peer);
 /* Reports the peer gone (once), naming its host, and closes its sockets;
  * returns CADRE_ERR_PEER. */
 int cadre__p2p_tcp_peer_fail(int peer, const char *fmt, ...) CADRE_PRINTF(2, 3);

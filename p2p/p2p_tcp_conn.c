@@ -174,6 +174,10 @@ static int is_loopback(uint32_t a)
 
 const char *cadre__p2p_tcp_host(int peer)
 {
+    if (!tcp->peers || peer < 0 || peer >= tcp->size)
+        return NULL;
+    if (peer == tcp->rank)
+        return tcp->host;
     struct tcp_peer *p = &tcp->peers[peer];
     if (!p->host[0]) {
         void *data = NULL;
@@ -186,7 +190,7 @@ const char *cadre__p2p_tcp_host(int peer)
         }
         free(data);
     }
-    return p->host[0] ? p->host : "?";
+    return p->host[0] ? p->host : NULL;
 }
 
 /* The peer's blob, and the addresses worth trying from here: the loopback
@@ -350,8 +354,8 @@ static int out_pass_over(int peer)
     if (p->pass_retry == RETRY_NO || now > p->retry_until ||
         (p->pass_retry == RETRY_REFUSED && now > p->refused_until))
         return cadre__p2p_tcp_peer_fail(
-            peer, "cannot connect to rank %d (%d address%s tried, %d time%s: %s)", peer, p->naddr,
-            p->naddr == 1 ? "" : "es", p->tries + 1, p->tries ? "s" : "", p->last);
+            peer, "cannot connect (%d address%s, %d tr%s): %s", p->naddr,
+            p->naddr == 1 ? "" : "es", p->tries + 1, p->tries ? "ies" : "y", p->last);
     CADRE_INFO(P2P, "tcp: connecting to rank %d: trying again in %.0f ms", peer, p->backoff * 1e3);
     p->tries++;
     p->state = OUT_RETRY;
