@@ -1,0 +1,96 @@
+/* The multi-host tests: each scenario of tests/hosts/hosts-test.sh, which
+ * makes hosts as network namespaces and runs jobs on them under Open MPI's
+ * mpirun and under Slurm's srun (tests/hosts/lib.sh). The script checks the
+ * results and cadre's decisions and prints a line "hosts: ..." per job,
+ * passed on here as progress. Skipped (exit 77) where the test bed cannot be
+ * made: not root, or no network namespaces. */
+#include <stdio.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static void run_scenario(const char *name, double limit)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "CADRE_BUILDDIR='%s' %s %s", build_path(""),
+             src_path("tests/hosts/hosts-test.sh"), name);
+    struct run_job j;
+    CU_ASSERT_FATAL(run_start(cmd, NULL, limit, &j) == 0);
+    /* Each job's line as it ends. */
+    for (int n = 1; run_wait_output(&j, "hosts: ", n); n++) {
+        const char *p = j.r.out;
+        for (int k = 0; p && k < n; k++) {
+            p = strstr(p, "hosts: ");
+            if (p && k < n - 1)
+                p++;
+        }
+        if (p) {
+            int len = (int)strcspn(p, "\n");
+            fprintf(stderr, "\n    %.*s", len, p);
+            test_progress("hosts %s: %.*s", name, len, p + 7);
+        }
+    }
+    struct run_result r;
+    run_finish(&j, &r);
+    if (r.exit_code == 77) {
+        const char *why = strstr(r.err, "SKIP: ");
+        fprintf(stderr, "\n    skipped: %.*s ", why ? (int)strcspn(why + 6, "\n") : 0,
+                why ? why + 6 : "");
+        test_progress("hosts %s: skipped", name);
+        run_free(&r);
+        return;
+    }
+    fprintf(stderr, "\n    %s: exit %d, %.1f s ", name, r.exit_code, r.seconds);
+    CHECK_MSG(r.exit_code == 0 && !r.timed_out, "hosts %s: exit %d%s\n--- stdout\n%s--- stderr\n%s",
+              name, r.exit_code, r.timed_out ? " (killed at the limit)" : "", r.out, r.err);
+    run_free(&r);
+    if (r.timed_out) {
+        /* Killed before its trap could undo the test bed: the next run
+         * cleans a slot whose owner is gone; do it now. */
+        snprintf(cmd, sizeof cmd, "%s clean", src_path("tests/hosts/hosts-test.sh"));
+        if (run_cmd(cmd, NULL, 60, &r) == 0)
+            run_free(&r);
+    }
+}
+
+/* cadrerun is a one-machine launcher: asked for hosts it names the
+ * launchers that run cadre on several (and starts nothing). */
+static void test_cadrerun_host(void)
+{
+    const char *forms[] = {"--host n1:2,n2:2", "-H n1,n2", "--hostfile=hosts", "--machinefile hosts"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s -n 2 %s %s", CADRERUN, forms[i],
+                 build_path("tests/ranks/init_basic"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+        CHECK_MSG(r.exit_code == 2 && strstr(r.err, "this machine only") &&
+                      strstr(r.err, "srun --mpi=pmix") && strstr(r.err, "mpirun --host") &&
+                      strstr(r.err, "Running on several nodes") && r.out_len == 0,
+                  "cadrerun %s: exit %d\n--- stdout\n%s--- stderr\n%s", forms[i], r.exit_code,
+                  r.out, r.err);
+        run_free(&r);
+    }
+}
+
+static void test_mpirun_coll(void) { run_scenario("mpirun-coll", 600); }
+static void test_srun_coll(void) { run_scenario("srun-coll", 400); }
+static void test_mpirun_p2p(void) { run_scenario("mpirun-p2p", 300); }
+static void test_srun_p2p(void) { run_scenario("srun-p2p", 300); }
+static void test_ifaces(void) { run_scenario("ifaces", 400); }
+static void test_lost_kill(void) { run_scenario("lost-kill", 300); }
+static void test_lost_cut(void) { run_scenario("lost-cut", 200); }
+
+void suite_hosts(void)
+{
+    CU_pSuite s = CU_add_suite("hosts", NULL, NULL);
+    CU_add_test(s, "cadrerun --host, -H, --hostfile point to srun and mpirun", test_cadrerun_host);
+    CU_add_test(s, "mpirun: coll_test at 2x2, 3x1, 3x2 hosts x ranks, block and cyclic",
+                test_mpirun_coll);
+    CU_add_test(s, "srun: coll_test at 2x2 cyclic and 3x2 block", test_srun_coll);
+    CU_add_test(s, "mpirun: p2p_test and hosts_probe (ANY_SOURCE) at 3x2 cyclic", test_mpirun_p2p);
+    CU_add_test(s, "srun: p2p_test and hosts_probe (ANY_SOURCE) at 2x2 block", test_srun_p2p);
+    CU_add_test(s, "interfaces: docker0 decoy, unreachable eth1, CADRE_SOCKET_IFNAME", test_ifaces);
+    CU_add_test(s, "lost host: its ranks killed (mpirun, srun), errors within 10 s", test_lost_kill);
+    CU_add_test(s, "lost host: its link cut (mpirun), errors within 10 s", test_lost_cut);
+}
