@@ -1,4 +1,6 @@
 /* Lifecycle and process information. */
+#include "config.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +71,11 @@ int cadre_init(int *argc, char ***argv)
     cadre__state_leave();
 
     atomic_store_explicit(&state, ST_INIT, memory_order_release);
+    /* The banner a bug report starts from (NCCL's "NCCL version ..."): once
+     * per job, from rank 0. */
+    if (bi.rank == 0)
+        CADRE_INFO(RUNTIME, "cadre version %s (%s), %d ranks", PACKAGE_VERSION, CADRE_BUILD_CONFIG,
+                   bi.size);
     CADRE_INFO(RUNTIME, "initialized: rank %d of %d, local %d of %d, device %d", bi.rank, bi.size,
                bi.local_rank, bi.local_size, cadre__proc.device);
     return CADRE_SUCCESS;
