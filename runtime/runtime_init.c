@@ -81,6 +81,23 @@ int cadre_init(int *argc, char ***argv)
     return CADRE_SUCCESS;
 }
 
+/* Every function may be called from any thread at any time (the progress
+ * engine, the matching queues, the handle tables and the per-thread last
+ * error are built for it), so the answer is always CADRE_THREAD_MULTIPLE;
+ * the level asked for is checked only to catch a value that is none. */
+int cadre_init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    if (required < CADRE_THREAD_SINGLE || required > CADRE_THREAD_MULTIPLE)
+        return cadre__error(CADRE_ERR_ARG, "cadre_init_thread: required %d is not a thread level "
+                                           "(CADRE_THREAD_SINGLE %d to CADRE_THREAD_MULTIPLE %d)",
+                            required, CADRE_THREAD_SINGLE, CADRE_THREAD_MULTIPLE);
+    if (!provided)
+        return cadre__error(CADRE_ERR_ARG, "cadre_init_thread: provided is NULL");
+    CADRE_CHECK(cadre_init(argc, argv));
+    *provided = CADRE_THREAD_MULTIPLE;
+    return CADRE_SUCCESS;
+}
+
 static void (*fini_hooks[8])(void);
 static int nfini_hooks;
 
