@@ -44,6 +44,7 @@ check "cadrerun --version" "$bindir/cadrerun" --version
 check "cadrecc --showme:version" "$bindir/cadrecc" --showme:version
 check "cadre-perf on 2 ranks" "$bindir/cadrerun" -n 2 "$bindir/cadre-perf" allreduce -b 8 -e 1K \
     -f 4 -n 3 -w 1 -c 1
+expect "cadre-perf's closing line" "^# Out of bounds values : 0 OK"
 
 cat >"$tmp/app.c" <<'EOF'
 #include <stdio.h>
