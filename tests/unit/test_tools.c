@@ -223,6 +223,27 @@ static void test_info_banner(void)
     }
 }
 
+/* ---- make check's own output -------------------------------------------------- */
+/* The runner on a suite whose tests print "name n=3: exit 0, 0.17 s" lines,
+ * its stdout and stderr in one file as make check keeps them: CUnit's
+ * verdict is never glued to such a line ("0.17 spassed"), and the runner
+ * gives its wall time beside CUnit's CPU-only "Elapsed time". */
+static void test_runner_output(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "env -u CADRE_TEST_PROGRESS_FD %s examples > cadre-tests-self.log 2>&1; "
+             "st=$?; cat cadre-tests-self.log; rm -f cadre-tests-self.log; exit $st",
+             build_path("tests/unit/cadre-tests"));
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 300, &r) == 0);
+    int glued = count_matching(r.out, " spassed") + count_matching(r.out, " sFAILED");
+    CHECK_MSG(r.exit_code == 0 && glued == 0 && count_matching(r.out, "test verdict: passed") > 0 &&
+                  count_matching(r.out, " s of wall time (CUnit's") == 1,
+              "exit %d, %d verdicts glued to a program's line\n%s", r.exit_code, glued, r.out);
+    run_free(&r);
+}
+
 void suite_tools(void)
 {
     CU_pSuite s = CU_add_suite("tools", NULL, NULL);
@@ -232,4 +253,5 @@ void suite_tools(void)
     CU_add_test(s, "cadre-info: transports built and usable", test_info_transports);
     CU_add_test(s, "cadre-info: tunables in columns; unknown option", test_info_columns);
     CU_add_test(s, "CADRE_DEBUG=INFO: rank 0's version banner", test_info_banner);
+    CU_add_test(s, "cadre-tests: verdicts on their own line, wall time", test_runner_output);
 }
