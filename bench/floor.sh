@@ -19,7 +19,8 @@ done
 mpicc -O2 -o "$tmp/mpi_coll" "$here/mpi_coll.c"
 cc -O2 -o "$tmp/copy_floor" "$here/copy_floor.c"
 
-# The time (us, column 6) of the $bytes row of one cadre-perf or mpi_coll run.
+# The time (us, column 6: cadre-perf's out-of-place time) of the $bytes row of one cadre-perf or
+# mpi_coll run.
 perf_time() { awk -v b="$bytes" '$1 == b { print $6; exit }'; }
 
 : > "$tmp/all"

@@ -3,7 +3,8 @@
  * the same count, iterations and warm-ups, then a barrier, the timed calls
  * back to back, and the mean time of one call taken as the largest over the
  * ranks. The same sizes as nccl-tests (the whole buffer for allgather,
- * reduce_scatter, alltoall, gather, scatter) and the same output columns.
+ * reduce_scatter, alltoall, gather, scatter) and the columns of cadre-perf's
+ * out-of-place half (the bench scripts read the time, column 6, of both).
  *
  *   mpirun -np 2 mpi_coll MODE [MINBYTES [MAXBYTES [ITERS [WARMUP]]]]
  *

@@ -1,5 +1,7 @@
 /* Lifecycle: cadre_init and cadre_finalize bring the layers up and down in
  * order; cadre_abort. The top layer: may call every layer below. */
+#include "config.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -59,8 +61,30 @@ int cadre_init(int *argc, char ***argv)
     cadre__state_leave();
 
     cadre__lib_set_state(CADRE__ST_INIT);
+    /* The banner a bug report starts from (NCCL's "NCCL version ..."): once
+     * per job, from rank 0. */
+    if (bi.rank == 0)
+        CADRE_INFO(RUNTIME, "cadre version %s (%s), %d ranks", PACKAGE_VERSION, CADRE_BUILD_CONFIG,
+                   bi.size);
     CADRE_INFO(RUNTIME, "initialized: rank %d of %d, local %d of %d, device %d", bi.rank, bi.size,
                bi.local_rank, bi.local_size, cadre__proc.device);
+    return CADRE_SUCCESS;
+}
+
+/* Every function may be called from any thread at any time (the progress
+ * engine, the matching queues, the handle tables and the per-thread last
+ * error are built for it), so the answer is always CADRE_THREAD_MULTIPLE;
+ * the level asked for is checked only to catch a value that is none. */
+int cadre_init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    if (required < CADRE_THREAD_SINGLE || required > CADRE_THREAD_MULTIPLE)
+        return cadre__error(CADRE_ERR_ARG, "cadre_init_thread: required %d is not a thread level "
+                                           "(CADRE_THREAD_SINGLE %d to CADRE_THREAD_MULTIPLE %d)",
+                            required, CADRE_THREAD_SINGLE, CADRE_THREAD_MULTIPLE);
+    if (!provided)
+        return cadre__error(CADRE_ERR_ARG, "cadre_init_thread: provided is NULL");
+    CADRE_CHECK(cadre_init(argc, argv));
+    *provided = CADRE_THREAD_MULTIPLE;
     return CADRE_SUCCESS;
 }
 

@@ -101,6 +101,15 @@ typedef struct {
 /* Bootstraps through PMIx when started by cadrerun, mpirun or srun --mpi=pmix;
  * runs as a world of size 1 when started alone. argc/argv may be NULL. */
 int cadre_init(int *argc, char ***argv);
+/* Thread support levels, in MPI's order (MPI_THREAD_SINGLE ... MULTIPLE). */
+#define CADRE_THREAD_SINGLE 0     /* one thread in the process */
+#define CADRE_THREAD_FUNNELED 1   /* only the thread that called cadre_init calls cadre */
+#define CADRE_THREAD_SERIALIZED 2 /* any thread, one at a time */
+#define CADRE_THREAD_MULTIPLE 3   /* any thread, at any time (see cadre(7), THREADS) */
+/* cadre_init, for a program that states the thread support it needs
+ * (required, one of the levels above): *provided is set to the level the
+ * library gives, always CADRE_THREAD_MULTIPLE. */
+int cadre_init_thread(int *argc, char ***argv, int required, int *provided);
 int cadre_finalize(void);
 /* *flag = 1 between a successful cadre_init and cadre_finalize, else 0.
  * May be called at any time. */

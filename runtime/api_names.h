@@ -62,4 +62,5 @@
 #define cadre_ireduce_scatter cadre__impl_ireduce_scatter
 #define cadre_ialltoall cadre__impl_ialltoall
 #define cadre_ialltoallv cadre__impl_ialltoallv
+#define cadre_init_thread cadre__impl_init_thread
 #endif /* CADRE_API_NAMES_H */

@@ -1,4 +1,4 @@
-/* cadre-perf: benchmarks in the column format of nccl-tests.
+/* cadre-perf: benchmarks in the layout of nccl-tests (perf_print.c).
  *
  *   cadrerun -n 2 cadre-perf allreduce -b 8 -e 64M -f 2
  *   cadrerun -n 2 cadre-perf sendrecv -b 8 -e 64M -f 2
@@ -7,8 +7,10 @@
  * alltoall gather scatter barrier: perf_coll.c), sendrecv (ping-pong between
  * ranks 0 and 1: one-way latency and its bandwidth) and stream (rank 0
  * streams a window of isends to rank 1, which answers once per window: the
- * osu_bw pattern). Options as nccl-tests'; exit status 2 on a usage error,
- * 1 when any element was wrong. */
+ * osu_bw pattern). Each size runs out of place, then in place (sendrecv:
+ * the reply goes out of the buffer the message came into; stream: the window
+ * is sent from one buffer). Options as nccl-tests'; exit status 2 on a usage
+ * error, 1 when any element was wrong. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -103,24 +105,24 @@ static void usage(FILE *f)
             "            [float32] (collectives)\n"
             "  -o OP     sum prod max min avg [sum] (reductions; avg: floating types only)\n"
             "  -r ROOT   root of reduce, bcast, gather, scatter [0]\n"
-            "  -P 0|1    in place (CADRE_IN_PLACE) [0]\n"
             "  -W N      window of messages in flight for stream mode [64]\n"
             "The size is that of nccl-tests: count*typesize for allreduce, reduce and bcast, the\n"
-            "whole buffer (count per rank * ranks * typesize) for the others. Times are the mean\n"
-            "over -n iterations, the largest over the ranks.\n");
+            "whole buffer (count per rank * ranks * typesize) for the others. Each size runs out\n"
+            "of place and in place (CADRE_IN_PLACE), side by side on its line. Times are the\n"
+            "mean over -n iterations, the largest over the ranks.\n");
 }
 
 static int parse(int argc, char **argv, struct perf_opts *o)
 {
     *o = (struct perf_opts){.mode = NULL, .minb = 8, .maxb = 64u << 20, .factor = 2, .iters = -1,
                             .warmup = -1, .check = 1, .window = 64, .dt = CADRE_FLOAT32,
-                            .op = CADRE_SUM, .root = 0, .in_place = 0};
+                            .op = CADRE_SUM, .root = 0};
     if (argc < 2)
         return -1;
     o->mode = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (a[0] != '-' || !a[1] || a[2] || !strchr("befinwcdorPW", a[1])) {
+        if (a[0] != '-' || !a[1] || a[2] || !strchr("befinwcdorW", a[1])) {
             fprintf(stderr, "cadre-perf: unknown option '%s'\n", a);
             return -1;
         }
@@ -142,7 +144,6 @@ static int parse(int argc, char **argv, struct perf_opts *o)
         case 'n': bad = parse_int(v, 1, 100000000, &o->iters); break;
         case 'w': bad = parse_int(v, 0, 100000000, &o->warmup); break;
         case 'c': bad = parse_int(v, 0, 1, &o->check); break;
-        case 'P': bad = parse_int(v, 0, 1, &o->in_place); break;
         case 'r': bad = parse_int(v, 0, 1 << 30, &o->root); break;
         case 'W': bad = parse_int(v, 1, 4096, &o->window); break;
         case 'd':
@@ -202,25 +203,6 @@ int perf_next_size(const struct perf_opts *o, size_t *n)
     return 1;
 }
 
-void perf_print_columns(void)
-{
-    printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "size", "count", "type", "redop", "root",
-           "time", "algbw", "busbw", "#wrong");
-    printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "(B)", "(elements)", "", "", "", "(us)",
-           "(GB/s)", "(GB/s)", "");
-}
-
-void perf_print_line(size_t bytes, size_t count, const char *type, const char *redop, int root,
-                     double seconds, double algbw, double busbw, long wrong)
-{
-    char w[24] = "N/A";
-    if (wrong >= 0)
-        snprintf(w, sizeof w, "%ld", wrong);
-    printf("  %10zu %12zu %8s %6s %6d %10.3f %9.2f %9.2f %8s\n", bytes, count, type, redop, root,
-           seconds * 1e6, algbw, busbw, w);
-    fflush(stdout);
-}
-
 static unsigned char pattern(size_t i, int iter, int from)
 {
     return (unsigned char)(i * 131 + (size_t)iter * 7 + (size_t)from * 29 + (i >> 12));
@@ -240,8 +222,11 @@ static long wrong(const unsigned char *b, size_t n, int iter, int from)
     return w;
 }
 
-/* One size: returns one-way seconds per message; *nwrong counts bad bytes. */
-static double run_sendrecv(const struct perf_opts *o, unsigned char *buf, size_t n, long *nwrong)
+/* One size: returns one-way seconds per message; *nwrong counts bad bytes.
+ * Out of place a rank receives into rbuf and replies from sbuf; in place
+ * both are one buffer. */
+static double run_sendrecv(const struct perf_opts *o, unsigned char *sbuf, unsigned char *rbuf,
+                           size_t n, long *nwrong)
 {
     int iters = o->iters > 0 ? o->iters : perf_default_iters(n);
     int warm = o->warmup >= 0 ? o->warmup : iters / 10 + 1;
@@ -251,18 +236,18 @@ static double run_sendrecv(const struct perf_opts *o, unsigned char *buf, size_t
             t0 = perf_now();
         if (perf_me == 0) {
             if (o->check)
-                fill(buf, n, it, 0);
-            PERF_CK(cadre_send(buf, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD));
-            PERF_CK(cadre_recv(buf, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+                fill(sbuf, n, it, 0);
+            PERF_CK(cadre_send(sbuf, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD));
+            PERF_CK(cadre_recv(rbuf, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
             if (o->check)
-                *nwrong += wrong(buf, n, it, 1);
+                *nwrong += wrong(rbuf, n, it, 1);
         } else if (perf_me == 1) {
-            PERF_CK(cadre_recv(buf, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+            PERF_CK(cadre_recv(rbuf, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
             if (o->check) {
-                *nwrong += wrong(buf, n, it, 0);
-                fill(buf, n, it, 1);
+                *nwrong += wrong(rbuf, n, it, 0);
+                fill(sbuf, n, it, 1);
             }
-            PERF_CK(cadre_send(buf, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD));
+            PERF_CK(cadre_send(sbuf, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD));
         }
     }
     /* With checking on, the fills and checks are inside the loop, as in
@@ -270,7 +255,9 @@ static double run_sendrecv(const struct perf_opts *o, unsigned char *buf, size_t
     return (perf_now() - t0) / iters / 2;
 }
 
-static double run_stream(const struct perf_opts *o, unsigned char *buf, size_t n, long *nwrong)
+/* In place, rank 0 sends the whole window from one buffer, filled once per
+ * window; out of place each message has its own. */
+static double run_stream(const struct perf_opts *o, int inpl, size_t n, long *nwrong)
 {
     int iters = o->iters > 0 ? o->iters : perf_default_iters(n) / 10 + 1;
     int warm = o->warmup >= 0 ? o->warmup : 2;
@@ -289,9 +276,10 @@ static double run_stream(const struct perf_opts *o, unsigned char *buf, size_t n
             t0 = perf_now();
         if (perf_me == 0) {
             for (int k = 0; k < win; k++) {
-                if (o->check)
-                    fill(bufs + n * (size_t)k, n, it * win + k, 0);
-                PERF_CK(cadre_isend(bufs + n * (size_t)k, n, CADRE_UINT8, 1, 2, CADRE_COMM_WORLD, &reqs[k]));
+                unsigned char *b = bufs + (inpl ? 0 : n * (size_t)k);
+                if (o->check && (!inpl || k == 0))
+                    fill(b, n, it * win + (inpl ? 0 : k), 0);
+                PERF_CK(cadre_isend(b, n, CADRE_UINT8, 1, 2, CADRE_COMM_WORLD, &reqs[k]));
             }
             PERF_CK(cadre_waitall(win, reqs, NULL));
             PERF_CK(cadre_recv(&ack, 1, CADRE_UINT8, 1, 3, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
@@ -301,12 +289,11 @@ static double run_stream(const struct perf_opts *o, unsigned char *buf, size_t n
             PERF_CK(cadre_waitall(win, reqs, NULL));
             if (o->check)
                 for (int k = 0; k < win; k++)
-                    *nwrong += wrong(bufs + n * (size_t)k, n, it * win + k, 0);
+                    *nwrong += wrong(bufs + n * (size_t)k, n, it * win + (inpl ? 0 : k), 0);
             PERF_CK(cadre_send(&ack, 1, CADRE_UINT8, 0, 3, CADRE_COMM_WORLD));
         }
     }
     double t = (perf_now() - t0) / iters / win;
-    (void)buf;
     free(reqs);
     free(bufs);
     return t;
@@ -351,34 +338,41 @@ int main(int argc, char **argv)
         cadre_finalize();
         return total_wrong ? 1 : 0;
     }
-    unsigned char *buf = malloc(o.maxb ? o.maxb : 1);
-    if (!buf) {
-        fprintf(stderr, "cadre-perf: no memory for %zu bytes\n", o.maxb);
-        return 1;
+    unsigned char *sbuf = malloc(o.maxb ? o.maxb : 1), *rbuf = malloc(o.maxb ? o.maxb : 1);
+    if (!sbuf || !rbuf) {
+        fprintf(stderr, "cadre-perf: no memory for 2 x %zu bytes\n", o.maxb);
+        cadre_abort(CADRE_COMM_WORLD, 1);
     }
     int stream = !strcmp(o.mode, "stream");
-    if (perf_me == 0) {
-        printf("# cadre-perf %s: %d ranks (ranks 0 and 1 communicate), check %s\n", o.mode,
-               perf_np, o.check ? "on" : "off");
-        perf_print_columns();
-    }
+    char what[128];
+    snprintf(what, sizeof what, "%s: %d ranks (ranks 0 and 1 communicate), uint8", o.mode, perf_np);
+    perf_print_header(&o, what);
     size_t n = o.minb;
     do {
-        long nwrong = 0;
-        double t = stream ? run_stream(&o, buf, n, &nwrong) : run_sendrecv(&o, buf, n, &nwrong);
-        long all_wrong = nwrong;
-        if (perf_me == 1)
-            PERF_CK(cadre_send(&nwrong, 1, CADRE_INT64, 0, 9, CADRE_COMM_WORLD));
-        if (perf_me == 0) {
-            long w1;
-            PERF_CK(cadre_recv(&w1, 1, CADRE_INT64, 1, 9, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
-            all_wrong += w1;
+        struct perf_result res[2];
+        for (int inpl = 0; inpl < 2; inpl++) {
+            long nwrong = 0;
+            double t = stream ? run_stream(&o, inpl, n, &nwrong)
+                              : run_sendrecv(&o, sbuf, inpl ? sbuf : rbuf, n, &nwrong);
+            long all_wrong = nwrong;
+            if (perf_me == 1)
+                PERF_CK(cadre_send(&nwrong, 1, CADRE_INT64, 0, 9, CADRE_COMM_WORLD));
+            if (perf_me == 0) {
+                long w1;
+                PERF_CK(cadre_recv(&w1, 1, CADRE_INT64, 1, 9, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+                all_wrong += w1;
+            }
             double algbw = t > 0 ? (double)n / t / 1e9 : 0;
-            perf_print_line(n, n, "uint8", "none", -1, t, algbw, algbw, o.check ? all_wrong : -1L);
+            res[inpl] = (struct perf_result){t, algbw, algbw, o.check ? all_wrong : -1L};
+            total_wrong += all_wrong;
         }
-        total_wrong += all_wrong;
+        if (perf_me == 0)
+            perf_print_line(n, n, "uint8", "none", -1, res);
     } while (perf_next_size(&o, &n));
-    free(buf);
+    if (perf_me == 0)
+        perf_print_footer();
+    free(sbuf);
+    free(rbuf);
     cadre_finalize();
     return total_wrong ? 1 : 0;
 }

@@ -1,5 +1,5 @@
-/* cadre-perf: what the main program (cadre_perf.c: options, send/recv modes)
- * and the collective modes (perf_coll.c) share. */
+/* cadre-perf: what the main program (cadre_perf.c: options, send/recv modes),
+ * the collective modes (perf_coll.c) and the output (perf_print.c) share. */
 #ifndef CADRE_PERF_H
 #define CADRE_PERF_H
 
@@ -19,7 +19,12 @@ struct perf_opts {
     cadre_datatype_t dt; /* -d */
     cadre_op_t op;     /* -o */
     int root;          /* -r */
-    int in_place;      /* -P 0|1 */
+};
+
+/* One measurement of one size: out-of-place or in-place. */
+struct perf_result {
+    double seconds, algbw, busbw; /* time of one call; GB/s */
+    long wrong;                   /* wrong elements over the ranks; < 0: not checked (N/A) */
 };
 
 extern int perf_me, perf_np;
@@ -31,11 +36,14 @@ int perf_default_iters(size_t bytes);
 int perf_next_size(const struct perf_opts *o, size_t *n);
 const char *perf_type_name(cadre_datatype_t dt);
 const char *perf_op_name(cadre_op_t op);
-/* The three header lines and one result line, in nccl-tests' columns; rank 0 only.
- * wrong < 0 prints N/A (checking off), as nccl-tests does. */
-void perf_print_columns(void);
+/* nccl-tests' layout (perf_print.c). The header is collective (it gathers
+ * each rank's pid, host and device); rank 0 prints the header, the lines
+ * (res[0] out-of-place, res[1] in-place) and the footer, which closes with
+ * the wrong elements and the mean bus bandwidth over the lines. */
+void perf_print_header(const struct perf_opts *o, const char *what);
 void perf_print_line(size_t bytes, size_t count, const char *type, const char *redop, int root,
-                     double seconds, double algbw, double busbw, long wrong);
+                     const struct perf_result res[2]);
+void perf_print_footer(void);
 
 /* Collective modes: whether `mode` is one, and running it over the sweep.
  * perf_coll_run returns the wrong elements over all ranks and sizes. */

@@ -4,6 +4,9 @@
  * others take the whole buffer, count per rank = size / typesize / ranks, and
  * print that buffer's size (count * ranks * typesize), as nccl-tests does.
  *
+ * Each size runs out of place, then in place (CADRE_IN_PLACE as MPI places
+ * it: the root's block for gather and scatter), and both go on one line.
+ *
  * Timing: -w warm-ups, then -n timed iterations; each rank takes the mean
  * time of one iteration and the line shows the largest over the ranks. With
  * -c 0 the timed iterations run back to back after a barrier, as in
@@ -369,7 +372,7 @@ long perf_coll_run(const struct perf_opts *o)
 {
     const struct mode *m = find(o->mode);
     struct run R = {.m = m, .dt = o->dt, .ts = cadre_datatype_size(o->dt), .op = o->op,
-                    .root = m->rooted ? o->root : -1, .inpl = o->in_place, .check = o->check,
+                    .root = m->rooted ? o->root : -1, .check = o->check,
                     .me = perf_me, .n = perf_np};
     R.sgn = o->dt != CADRE_UINT8 && o->dt != CADRE_UINT32 && o->dt != CADRE_UINT64;
     R.range = o->dt == CADRE_INT8 || o->dt == CADRE_UINT8 || o->dt == CADRE_BFLOAT16 ? 200
@@ -389,22 +392,14 @@ long perf_coll_run(const struct perf_opts *o)
     memset(R.rbuf, 0, bufsize);
     const char *type = barrier ? "none" : perf_type_name(o->dt);
     const char *redop = m->reduces ? perf_op_name(o->op) : "none";
-    if (perf_me == 0) {
-        printf("# cadre-perf %s: %d ranks, %s", m->name, perf_np, type);
-        if (m->reduces)
-            printf(" %s", redop);
-        if (m->rooted)
-            printf(", root %d", R.root);
-        printf(", %s, check %s", R.inpl ? "in-place" : "out-of-place", o->check ? "on" : "off");
-        if (o->iters > 0)
-            printf(", %d iterations", o->iters);
-        else
-            printf(", iterations by size");
-        if (o->warmup >= 0)
-            printf(", %d warm-ups", o->warmup);
-        printf("\n# time: mean of one call, largest over the ranks\n");
-        perf_print_columns();
-    }
+    char what[160];
+    int len = snprintf(what, sizeof what, "%s: %d ranks, %s", m->name, perf_np, type);
+    if (m->reduces)
+        len += snprintf(what + len, sizeof what - (size_t)len, " %s", redop);
+    if (m->rooted)
+        len += snprintf(what + len, sizeof what - (size_t)len, ", root %d", R.root);
+    snprintf(what + len, sizeof what - (size_t)len, "; time: mean of one call, largest over the ranks");
+    perf_print_header(o, what);
     long total = 0;
     size_t size = barrier ? 0 : o->minb;
     do {
@@ -419,17 +414,24 @@ long perf_coll_run(const struct perf_opts *o)
         R.c = count;
         int iters = o->iters > 0 ? o->iters : perf_default_iters(bytes);
         int warm = o->warmup >= 0 ? o->warmup : iters / 10 + 1;
-        long wrong = 0;
-        double t = time_size(&R, iters, warm, &wrong);
-        int64_t w = wrong;
-        PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &t, 1, CADRE_FLOAT64, CADRE_MAX, W));
-        PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &w, 1, CADRE_INT64, CADRE_SUM, W));
-        double algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
+        struct perf_result res[2];
+        for (int inpl = 0; inpl < 2; inpl++) {
+            R.inpl = inpl;
+            long wrong = 0;
+            double t = time_size(&R, iters, warm, &wrong);
+            int64_t w = wrong;
+            PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &t, 1, CADRE_FLOAT64, CADRE_MAX, W));
+            PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &w, 1, CADRE_INT64, CADRE_SUM, W));
+            double algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
+            res[inpl] = (struct perf_result){t, algbw, algbw * bus_factor(m->kind, perf_np),
+                                             o->check ? (long)w : -1L};
+            total += (long)w;
+        }
         if (perf_me == 0)
-            perf_print_line(bytes, count, type, redop, R.root, t, algbw,
-                            algbw * bus_factor(m->kind, perf_np), o->check ? (long)w : -1L);
-        total += (long)w;
+            perf_print_line(bytes, count, type, redop, R.root, res);
     } while (!barrier && perf_next_size(o, &size));
+    if (perf_me == 0)
+        perf_print_footer();
     free(R.sbuf);
     free(R.rbuf);
     return total;

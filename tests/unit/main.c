@@ -1,9 +1,11 @@
 /* The one CUnit runner of make check. `cadre-tests [suite ...]` runs only the
  * named suites. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <CUnit/Basic.h>
 
@@ -56,6 +58,30 @@ static void finish_current(void)
     current.test = NULL;
 }
 
+/* A test that printed a partial line on stderr (the tests print "name: exit
+ * 0, 0.79 s" as they go, each line started with a newline) would get
+ * CUnit's verdict glued to it, as if that program had failed ("exit 0, 0.79
+ * sFAILED"). make check's log is a file: when its last byte is not a
+ * newline, the verdict goes on a line of its own. */
+static void end_partial_line(void)
+{
+    fflush(stdout);
+    fflush(stderr);
+    off_t end = lseek(STDERR_FILENO, 0, SEEK_CUR);
+    if (end <= 0)
+        return; /* a terminal or a pipe: nothing to look at */
+    /* The log is open write-only: read its last byte through a new file. */
+    int fd = open("/proc/self/fd/2", O_RDONLY);
+    char last = '\n';
+    if (fd >= 0) {
+        if (pread(fd, &last, 1, end - 1) != 1)
+            last = '\n';
+        close(fd);
+    }
+    if (last != '\n')
+        fputs("\n  test verdict: ", stderr);
+}
+
 static void run_wrapped(void)
 {
     finish_current();
@@ -69,6 +95,7 @@ static void run_wrapped(void)
         current.failures = failures_now();
         current.t0 = now_s();
         wrapped[i].fn();
+        end_partial_line();
         return;
     }
 }
@@ -91,6 +118,7 @@ static int wrap_tests(void)
 
 int main(int argc, char **argv)
 {
+    double t_start = now_s();
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
 #define X(fn) fn();
@@ -138,8 +166,14 @@ int main(int argc, char **argv)
         finish_current();
         failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
     }
-    test_progress("%s", failed ? "some tests FAILED (see tests/unit/cadre-tests.log)"
-                               : "every test passed");
+    /* CUnit's "Elapsed time" is clock(): this process's CPU time, which
+     * leaves out every program the tests ran and the time spent waiting
+     * for them. */
+    double wall = now_s() - t_start;
+    printf("\ncadre-tests: %.1f s of wall time (CUnit's \"Elapsed time\" above counts only the "
+           "runner's own CPU time)\n", wall);
+    test_progress("%s, %.1f s", failed ? "some tests FAILED (see tests/unit/cadre-tests.log)"
+                                      : "every test passed", wall);
     if (failed && nnames > 1)
         fprintf(stderr, "\ncadre-tests: %u failure(s) in the suites run (see each summary)\n",
                 failed);

@@ -1,0 +1,257 @@
+/* The user-facing tools outside cadrerun: cadrecc's --showme forms (those
+ * of Open MPI's mpicc) and cadre-info's report. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cadre.h"
+#include "testutil.h"
+
+#define CADRECC build_path("tools/cadrecc")
+
+/* Runs cadrecc with args; returns its stdout (malloc'ed) and exit code. */
+static char *cadrecc(const char *args, int *code, char **err)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "CADRE_CC=cc %s %s", CADRECC, args);
+    struct run_result r;
+    if (run_cmd(cmd, NULL, 30, &r) != 0)
+        return NULL;
+    *code = r.exit_code;
+    char *out = r.out;
+    *err = r.err;
+    return out;
+}
+
+/* Every form prints its answer, exits 0 and runs no compiler (the file
+ * named does not exist). */
+static void test_showme_forms(void)
+{
+    static const struct {
+        const char *args, *want, *not_want;
+    } cases[] = {
+        {"--showme -o app app.c", "cc -I", NULL},
+        {"--showme -o app app.c", " -lcadre", NULL},
+        {"--showme -c app.c", "-c app.c", "-lcadre"},
+        {"-O2 --showme -o app app.c", "cc -I", NULL}, /* anywhere, as in mpicc */
+        {"-showme -o app app.c", "-lcadre", NULL},
+        {"--showme:command", "cc\n", "-I"},
+        {"--showme:compile", "-I", "-lcadre"},
+        {"--showme:link", "-lcadre", "-I"},
+        {"-showme:link", "-lcadre", "-I"},
+        {"--showme:incdirs", "/include\n", "-I"},
+        {"--showme:libdirs", "/lib\n", "-L"},
+        {"--showme:libs", "cadre\n", "-l"},
+        {"--showme:version", "cadre", NULL},
+        {"--showme:help", "--showme:libdirs", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int code = -1;
+        char *err = NULL, *out = cadrecc(cases[i].args, &code, &err);
+        CU_ASSERT_FATAL(out != NULL);
+        CHECK_MSG(code == 0 && strstr(out, cases[i].want) &&
+                      !(cases[i].not_want && strstr(out, cases[i].not_want)),
+                  "cadrecc %s: exit %d, want '%s'%s%s in\n%s--- stderr\n%s", cases[i].args, code,
+                  cases[i].want, cases[i].not_want ? " and no " : "",
+                  cases[i].not_want ? cases[i].not_want : "", out, err);
+        free(out);
+        free(err);
+    }
+    /* --showme:incdirs and :libdirs are the directories of :compile and :link. */
+    int c1, c2;
+    char *e1, *e2, *inc = cadrecc("--showme:incdirs", &c1, &e1), *comp = cadrecc("--showme:compile", &c2, &e2);
+    CU_ASSERT_FATAL(inc && comp);
+    inc[strcspn(inc, "\n")] = '\0';
+    char want[600];
+    snprintf(want, sizeof want, "-I%s", inc);
+    CHECK_MSG(strstr(comp, want) != NULL, "--showme:compile '%s' lacks %s", comp, want);
+    free(inc), free(comp), free(e1), free(e2);
+}
+
+/* An unknown form is an error that names it, and no compiler runs. */
+static void test_showme_unknown(void)
+{
+    static const char *const bad[] = {"--showme:libs_static", "--showme:", "-showme:foo app.c",
+                                      "-c x.c --showme:cflags"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int code = -1;
+        char *err = NULL, *out = cadrecc(bad[i], &code, &err);
+        CU_ASSERT_FATAL(out != NULL);
+        CHECK_MSG(code == 2 && strstr(err, "cadrecc: unknown option") && !*out,
+                  "cadrecc %s: exit %d, want 2 and a message\n--- stdout\n%s--- stderr\n%s", bad[i],
+                  code, out, err);
+        free(out);
+        free(err);
+    }
+}
+
+/* ---- cadre-info ---------------------------------------------------------------- */
+static struct run_result info(const char *env, const char *args)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "env %s %s %s", env, build_path("tools/cadre-info"), args);
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    return r;
+}
+
+/* The line of out that starts with `start`, copied to line; 0 if none. */
+static int line_starting(const char *out, const char *start, char *line, size_t cap)
+{
+    for (const char *p = out; p && *p;) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (!strncmp(p, start, strlen(start))) {
+            snprintf(line, cap, "%.*s", (int)(len < cap ? len : cap - 1), p);
+            return 1;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The build section: the library's version, the configure line that
+ * config.status keeps, and no claim of a verbs transport. */
+static void test_info_build(void)
+{
+    struct run_result r = info("", ""), c;
+    char want[1200], line[1200];
+    int ma, mi, pa;
+    cadre_version(&ma, &mi, &pa);
+    snprintf(want, sizeof want, "cadre version     : %d.%d.%d", ma, mi, pa);
+    CHECK_MSG(r.exit_code == 0 && count_lines(r.out, want) == 1, "want '%s' in\n%s%s", want, r.out,
+              r.err);
+    snprintf(want, sizeof want, "%s --config", build_path("config.status"));
+    CU_ASSERT_FATAL(run_cmd(want, NULL, 30, &c) == 0);
+    c.out[strcspn(c.out, "\n")] = '\0';
+    snprintf(want, sizeof want, "configure         : %s", c.out[0] ? c.out : "(no arguments)");
+    CHECK_MSG(count_lines(r.out, want) == 1, "want '%s' in\n%s", want, r.out);
+    CHECK_MSG(!strstr(r.out, "verbs"), "cadre-info mentions verbs, which no transport uses:\n%s",
+              r.out);
+    CHECK_MSG(line_starting(r.out, "CUDA              : ", line, sizeof line),
+              "no CUDA line in\n%s", r.out);
+    run_free(&c);
+    run_free(&r);
+}
+
+/* The transports section: shm and tcp built and usable here (the tests run
+ * over both); CADRE_TRANSPORT=tcp marks shm unused, with the reason. */
+static void test_info_transports(void)
+{
+    struct run_result r = info("", "--transports");
+    char line[600];
+    CHECK_MSG(r.exit_code == 0 && line_starting(r.out, "shm ", line, sizeof line) &&
+                  strstr(line, " yes    yes ") != NULL,
+              "shm is not built and usable:\n%s%s", r.out, r.err);
+    CHECK_MSG(line_starting(r.out, "tcp ", line, sizeof line) && strstr(line, " yes    yes ") &&
+                  strstr(line, "lo 127.0.0.1"),
+              "tcp is not built and usable on lo:\n%s", r.out);
+    CHECK_MSG(line_starting(r.out, "cuda_ipc ", line, sizeof line), "no cuda_ipc line:\n%s", r.out);
+    CHECK_MSG(!strstr(r.out, "tunable") && !strstr(r.out, "cadre version"),
+              "--transports shows other sections:\n%s", r.out);
+    run_free(&r);
+    r = info("CADRE_TRANSPORT=tcp", "--transports");
+    CHECK_MSG(line_starting(r.out, "shm ", line, sizeof line) &&
+                  strstr(line, "no: not in CADRE_TRANSPORT") != NULL &&
+                  line_starting(r.out, "tcp ", line, sizeof line) && strstr(line, " yes    yes "),
+              "CADRE_TRANSPORT=tcp:\n%s", r.out);
+    run_free(&r);
+}
+
+/* The tunables table: every row's type, default and meaning start in the
+ * header's columns, whatever the length of the name (CADRE_LAUNCHER_KILL_GRACE
+ * pushed them right before); a value set is shown. */
+static void test_info_columns(void)
+{
+    struct run_result r = info("CADRE_LAUNCHER_KILL_GRACE=7", "--tunables");
+    CU_ASSERT_FATAL(r.exit_code == 0);
+    const char *hdr = r.out;
+    CU_ASSERT_FATAL(!strncmp(hdr, "tunable ", 8));
+    size_t col_type = (size_t)(strstr(hdr, "type") - hdr),
+           col_def = (size_t)(strstr(hdr, "default") - hdr),
+           col_mean = (size_t)(strstr(hdr, "meaning") - hdr);
+    int rows = 0, bad = 0;
+    for (const char *p = strchr(hdr, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+        const char *l = p + 1;
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        rows++;
+        /* A column starts after a space, with a non-space. */
+        size_t cols[3] = {col_type, col_def, col_mean};
+        for (int k = 0; k < 3; k++)
+            if (len <= cols[k] || l[cols[k] - 1] != ' ' || l[cols[k]] == ' ')
+                bad++;
+    }
+    CHECK_MSG(rows >= 20 && bad == 0, "%d rows, %d cells out of their column:\n%s", rows, bad,
+              r.out);
+    char line[600];
+    CHECK_MSG(line_starting(r.out, "CADRE_LAUNCHER_KILL_GRACE ", line, sizeof line) &&
+                  strstr(line, "[set: 7]") != NULL,
+              "no [set: 7]:\n%s", r.out);
+    run_free(&r);
+    r = info("", "--nosuch");
+    CHECK_MSG(r.exit_code == 2 && strstr(r.err, "unknown option '--nosuch'") &&
+                  strstr(r.err, "--transports"),
+              "--nosuch: exit %d\n%s", r.exit_code, r.err);
+    run_free(&r);
+}
+
+/* CADRE_DEBUG=INFO: one banner line per job, from rank 0, with the
+ * version, the build and the rank count; alone, the singleton writes it. */
+static void test_info_banner(void)
+{
+    int ma, mi, pa;
+    cadre_version(&ma, &mi, &pa);
+    for (int n = 1; n <= 3; n += 2) {
+        char cmd[1024], want[128];
+        if (n == 1)
+            snprintf(cmd, sizeof cmd, "CADRE_DEBUG=INFO %s", build_path("examples/hello"));
+        else
+            snprintf(cmd, sizeof cmd, "CADRE_DEBUG=INFO %s -n %d %s", CADRERUN, n,
+                     build_path("examples/hello"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+        snprintf(want, sizeof want, "[rank 0 INFO RUNTIME] cadre version %d.%d.%d (cuda=", ma, mi,
+                 pa);
+        char tail[32];
+        snprintf(tail, sizeof tail, "), %d ranks", n);
+        CHECK_MSG(r.exit_code == 0 && count_matching(r.err, want) == 1 &&
+                      count_matching(r.err, " cadre version ") == 1 &&
+                      count_matching(r.err, tail) == 1,
+                  "%d ranks: want one '%s...%s' line\n--- stderr\n%s", n, want, tail, r.err);
+        run_free(&r);
+    }
+}
+
+/* ---- make check's own output -------------------------------------------------- */
+/* The runner on a suite whose tests print "name n=3: exit 0, 0.17 s" lines,
+ * its stdout and stderr in one file as make check keeps them: CUnit's
+ * verdict is never glued to such a line ("0.17 spassed"), and the runner
+ * gives its wall time beside CUnit's CPU-only "Elapsed time". */
+static void test_runner_output(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "env -u CADRE_TEST_PROGRESS_FD %s examples > cadre-tests-self.log 2>&1; "
+             "st=$?; cat cadre-tests-self.log; rm -f cadre-tests-self.log; exit $st",
+             build_path("tests/unit/cadre-tests"));
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 300, &r) == 0);
+    int glued = count_matching(r.out, " spassed") + count_matching(r.out, " sFAILED");
+    CHECK_MSG(r.exit_code == 0 && glued == 0 && count_matching(r.out, "test verdict: passed") > 0 &&
+                  count_matching(r.out, " s of wall time (CUnit's") == 1,
+              "exit %d, %d verdicts glued to a program's line\n%s", r.exit_code, glued, r.out);
+    run_free(&r);
+}
+
+void suite_tools(void)
+{
+    CU_pSuite s = CU_add_suite("tools", NULL, NULL);
+    CU_add_test(s, "cadrecc: every --showme form of mpicc", test_showme_forms);
+    CU_add_test(s, "cadrecc: an unknown --showme form is an error", test_showme_unknown);
+    CU_add_test(s, "cadre-info: version, configure line, no verbs", test_info_build);
+    CU_add_test(s, "cadre-info: transports built and usable", test_info_transports);
+    CU_add_test(s, "cadre-info: tunables in columns; unknown option", test_info_columns);
+    CU_add_test(s, "CADRE_DEBUG=INFO: rank 0's version banner", test_info_banner);
+    CU_add_test(s, "cadre-tests: verdicts on their own line, wall time", test_runner_output);
+}
