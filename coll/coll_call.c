@@ -114,11 +114,11 @@ void cadre__coll_choose(const struct call *c, struct coll_in *in, struct coll_ch
     in->slots = in->local = -1;
     in->ask = ask;
     in->comm = c->comm;
-    /* The two-level stage first (it logs its own choice): it names an
-     * algorithm over several hosts, or under CADRE_ALGO's hier_* names. */
+    /* The two-level stage first, on a communicator over several hosts (it
+     * logs its own choice): by its rules or CADRE_ALGO's hier_* names. */
     int hk = hier_kind(in->kind);
-    int h = hk < 0 ? HA_NONE
-                   : cadre__hier_pick(c->comm, hk, in->bytes, forced[in->kind] != COLL_ALGO_NONE);
+    int h = hk < 0 || in->hosts < 2 ? HA_NONE
+                                    : cadre__hier_pick(c->comm, hk, in->bytes, forced[in->kind] != COLL_ALGO_NONE);
     if (h != HA_NONE) {
         *ch = (struct coll_choice){.algo = h == HA_LEADER  ? COLL_ALGO_HIER_LEADER
                                            : h == HA_SPLIT ? COLL_ALGO_HIER_SPLIT
