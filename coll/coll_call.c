@@ -91,18 +91,24 @@ static unsigned size_class(size_t bytes)
     return bytes ? 64u - (unsigned)__builtin_clzll((unsigned long long)bytes) : 0;
 }
 
+void cadre__coll_log_choice(struct cadre_comm *comm, enum coll_kind k, enum coll_algo a,
+                            size_t bytes, int hosts, const char *why)
+{
+    if (!cadre__log_enabled(CADRE_LOG_INFO, CADRE_SUBSYS_COLL))
+        return;
+    uint32_t key = (uint32_t)k << 16 | (uint32_t)a << 8 | size_class(bytes);
+    if (!first_time(comm->handle, key))
+        return;
+    cadre__log(CADRE_LOG_INFO, CADRE_SUBSYS_COLL, "%s: algorithm %s (%zu bytes, %d ranks, %d hosts: %s)",
+               cadre__coll_kind_name(k), cadre__coll_algo_name(a), bytes, comm->size, hosts, why);
+}
+
 static void log_choice(const struct call *c, const struct coll_in *in,
                        const struct coll_choice *ch)
 {
-    uint32_t key = (uint32_t)in->kind << 16 | (uint32_t)ch->algo << 8 | size_class(in->bytes);
-    if (!first_time(c->comm->handle, key))
-        return;
     char why[256];
     cadre__coll_select_why(in, ch, why, sizeof why);
-    cadre__log(CADRE_LOG_INFO, CADRE_SUBSYS_COLL,
-               "%s: algorithm %s (%zu bytes, %d ranks, %d hosts: %s)",
-               cadre__coll_kind_name(in->kind), cadre__coll_algo_name(ch->algo), in->bytes, in->n,
-               in->hosts, why);
+    cadre__coll_log_choice(c->comm, in->kind, ch->algo, in->bytes, in->hosts, why);
 }
 
 void cadre__coll_choose(const struct call *c, struct coll_in *in, struct coll_choice *ch)

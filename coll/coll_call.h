@@ -201,6 +201,10 @@ static inline void avg_after(struct coll_sched *s, cadre_op_t op, void *buf, siz
  * algorithm, size class) on the communicator. The caller set kind, nb,
  * bytes and what its table reads (equal, block, count, elsize). */
 void cadre__coll_choose(const struct call *c, struct coll_in *in, struct coll_choice *ch);
+/* The COLL INFO line of a choice, once per (communicator, collective,
+ * algorithm, size class); also for the device stage (coll_gpu_direct.c). */
+void cadre__coll_log_choice(struct cadre_comm *comm, enum coll_kind k, enum coll_algo a,
+                            size_t bytes, int hosts, const char *why);
 /* The algorithm's number in the signature (coll_sig.h). */
 /* The coll_hier.h number of a two-level algorithm of the table. */
 static inline int hier_algo(enum coll_algo a)

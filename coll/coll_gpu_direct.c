@@ -8,9 +8,10 @@
  * twoshot); the communicator has 2 to 8 ranks, every peer reached through
  * shared memory; both buffers of the call are device memory; and the
  * workspace set-up succeeded at every rank (agreed at set-up). Else the
- * staged path (p2p/p2p_gpu_proxy.c) runs the host algorithms. For allreduce, auto
- * takes one-shot up to CADRE_GPU_ONESHOT_MAX bytes, two-shot above;
- * reduce_scatter and allgather take their kernel unless staged is set.
+ * staged path (p2p/p2p_gpu_proxy.c) runs the host algorithms. Which kernel
+ * (one-shot up to CADRE_GPU_ONESHOT_MAX bytes, two-shot above; the
+ * reduce_scatter and allgather kernels unless staged is set) is the device
+ * stage of coll_select.c, and logged as the other choices are.
  *
  * Set-up, at the first such call on the communicator: each rank allocates
  * its workspace (device/device_direct.h), and in two host collectives on the
@@ -42,6 +43,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coll/coll_call.h"
 #include "coll/coll_gpu.h"
 #include "device/device_direct.h"
 #include "p2p/p2p_gpu.h"
@@ -214,6 +216,13 @@ static int algo(void)
     return 0;
 }
 
+/* The device stage's choice (coll_select.c holds the rule). */
+static enum coll_algo choose(enum coll_kind k, size_t bytes, const char **why)
+{
+    return cadre__coll_select_device(k, bytes, algo(),
+                                     (size_t)cadre__config_int(CADRE_CFG_GPU_ONESHOT_MAX), why);
+}
+
 static int is_device(const void *p, size_t bytes)
 {
     char *base;
@@ -227,7 +236,7 @@ static int is_device(const void *p, size_t bytes)
 static struct gpu_direct *usable(const char *fn, struct cadre_comm *comm, int *rc)
 {
     *rc = CADRE_SUCCESS;
-    if (comm->size < 2 || algo() == 1)
+    if (comm->size < 2)
         return NULL;
     struct gpu_comm *g = cadre__gpu_comm(comm);
     if (!g)
@@ -316,12 +325,16 @@ int cadre__gpu_allreduce(const char *fn, const void *sendbuf, void *recvbuf, siz
     if (!count || !is_device(recvbuf, bytes) || !is_device(sendbuf, bytes))
         return CADRE__GPU_NOT_MINE;
     int rc;
+    const char *why;
+    enum coll_algo a = choose(COLL_ALLREDUCE, bytes, &why);
+    if (a == COLL_ALGO_NONE)
+        return CADRE__GPU_NOT_MINE;
     struct gpu_direct *d = usable(fn, comm, &rc);
     if (!d)
         return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
-    int a = algo();
-    int two = a == 3 || (a == 0 && bytes > (size_t)cadre__config_int(CADRE_CFG_GPU_ONESHOT_MAX));
-    return run(fn, comm, d, GPU_DIRECT_ALLREDUCE, two, sendbuf, recvbuf, count, dt, op, req);
+    cadre__coll_log_choice(comm, COLL_ALLREDUCE, a, bytes, 1, why);
+    return run(fn, comm, d, GPU_DIRECT_ALLREDUCE, a == COLL_ALGO_GPU_TWOSHOT, sendbuf, recvbuf,
+               count, dt, op, req);
 }
 
 int cadre__gpu_reduce_scatter(const char *fn, const void *sendbuf, void *recvbuf,
@@ -333,9 +346,14 @@ int cadre__gpu_reduce_scatter(const char *fn, const void *sendbuf, void *recvbuf
         !is_device(sendbuf, bytes * (size_t)comm->size))
         return CADRE__GPU_NOT_MINE;
     int rc;
+    const char *why;
+    enum coll_algo a = choose(COLL_REDUCE_SCATTER, bytes * (size_t)comm->size, &why);
+    if (a == COLL_ALGO_NONE)
+        return CADRE__GPU_NOT_MINE;
     struct gpu_direct *d = usable(fn, comm, &rc);
     if (!d)
         return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
+    cadre__coll_log_choice(comm, COLL_REDUCE_SCATTER, a, bytes * (size_t)comm->size, 1, why);
     return run(fn, comm, d, GPU_DIRECT_REDUCE_SCATTER, 0, sendbuf, recvbuf, recvcount, dt, op,
                req);
 }
@@ -349,9 +367,14 @@ int cadre__gpu_allgather(const char *fn, const void *sendbuf, void *recvbuf, siz
     if (!count || !is_device(recvbuf, bytes * (size_t)comm->size) || !is_device(sendbuf, bytes))
         return CADRE__GPU_NOT_MINE;
     int rc;
+    const char *why;
+    enum coll_algo a = choose(COLL_ALLGATHER, bytes * (size_t)comm->size, &why);
+    if (a == COLL_ALGO_NONE)
+        return CADRE__GPU_NOT_MINE;
     struct gpu_direct *d = usable(fn, comm, &rc);
     if (!d)
         return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
+    cadre__coll_log_choice(comm, COLL_ALLGATHER, a, bytes * (size_t)comm->size, 1, why);
     return run(fn, comm, d, GPU_DIRECT_ALLGATHER, 0, sendbuf, recvbuf, count, dt, CADRE_SUM,
                req);
 }

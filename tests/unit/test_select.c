@@ -396,6 +396,47 @@ static void test_info_algorithms(void)
     run_free(&r);
 }
 
+/* The device stage and the two-level stage, against their rules written
+ * out here (a92c487's coll_gpu_direct.c: two-shot above CADRE_GPU_ONESHOT_MAX
+ * unless forced; staged never takes a kernel), and the names CADRE_ALGO and
+ * the log use. */
+static void test_stages(void)
+{
+    const char *why;
+    size_t max = 262144;
+    for (size_t b = 1; b <= ((size_t)1 << 30); b *= 2)
+        for (size_t d = b - 1; d <= b + 1; d++)
+            for (int g = 0; g <= 3; g++) {
+                enum coll_algo a = cadre__coll_select_device(COLL_ALLREDUCE, d, g, max, &why);
+                enum coll_algo want = g == 1   ? COLL_ALGO_NONE
+                                      : g == 2 ? COLL_ALGO_GPU_ONESHOT
+                                      : g == 3 ? COLL_ALGO_GPU_TWOSHOT
+                                      : d > max ? COLL_ALGO_GPU_TWOSHOT
+                                                : COLL_ALGO_GPU_ONESHOT;
+                CU_ASSERT_EQUAL(a, want);
+                CU_ASSERT_PTR_NOT_NULL(why);
+                CU_ASSERT_EQUAL(cadre__coll_select_device(COLL_REDUCE_SCATTER, d, g, max, &why),
+                                g == 1 ? COLL_ALGO_NONE : COLL_ALGO_GPU_KERNEL);
+                CU_ASSERT_EQUAL(cadre__coll_select_device(COLL_BCAST, d, g, max, &why),
+                                COLL_ALGO_NONE);
+            }
+    CU_ASSERT_STRING_EQUAL(cadre__coll_algo_name(COLL_ALGO_GPU_ONESHOT), "gpu_oneshot");
+    CU_ASSERT_STRING_EQUAL(cadre__coll_algo_name(COLL_ALGO_HIER_SPLIT), "hier_split");
+    /* Two-level: nothing on one host or one rank per host; leader, split or ring by size. */
+    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 8, 1, 4, 4, &why), COLL_ALGO_NONE);
+    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 8, 3, 1, 1, &why), COLL_ALGO_NONE);
+    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 65536, 2, 2, 2, &why),
+                    COLL_ALGO_HIER_LEADER);
+    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 65537, 2, 2, 2, &why),
+                    COLL_ALGO_HIER_SPLIT);
+    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 65537, 2, 2, 3, &why),
+                    COLL_ALGO_HIER_RING);
+    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_BCAST, 262145, 2, 1, 2, &why),
+                    COLL_ALGO_HIER_RING);
+    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLTOALL, 1 << 20, 2, 2, 2, &why),
+                    COLL_ALGO_NONE);
+}
+
 void suite_select(void)
 {
     CU_pSuite s = CU_add_suite("select", NULL, NULL);
@@ -408,4 +449,5 @@ void suite_select(void)
     CU_add_test(s, "CADRE_ALGO on one rank: a mismatch naming the algorithms",
                 test_mismatched_choice);
     CU_add_test(s, "cadre-info --algorithms", test_info_algorithms);
+    CU_add_test(s, "the device and two-level stages", test_stages);
 }
