@@ -21,7 +21,7 @@
 #include "bootstrap/bootstrap.h"
 #include "p2p_engine.h"
 
-struct cadre_engine cadre__eng = {.eventfd = -1};
+struct cadre_engine cadre__eng = {.eventfd = -1, .wake_fd = -1, .wake_tx = -1};
 struct cadre_p2p_upcalls cadre__p2p_up;
 
 void cadre__p2p_set_upcalls(const struct cadre_p2p_upcalls *up)
@@ -250,6 +250,8 @@ int cadre__p2p_init(void)
             cadre__p2p_finalize();
             return cadre__error(CADRE_ERR_INTERNAL, "cadre_init: eventfd: %s", strerror(errno));
         }
+        if (e->shm_active)
+            cadre__p2p_wake_open();
     }
     if (pthread_create(&e->pt, NULL, cadre__p2p_progress_thread, NULL) != 0) {
         cadre__p2p_finalize();
@@ -353,6 +355,7 @@ void cadre__p2p_finalize(void)
     if (e->eventfd >= 0)
         close(e->eventfd);
     e->eventfd = -1;
+    cadre__p2p_wake_close();
     e->bell = &e->bell_local;
     eng_unlock();
 }

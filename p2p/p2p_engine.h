@@ -177,6 +177,12 @@ struct cadre_peer {
 struct cadre_p2p_doorbell {
     _Atomic uint32_t seq;      /* futex word: bumped by whoever wakes us */
     _Atomic uint32_t sleepers; /* threads of this process sleeping on seq */
+    /* Of those, the threads asleep in poll() (a socket transport is in use),
+     * which a futex wake does not reach: a peer that rings also sends a
+     * datagram to the socket named by wake_key (0: none; cadre__p2p_wake_*). */
+    _Atomic uint32_t pollers;
+    uint32_t pad;
+    _Atomic uint64_t wake_key;
 };
 
 struct cadre_eng_lock {
@@ -199,6 +205,7 @@ struct cadre_engine {
     _Atomic double yield_off_until;
     size_t eager_min; /* the smallest eager limit of any peer */
     int eventfd;
+    int wake_fd, wake_tx; /* the datagram socket shm peers wake our poll() with, and ours to them */
     struct cadre_p2p_doorbell *bell; /* in our shm segment, or bell_local */
     struct cadre_p2p_doorbell bell_local;
 
@@ -433,6 +440,13 @@ void cadre__p2p_unexp_each(uint32_t ctx, int (*fn)(void *arg, const struct cadre
 #define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512) << 10)
 void *cadre__shm_coll_area(int w);
 void cadre__shm_wake(int w);
+
+/* The wake socket (p2p_progress.c): opened when this process sleeps in
+ * poll() and has peers in shared memory; a peer's doorbell rung with its
+ * sleepers in poll() also gets a datagram. */
+void cadre__p2p_wake_open(void);
+void cadre__p2p_wake_close(void);
+void cadre__p2p_wake_peer(struct cadre_p2p_doorbell *b);
 
 static inline void cadre__bell_ring(struct cadre_p2p_doorbell *b)
 {

@@ -11,7 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -171,20 +175,37 @@ void cadre__p2p_sleep(double timeout_s)
             if (e->tps[i]->pollfds)
                 n += e->tps[i]->pollfds(fds + n, 1023 - n);
         eng_unlock();
+        int wake = -1;
+        if (e->wake_fd >= 0) {
+            wake = n;
+            fds[n].fd = e->wake_fd;
+            fds[n].events = POLLIN;
+            fds[n].revents = 0;
+            n++;
+        }
         fds[n].fd = e->eventfd;
         fds[n].events = POLLIN;
         fds[n].revents = 0; /* read below also when poll() is skipped */
         n++;
-        /* Shared-memory arrivals do not wake poll(): keep naps short then. */
-        if (e->shm_active && timeout_s > 1e-3)
+        /* Shared-memory arrivals wake poll() only through the wake socket:
+         * without one, keep naps short. */
+        if (e->shm_active && wake < 0 && timeout_s > 1e-3)
             timeout_s = 1e-3;
-        atomic_fetch_add(&e->bell->sleepers, 1);
+        struct cadre_p2p_doorbell *b = e->bell;
+        atomic_fetch_add(&b->pollers, 1);
+        atomic_fetch_add(&b->sleepers, 1);
         if (cadre__p2p_progress() == 0)
             poll(fds, (nfds_t)n, (int)(timeout_s * 1e3) + 1);
-        atomic_fetch_sub(&e->bell->sleepers, 1);
+        atomic_fetch_sub(&b->sleepers, 1);
+        atomic_fetch_sub(&b->pollers, 1);
         uint64_t v;
         if (fds[n - 1].revents & POLLIN)
             (void)!read(e->eventfd, &v, sizeof v);
+        if (wake >= 0 && (fds[wake].revents & POLLIN)) {
+            char buf[64];
+            while (recv(e->wake_fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+                ;
+        }
         return;
     }
     atomic_fetch_add(&e->bell->sleepers, 1);
@@ -195,6 +216,71 @@ void cadre__p2p_sleep(double timeout_s)
     if (cadre__p2p_progress() == 0)
         cadre__futex_wait(&e->bell->seq, v, timeout_s);
     atomic_fetch_sub(&e->bell->sleepers, 1);
+}
+
+/* ---- the wake socket ------------------------------------------------------ */
+/* An abstract AF_UNIX datagram name (no file; gone with the process), from a
+ * random key the process publishes in its doorbell. Peers in shared memory
+ * share this network namespace; where they do not, sendto fails and the
+ * sleeper's 1 ms naps are all that is lost. */
+static socklen_t wake_name(struct sockaddr_un *sa, uint64_t key)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    int len = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "cadre-wake-%016llx",
+                       (unsigned long long)key);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)len);
+}
+
+void cadre__p2p_wake_open(void)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (e->bell == &e->bell_local)
+        return; /* no shared segment: nobody could read the key */
+    uint64_t key = 0;
+    if (getrandom(&key, sizeof key, 0) != sizeof key || !key)
+        return;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int tx = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa;
+    socklen_t sl = wake_name(&sa, key);
+    if (fd < 0 || tx < 0 || bind(fd, (struct sockaddr *)&sa, sl) != 0) {
+        CADRE_INFO(P2P, "no wake socket (%s): a wait in poll() looks at shared memory every ms",
+                   strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        if (tx >= 0)
+            close(tx);
+        return;
+    }
+    e->wake_fd = fd;
+    e->wake_tx = tx;
+    atomic_store_explicit(&e->bell->wake_key, key, memory_order_release);
+}
+
+void cadre__p2p_wake_close(void)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (e->wake_fd >= 0)
+        close(e->wake_fd);
+    if (e->wake_tx >= 0)
+        close(e->wake_tx);
+    e->wake_fd = e->wake_tx = -1;
+}
+
+/* After cadre__bell_ring(b) (its fence orders our message before this look). */
+void cadre__p2p_wake_peer(struct cadre_p2p_doorbell *b)
+{
+    struct cadre_engine *e = &cadre__eng;
+    if (!atomic_load_explicit(&b->pollers, memory_order_relaxed) || e->wake_tx < 0)
+        return;
+    uint64_t key = atomic_load_explicit(&b->wake_key, memory_order_acquire);
+    if (!key)
+        return;
+    struct sockaddr_un sa;
+    socklen_t sl = wake_name(&sa, key);
+    char one = 1;
+    (void)!sendto(e->wake_tx, &one, 1, MSG_DONTWAIT, (struct sockaddr *)&sa, sl);
 }
 
 void cadre__p2p_kick(void)

@@ -149,10 +149,18 @@ void *cadre__shm_coll_area(int w)
     return S.peers[w].seg + coll_area_off();
 }
 
+/* Rings a peer's doorbell, and its wake socket when it sleeps in poll(). */
+static void ring_peer(struct shm_peer *p)
+{
+    struct cadre_p2p_doorbell *b = peer_bell(p);
+    cadre__bell_ring(b);
+    cadre__p2p_wake_peer(b);
+}
+
 void cadre__shm_wake(int w)
 {
     if (S.peers && S.peers[w].mapped)
-        cadre__bell_ring(peer_bell(&S.peers[w]));
+        ring_peer(&S.peers[w]);
 }
 
 static int shm_init(void)
@@ -349,7 +357,7 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
     }
     atomic_store_explicit(&s->seq, l->pos + 1, memory_order_release);
     lane_next(l);
-    cadre__bell_ring(peer_bell(p));
+    ring_peer(p);
     return CADRE_P2P_SENT;
 }
 
@@ -362,7 +370,7 @@ static void lane_read(struct shm_peer *p, struct lane *l)
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load_explicit(&p->rx_ring->sender_waiting, memory_order_relaxed)) {
         atomic_store_explicit(&p->rx_ring->sender_waiting, 0, memory_order_relaxed);
-        cadre__bell_ring(peer_bell(p));
+        ring_peer(p);
     }
 }
 
