@@ -11,7 +11,13 @@
 
 #include "cadre.h"
 
+/* Per file; a program of several files defines RU_SHARED_STATE before
+ * including this in each, and one of them defines the two (p2p_test.c). */
+#ifdef RU_SHARED_STATE
+extern int ru_rank, ru_failures;
+#else
 static int ru_rank = -1, ru_failures;
+#endif
 
 #define EXPECT(cond, ...)                                                         \
     do {                                                                          \
