@@ -249,8 +249,53 @@ lost-cut)
     tb_init 3
     lost cut mpirun
     ;;
+hold)
+    # For stale: makes one host, says so in file $2, and waits to be killed.
+    tb_init 1
+    echo ready >"$2"
+    sleep 600
+    ;;
+init-only)
+    tb_init 1
+    ;;
+stale)
+    # A run killed by SIGKILL (no trap) leaves its slot; the next run's
+    # claim cleans it while it holds the lock, and must not wait for that
+    # lock again (it did, forever: make check's first hosts scenario hung).
+    ready=$(mktemp /tmp/cadre-testbed-ready.XXXXXX)
+    : >"$ready"
+    setsid "$0" hold "$ready" &
+    holder=$!
+    for ((i = 0; i < 600; i++)); do
+        [[ -s $ready ]] && break
+        sleep 0.1
+    done
+    if [[ ! -s $ready ]]; then
+        kill -KILL -- "-$holder" 2>/dev/null
+        rm -f "$ready"
+        printf 'hosts: stale slot: FAILED, the holder did not make its host in 60 s\n'
+        exit 1
+    fi
+    kill -KILL -- "-$holder"
+    wait "$holder" 2>/dev/null
+    rm -f "$ready"
+    t0=$EPOCHREALTIME
+    if timeout 120 "$0" init-only 2>"${TMPDIR:-/tmp}/cadre-testbed-stale.$$"; then
+        secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+        if grep -q 'is gone; cleaning' "${TMPDIR:-/tmp}/cadre-testbed-stale.$$"; then
+            printf 'hosts: stale slot: ok, a dead run'"'"'s slot cleaned and a new one made in %s s\n' "$secs"
+        else
+            printf 'hosts: stale slot: FAILED, the next run did not meet the dead run'"'"'s slot\n'
+            FAILED=1
+        fi
+    else
+        printf 'hosts: stale slot: FAILED, the next run did not finish its set-up in 120 s\n'
+        FAILED=1
+    fi
+    rm -f "${TMPDIR:-/tmp}/cadre-testbed-stale.$$"
+    ;;
 *)
-    echo "usage: $0 clean|mpirun-coll|srun-coll|mpirun-p2p|srun-p2p|ifaces|lost-kill|lost-cut" >&2
+    echo "usage: $0 clean|mpirun-coll|srun-coll|mpirun-p2p|srun-p2p|ifaces|lost-kill|lost-cut|stale" >&2
     exit 2
     ;;
 esac

@@ -37,11 +37,18 @@ tb_addr() { printf '10.213.%s.%s' "$TB_K" "$1"; }
 tb_gw() { printf '10.213.%s.254' "$TB_K"; }
 tb_subnet() { printf '10.213.%s.0/24' "$TB_K"; }
 
-# Runs "$@" with $TB_LOCK held (slot claims, /etc/hosts edits).
+# Runs "$@" with $TB_LOCK held (slot claims, /etc/hosts edits). Inside a
+# section that holds it already (TB_LOCK_HELD=1: tb_claim cleaning a dead
+# run's slot), runs "$@" as it is: a second flock on a new open of the file
+# would wait for the first forever.
 tb_locked() {
+    if [[ ${TB_LOCK_HELD-} == 1 ]]; then
+        "$@"
+        return
+    fi
     (
         flock 9
-        "$@"
+        TB_LOCK_HELD=1 "$@"
     ) 9>"$TB_LOCK"
 }
 

@@ -80,6 +80,7 @@ static void test_srun_p2p(void) { run_scenario("srun-p2p", 300); }
 static void test_ifaces(void) { run_scenario("ifaces", 400); }
 static void test_lost_kill(void) { run_scenario("lost-kill", 300); }
 static void test_lost_cut(void) { run_scenario("lost-cut", 200); }
+static void test_stale(void) { run_scenario("stale", 200); }
 
 void suite_hosts(void)
 {
@@ -93,4 +94,5 @@ void suite_hosts(void)
     CU_add_test(s, "interfaces: docker0 decoy, unreachable eth1, CADRE_SOCKET_IFNAME", test_ifaces);
     CU_add_test(s, "lost host: its ranks killed (mpirun, srun), errors within 10 s", test_lost_kill);
     CU_add_test(s, "lost host: its link cut (mpirun), errors within 10 s", test_lost_cut);
+    CU_add_test(s, "a dead run's slot is cleaned by the next run", test_stale);
 }
