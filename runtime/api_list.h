@@ -1,6 +1,6 @@
 /*
  * Every public function that returns a status, once, for the wrappers of
- * core/core_api.c: each cadre_X there calls the layers' cadre__impl_X and, when
+ * lifecycle/lifecycle_api.c: each cadre_X there calls the layers' cadre__impl_X and, when
  * it fails, hands the status to cadre__api_fail, which applies the error
  * mode (CADRE_ERRORS, cadre_comm_set_errors). The layers are compiled with
  * runtime/api_names.h, which renames each of these functions to its

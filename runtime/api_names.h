@@ -2,7 +2,7 @@
  * Force-included (-include) into every source of the library's layers:
  * gives each public function of runtime/api_list.h its implementation's name
  * (cadre__impl_X), so the layers define and call the implementations, and
- * core/core_api.c, built without this header, defines the public cadre_X as a
+ * lifecycle/lifecycle_api.c, built without this header, defines the public cadre_X as a
  * wrapper that reports failures (CADRE_ERRORS, cadre_comm_set_errors). One
  * line per line of api_list.h; the man suite checks the two against cadre.h.
  */

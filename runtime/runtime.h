@@ -43,8 +43,8 @@ void cadre__clear_error(void);
         }                                                                        \
     } while (0)
 
-/* ---- error modes (core/core_errors.c) -------------------------------------- */
-/* A public call failed with rc (the wrappers of core/core_api.c): writes its
+/* ---- error modes (lifecycle/lifecycle_errors.c) -------------------------------------- */
+/* A public call failed with rc (the wrappers of lifecycle/lifecycle_api.c): writes its
  * cadre_last_error() to stderr, aborts the job or does nothing, as the mode of
  * comm says (CADRE_COMM_NULL, or a handle that is not a communicator:
  * CADRE_COMM_WORLD's). Returns rc. */

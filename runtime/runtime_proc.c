@@ -1,7 +1,7 @@
 /* Process information and the library's state: what every layer asks
  * (cadre__check_initialized, cadre__proc), the public getters of it, and the
  * functions cadre_finalize runs first (cadre__at_finalize). cadre_init and
- * cadre_finalize themselves are the top layer's (core/). */
+ * cadre_finalize themselves are the top layer's (lifecycle/). */
 #include <stdatomic.h>
 
 #include "runtime.h"

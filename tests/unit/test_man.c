@@ -543,7 +543,7 @@ static void test_readme_quickstart(void)
 /* ---- the error-reporting wrappers --------------------------------------- */
 
 /* Every function of cadre.h that returns a status goes through a wrapper of
- * core/core_api.c, which applies CADRE_ERRORS: it has a line in
+ * lifecycle/lifecycle_api.c, which applies CADRE_ERRORS: it has a line in
  * runtime/api_list.h and its rename in runtime/api_names.h. A function
  * missing from both would fail silently; from one, the build breaks or a
  * call inside the library would be reported. */

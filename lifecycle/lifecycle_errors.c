@@ -1,6 +1,6 @@
 /* Error modes: what a failing public call does besides returning its status
  * (CADRE_ERRORS, cadre_comm_set_errors; ERRORS in cadre(7)). The wrappers
- * of core/core_api.c come here only when a call has failed. */
+ * of lifecycle/lifecycle_api.c come here only when a call has failed. */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * implementation the layers define under its cadre__impl_ name (they are
  * built with api_names.h; this file is not). A wrapper adds one branch to
  * a call that succeeds; a failing call goes to cadre__api_fail, which
- * writes the message or aborts as the error mode says (core/core_errors.c).
+ * writes the message or aborts as the error mode says (lifecycle/lifecycle_errors.c).
  * Calls inside the library never come through here, so one failing call is
  * reported once, by the call the user made.
  */
