@@ -61,8 +61,10 @@ struct seg_hdr {
     uint64_t ring_bytes;
     char pad[24];
     struct cadre_p2p_doorbell bell;
-    char pad2[56];
+    char pad2[64 - sizeof(struct cadre_p2p_doorbell)]; /* the bell's own cache line */
 };
+/* The rings and the collectives' area follow the header on 64-byte lines. */
+_Static_assert(sizeof(struct seg_hdr) % 64 == 0, "struct seg_hdr: not whole cache lines");
 
 struct shm_blob {
     int32_t node_id, local_rank, pid, fd;
