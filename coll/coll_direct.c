@@ -45,9 +45,15 @@
 /* ... and writes its output with streaming stores from this size. */
 #define DIRECT_NT_MIN ((size_t)8 << 20)
 
+/* What each rank tells the others in round 1. */
+struct direct_addr {
+    uint64_t s, r;  /* its send and receive buffer addresses */
+    uint64_t busy;  /* 1: other processes want its node's cores (cadre__cores_busy) */
+};
+
 struct direct {
-    uint64_t mine[2];   /* this rank's send and receive buffer addresses */
-    uint64_t *peer;     /* [2*rank] send, [2*rank+1] receive address of each rank */
+    struct direct_addr mine;
+    struct direct_addr *peer; /* every rank's, this one's included */
     const void *sbuf;
     void *rbuf;
     size_t count;       /* allreduce: the vector; reduce_scatter: the block; bcast: buf */
@@ -139,7 +145,7 @@ static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine
         if (q == me)
             continue;
         unsigned char *dst = first ? acc : tmp;
-        CADRE_CHECK(cma(s, q, dst, d->peer[2 * q] + sboff, bytes, 0));
+        CADRE_CHECK(cma(s, q, dst, d->peer[q].s + sboff, bytes, 0));
         if (!first)
             cadre__coll_reduce(acc, tmp, m, s->dt, s->op);
         first = 0;
@@ -150,6 +156,7 @@ static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine
 
 static int allreduce_pair(struct coll_sched *s, struct direct *d);
 static int allreduce_pair_stream(struct coll_sched *s, struct direct *d);
+static int allreduce_pair_loose(struct coll_sched *s, struct direct *d);
 
 static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
 {
@@ -158,12 +165,15 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
     /* The pair algorithm reads the peer's input while the peer writes its
      * output: only where no rank works in place. Every rank decides from
      * the same addresses. */
-    if (n == 2 && d->peer[0] != d->peer[1] && d->peer[2] != d->peer[3])
+    if (n == 2 && d->peer[0].s != d->peer[0].r && d->peer[1].s != d->peer[1].r) {
+        if (d->count * s->elsize >= DIRECT_STREAM_MIN && (d->peer[0].busy || d->peer[1].busy))
+            return allreduce_pair_loose(s, d);
         return d->count * s->elsize >= DIRECT_STREAM_MIN &&
                        cadre__direct_ring(world_of(s->comm, 0)) &&
                        cadre__direct_ring(world_of(s->comm, 1))
                    ? allreduce_pair_stream(s, d)
                    : allreduce_pair(s, d);
+    }
     size_t es = s->elsize, lo, hi;
     cadre__share(d->count, es, n, me, &lo, &hi);
     unsigned char *acc, *tmp;
@@ -175,7 +185,7 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
         cadre__copy_nt((char *)d->rbuf + off * es, acc, bytes);
         for (int q = 0; q < n; q++)
             if (q != me)
-                CADRE_CHECK(cma(s, q, acc, d->peer[2 * q + 1] + off * es, bytes, 1));
+                CADRE_CHECK(cma(s, q, acc, d->peer[q].r + off * es, bytes, 1));
     }
     return CADRE_SUCCESS;
 }
@@ -194,29 +204,57 @@ static int allreduce_pair(struct coll_sched *s, struct direct *d)
     size_t step = DIRECT_CHUNK / es;
     for (size_t off = 0; off < d->count; off += step) {
         size_t m = d->count - off < step ? d->count - off : step, bytes = m * es;
-        CADRE_CHECK(cma(s, peer, acc, d->peer[2 * peer] + off * es, bytes, 0));
+        CADRE_CHECK(cma(s, peer, acc, d->peer[peer].s + off * es, bytes, 0));
         cadre__coll_reduce(acc, (const char *)d->sbuf + off * es, m, s->dt, s->op);
         cadre__copy_nt((char *)d->rbuf + off * es, acc, bytes);
     }
     return CADRE_SUCCESS;
 }
 
+/* Sleeps on this process's doorbell for at most `nap` seconds unless *w is
+ * already key|want or more; the peer rings it after each store to its flags
+ * (cadre__shm_wake). Counted a sleeper before the last look, so that a store
+ * between that look and the sleep finds someone to wake. */
+static void doze(_Atomic uint64_t *w, uint64_t key, uint32_t want, double nap)
+{
+    struct cadre_p2p_doorbell *b = cadre__eng.bell;
+    atomic_fetch_add(&b->sleepers, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    uint32_t seq = atomic_load(&b->seq);
+    uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+    if ((v & ~0xffffffffull) != key || (uint32_t)v < want)
+        cadre__futex_wait(&b->seq, seq, nap);
+    atomic_fetch_sub(&b->sleepers, 1);
+}
+
 /* Waits until rank q's flag (`which`: 0 produced, 1 consumed) reaches
- * key|want. Lock held: the engine's checks run from here. */
+ * key|want. Lock held: the engine's checks run from here. Spins, yielding
+ * when ranks outnumber the cores, and sleeps on the doorbell instead when
+ * other processes want the cores (p2p_busy.c, cadre__yield_brief). */
 static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint32_t want)
 {
     struct cadre_engine *e = &cadre__eng;
     struct direct_flags *f = cadre__direct_flags(world_of(s->comm, q));
     _Atomic uint64_t *w = which ? &f->cons : &f->prod;
-    double since = 0;
+    double since = 0, nap = 50e-6;
+    int sleep = 0;
     for (unsigned spins = 0;; spins++) {
         uint64_t v = atomic_load_explicit(w, memory_order_acquire);
         if ((v & ~0xffffffffull) == key && (uint32_t)v >= want)
             return CADRE_SUCCESS;
-        if (e->oversubscribed)
-            sched_yield();
-        if ((spins & 0xffff) != 0xffff)
+        if (!sleep) {
+            if (e->oversubscribed)
+                sleep = !cadre__yield_brief();
+            else if (spins == CADRE_BUSY_ASK)
+                sleep = cadre__cores_busy();
+        }
+        if (sleep) {
+            doze(w, key, want, nap);
+            if (nap < 10e-3)
+                nap *= 2;
+        } else if ((spins & 0xffff) != 0xffff) {
             continue;
+        }
         cadre__p2p_check_peers();
         if (e->peers[world_of(s->comm, q)].state == PEER_DEAD) {
             /* Its news before its leaving (coll_poison.c). */
@@ -268,6 +306,13 @@ static int reduce_out(void *out, void *acc, const void *src, size_t n, cadre_dat
     return 0;
 }
 
+/* The chunk key of allreduce_pair_stream and allreduce_pair_loose's flags. */
+static uint64_t pair_key(const struct coll_sched *s)
+{
+    uint64_t key = ((uint64_t)(uint32_t)s->tag << 32) ^ ((uint64_t)s->ctx << 62);
+    return key & ~0xffffffffull;
+}
+
 /* Two ranks, large vectors: each rank reduces its half in chunks into a
  * ring of chunk buffers in its shm segment and streams each chunk into its
  * output; the other rank, right behind, streams the chunk from that ring
@@ -284,8 +329,7 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
     cadre__share(d->count, es, 2, peer, &plo, &phi);
     unsigned char *ring = cadre__direct_ring(wme), *pring = cadre__direct_ring(wpeer);
     struct direct_flags *mine = cadre__direct_flags(wme);
-    uint64_t key = ((uint64_t)(uint32_t)s->tag << 32) ^ ((uint64_t)s->ctx << 62);
-    key &= ~0xffffffffull;
+    uint64_t key = pair_key(s);
     size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
     /* Streaming stores only where the output would not stay in the cache. */
     int nt = d->count * es >= DIRECT_NT_MIN;
@@ -300,22 +344,91 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
             const char *own = (const char *)d->sbuf + off * es;
             if (i >= RING_K)
                 CADRE_CHECK(wait_flag(s, peer, 1, key, i - RING_K + 1));
-            CADRE_CHECK(cma(s, peer, acc, d->peer[2 * peer] + off * es, m * es, 0));
+            CADRE_CHECK(cma(s, peer, acc, d->peer[peer].s + off * es, m * es, 0));
             if (!nt || !reduce_out(out, acc, own, m, s->dt, s->op)) {
                 cadre__coll_reduce(acc, own, m, s->dt, s->op);
                 out_copy(out, acc, m * es);
             }
             atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
+            cadre__shm_wake(wpeer);
         }
         if (i < npeer) {
             size_t off = plo + (size_t)i * step, m = phi - off < step ? phi - off : step;
             CADRE_CHECK(wait_flag(s, peer, 0, key, i + 1));
             out_copy((char *)d->rbuf + off * es, pring + (size_t)(i % RING_K) * chunk, m * es);
             atomic_store_explicit(&mine->cons, key | (i + 1), memory_order_release);
+            cadre__shm_wake(wpeer);
         }
     }
     /* The ring is reused by the next call: the peer must be done with it. */
     return wait_flag(s, peer, 1, key, nme);
+}
+
+/* Reads into this rank's output the chunks of the peer's half that the
+ * peer's counter says it has written into its own output, from chunk *got
+ * on, in one system call. */
+static int take_written(struct coll_sched *s, struct direct *d, uint64_t key, size_t plo,
+                        size_t phi, size_t step, uint32_t *got)
+{
+    int peer = !s->comm->rank;
+    uint64_t v = atomic_load_explicit(&cadre__direct_flags(world_of(s->comm, peer))->prod,
+                                      memory_order_acquire);
+    if ((v & ~0xffffffffull) != key || (uint32_t)v <= *got)
+        return CADRE_SUCCESS;
+    size_t es = s->elsize, off = plo + (size_t)*got * step, end = plo + (size_t)(uint32_t)v * step;
+    if (end > phi)
+        end = phi;
+    CADRE_CHECK(cma(s, peer, (char *)d->rbuf + off * es, d->peer[peer].r + off * es,
+                    (end - off) * es, 0));
+    *got = (uint32_t)v;
+    return CADRE_SUCCESS;
+}
+
+/* Two ranks, large vectors, on a busy machine (either rank's
+ * cadre__cores_busy in round 1). As in allreduce_pair_stream each rank
+ * reduces its half into its own output, but the peer then reads that half
+ * straight from there, as far as the counter says it is written, not
+ * through the ring: nothing makes a rank wait for its peer to read. With
+ * other processes on the cores each rank runs in slices the scheduler gives
+ * it; the ring's pacing made the two meet every RING_K chunks, each meeting
+ * a wake-up of a rank the scheduler had set aside (2-rank 16 MiB float32
+ * allreduce beside six `yes`: 16 MiB in 128 KiB chunks, 40-70 ms). Here they
+ * meet once, when one has nothing left but reading. */
+static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
+{
+    int me = s->comm->rank, peer = !me;
+    int wme = world_of(s->comm, me), wpeer = world_of(s->comm, peer);
+    size_t es = s->elsize, lo, hi, plo, phi;
+    cadre__share(d->count, es, 2, me, &lo, &hi);
+    cadre__share(d->count, es, 2, peer, &plo, &phi);
+    struct direct_flags *mine = cadre__direct_flags(wme);
+    uint64_t key = pair_key(s);
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(get_scratch(s, &acc, &tmp));
+    size_t step = DIRECT_CHUNK / es;
+    int nt = d->count * es >= DIRECT_NT_MIN;
+    void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
+    uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
+    uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step), got = 0;
+    for (uint32_t i = 0; i < nme; i++) {
+        size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
+        char *out = (char *)d->rbuf + off * es;
+        const char *own = (const char *)d->sbuf + off * es;
+        CADRE_CHECK(cma(s, peer, acc, d->peer[peer].s + off * es, m * es, 0));
+        if (!nt || !reduce_out(out, acc, own, m, s->dt, s->op)) {
+            cadre__coll_reduce(acc, own, m, s->dt, s->op);
+            out_copy(out, acc, m * es);
+        }
+        atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
+        cadre__shm_wake(wpeer);
+        CADRE_CHECK(take_written(s, d, key, plo, phi, step, &got));
+    }
+    while (got < npeer) {
+        CADRE_CHECK(wait_flag(s, peer, 0, key, got + 1));
+        CADRE_CHECK(take_written(s, d, key, plo, phi, step, &got));
+    }
+    /* Round 3 keeps the peer from returning while this rank reads its output. */
+    return CADRE_SUCCESS;
 }
 
 static int reduce_scatter_call(struct coll_sched *s, const struct coll_step *st)
@@ -351,7 +464,7 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
         if (d->counts[q])
-            CADRE_CHECK(cma(s, q, rb + d->displs[q] * es, d->peer[2 * q], d->counts[q] * es, 0));
+            CADRE_CHECK(cma(s, q, rb + d->displs[q] * es, d->peer[q].s, d->counts[q] * es, 0));
     }
     return CADRE_SUCCESS;
 }
@@ -370,28 +483,29 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
          * better still where c2c read ~110 ns (bench/RESULTS.md). */
         size_t half = bytes / 5 * 3 / 64 * 64;
         if (me == root)
-            return cma(s, !me, buf, d->peer[2 * !me + 1], half, 1);
-        return cma(s, root, buf + half, d->peer[2 * root + 1] + half, bytes - half, 0);
+            return cma(s, !me, buf, d->peer[!me].r, half, 1);
+        return cma(s, root, buf + half, d->peer[root].r + half, bytes - half, 0);
     }
     if (me == root)
         return CADRE_SUCCESS;
-    return cma(s, root, buf, d->peer[2 * root + 1], bytes, 0);
+    return cma(s, root, buf, d->peer[root].r, bytes, 0);
 }
 
 /* Rounds 1 and 3 around the CS_CALL of round 2. */
 static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
 {
     int n = s->comm->size, me = s->comm->rank;
-    d->mine[0] = (uint64_t)(uintptr_t)d->sbuf;
-    d->mine[1] = (uint64_t)(uintptr_t)d->rbuf;
-    d->peer = cadre__sched_alloc(s, (size_t)n * 2 * sizeof *d->peer);
+    d->mine.s = (uint64_t)(uintptr_t)d->sbuf;
+    d->mine.r = (uint64_t)(uintptr_t)d->rbuf;
+    d->mine.busy = (uint64_t)cadre__cores_busy();
+    d->peer = cadre__sched_alloc(s, (size_t)n * sizeof *d->peer);
     if (!d->peer)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
-    memcpy(&d->peer[2 * me], d->mine, sizeof d->mine);
+    d->peer[me] = d->mine;
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
-        CADRE_CHECK(cadre__sched_send(s, q, d->mine, sizeof d->mine));
-        CADRE_CHECK(cadre__sched_recv(s, q, &d->peer[2 * q], sizeof d->mine));
+        CADRE_CHECK(cadre__sched_send(s, q, &d->mine, sizeof d->mine));
+        CADRE_CHECK(cadre__sched_recv(s, q, &d->peer[q], sizeof d->mine));
     }
     CADRE_CHECK(cadre__sched_barrier(s));
     CADRE_CHECK(cadre__sched_call(s, fn, d));

@@ -19,7 +19,7 @@
  * finds a peer's call differs from its own fails with CADRE_ERR_MISMATCH.
  *
  * Waiting spins for a while (yielding, a short while, when ranks outnumber
- * cores),
+ * cores; hardly at all when other processes want the cores, p2p_busy.c),
  * then naps on the process's doorbell, which publishers ring; it watches the
  * peers for failure and gives up after CADRE_TIMEOUT seconds without
  * progress.
@@ -189,11 +189,19 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
     struct cadre_engine *e = &cadre__eng;
     /* Ranks that outnumber the cores yield while it is brief, and nap as
      * soon as another process holds the core (cadre__yield_brief). */
-    if (++w->spins < (e->oversubscribed ? 64 : 20000)) {
-        if (!e->oversubscribed)
-            relax();
-        else if (!cadre__yield_brief())
-            w->spins = 64;
+    int limit = e->oversubscribed ? 64 : 20000;
+    if (++w->spins < limit) {
+        /* Spinning on a core other processes want burns this rank's share
+         * of it (p2p_busy.c): nap on the doorbell instead, from the next
+         * look on. */
+        if (!e->oversubscribed) {
+            if (w->spins == CADRE_BUSY_ASK && cadre__cores_busy())
+                w->spins = limit - 1;
+            else
+                relax();
+        } else if (!cadre__yield_brief()) {
+            w->spins = limit - 1;
+        }
         return CADRE_SUCCESS;
     }
     double now = cadre__now();

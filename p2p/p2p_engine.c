@@ -122,6 +122,7 @@ int cadre__p2p_init(void)
     atomic_store(&e->outstanding, 0);
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
     e->oversubscribed = cadre__proc.local_size > (ncores > 0 ? ncores : 1);
+    cadre__busy_init();
     e->peers = calloc((size_t)nr, sizeof *e->peers);
     if (!e->peers)
         return cadre__error(CADRE_ERR_NOMEM, "cadre_init: no memory for %d peers", nr);

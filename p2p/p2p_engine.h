@@ -261,6 +261,15 @@ static inline void eng_unlock(void)
 
 double cadre__now(void);
 
+/* Other processes want this node's cores now (p2p_busy.c): a wait that has
+ * spun a little should sleep on its doorbell rather than spin on. */
+int cadre__cores_busy(void);
+void cadre__busy_init(void); /* reads CADRE_WAIT */
+
+/* Idle polls of a wait before it asks cadre__cores_busy (a short wait never
+ * pays for the question). */
+#define CADRE_BUSY_ASK 256
+
 /* One idle poll of a rank whose job has more ranks than the node has cores:
  * gives the core away (sched_yield), which on a quiet machine hands it to
  * another rank of the job at once (4 ranks on 2 cores: an 8-byte allreduce

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The 2-rank float32 sum allreduce, 8 B to 64 MiB, on a quiet machine and with
+# LOAD `yes >/dev/null` processes beside the job (issue 17's setting: six on
+# this 2-core machine, each rank gets about a quarter of a core), cadre beside
+# Open MPI (bench/mpi_coll.c) and torch.distributed's gloo backend
+# (bench/gloo_coll.py, CPU tensors) in the same minutes: the three take turns,
+# REPS turns, the median per size. Each launcher's default binding (cadrerun
+# and mpirun: a core per rank; gloo: none). Iterations per size are the same
+# for the three and fewer than cadre-perf's defaults (a loaded call is slow):
+# ITERS_S for 8 B-64 KiB, ITERS_M to 1 MiB, ITERS_L to 16 MiB, ITERS_X above,
+# warm-ups a tenth (at least 1).
+#
+#   bench/contention.sh [BUILDDIR]      (default: the source tree; build first)
+#   REPS=3 LOAD=6 QUIET=1 (0: skip the quiet cadre turns) TIMEOUT=600 (per run)
+#
+# Prints the medians: cadre quiet and loaded, loaded/quiet, Open MPI and gloo
+# loaded, cadre's speedup over each, and the goal's verdict per size (at
+# least 1.5x both peers, at most 6x cadre's quiet time).
+set -euo pipefail
+. "$(dirname "$0")/common.sh" "$@"
+reps=${REPS:-3}
+load=${LOAD:-6}
+quiet=${QUIET:-1}
+limit=${TIMEOUT:-600}
+python=/usr/bin/python3
+
+command -v mpicc >/dev/null && mpirun --version 2>&1 | grep -q "Open MPI" ||
+    { echo "contention.sh: needs Open MPI's mpicc and mpirun (Debian: openmpi-bin libopenmpi-dev)" >&2; exit 1; }
+"$python" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
+    { echo "contention.sh: needs $python with torch (Debian: python3-torch)" >&2; exit 1; }
+mpicc -O2 -o "$tmp/mpi_coll" "$here/mpi_coll.c"
+
+# size groups: first last iterations
+groups=("8 65536 ${ITERS_S:-200}" "131072 1048576 ${ITERS_M:-50}"
+        "2097152 16777216 ${ITERS_L:-10}" "33554432 67108864 ${ITERS_X:-5}")
+
+yes_pids=()
+stop_load() {
+    [ ${#yes_pids[@]} -gt 0 ] && kill "${yes_pids[@]}" 2>/dev/null && wait "${yes_pids[@]}" 2>/dev/null
+    yes_pids=()
+    return 0
+}
+trap 'stop_load; rm -rf "$tmp"' EXIT
+start_load() {
+    for _ in $(seq "$load"); do
+        yes > /dev/null &
+        yes_pids+=($!)
+    done
+}
+
+# One run of one library over every group: "size time_us" lines. A run that
+# fails or times out keeps the sizes it finished.
+run_lib() { # lib
+    local g first last iters warm cmd
+    for g in "${groups[@]}"; do
+        read -r first last iters <<< "$g"
+        warm=$((iters / 10 > 0 ? iters / 10 : 1))
+        case $1 in
+        cadre) cmd=("$cadrerun" -n 2 "$perf" allreduce -b "$first" -e "$last" -f 2 -c 0 -n "$iters" -w "$warm") ;;
+        ompi) cmd=(mpirun -np 2 "$tmp/mpi_coll" allreduce "$first" "$last" "$iters" "$warm") ;;
+        gloo) cmd=("$python" "$here/gloo_coll.py" 2 "$first" "$last" "$iters" "$warm") ;;
+        esac
+        timeout "$limit" "${cmd[@]}" > "$tmp/out" 2> "$tmp/err" ||
+            echo "contention.sh: '${cmd[*]}' failed ($?): $(tail -1 "$tmp/err")" >&2
+        awk '!/^#/ && NF >= 6 { print $1, $6 }' "$tmp/out"
+    done
+}
+
+median() { # "size value" lines -> per size the median (the lower middle for an even count)
+    sort -k1,1n -k2,2g | awk '
+        function flush() { if (n) print s, v[int((n + 1) / 2)]; n = 0 }
+        $1 != s { flush(); s = $1 } { v[++n] = $2 } END { flush() }'
+}
+
+echo "contention.sh: $(date -u '+%F %H:%M') UTC, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')," \
+     "load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores, $reps turns, $load yes when loaded" >&2
+: > "$tmp/cadre.q"; : > "$tmp/cadre.l"; : > "$tmp/ompi.l"; : > "$tmp/gloo.l"
+for turn in $(seq "$reps"); do
+    if [ "$quiet" = 1 ]; then
+        echo "contention.sh: turn $turn: quiet, c2c $("$tmp/c2c" 2>/dev/null | tail -1)" >&2
+        run_lib cadre >> "$tmp/cadre.q"
+    fi
+    start_load
+    sleep 1
+    echo "contention.sh: turn $turn: loaded (load average $(cut -d' ' -f1 /proc/loadavg))" >&2
+    for lib in cadre ompi gloo; do
+        run_lib $lib >> "$tmp/$lib.l"
+    done
+    stop_load
+done
+
+for f in cadre.q cadre.l ompi.l gloo.l; do median < "$tmp/$f" > "$tmp/$f.m"; done
+echo
+echo "| size | cadre quiet (µs) | cadre loaded (µs) | loaded/quiet | Open MPI loaded (µs) | gloo loaded (µs) | vs Open MPI | vs gloo | goal |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+awk '
+    { f = FILENAME ~ /cadre\.q/ ? 1 : FILENAME ~ /cadre\.l/ ? 2 : FILENAME ~ /ompi/ ? 3 : 4
+       v[f, $1] = $2; if (!($1 in seen)) { seen[$1] = 1; sizes[++n] = $1 } }
+    END {
+        for (i = 1; i <= n; i++) {
+            z = sizes[i]; q = v[1, z]; l = v[2, z]; o = v[3, z]; g = v[4, z]
+            if (l == "") continue
+            r = q > 0 ? sprintf("%.1fx", l / q) : "-"
+            so = o > 0 && l > 0 ? o / l : 0; sg = g > 0 && l > 0 ? g / l : 0
+            ok = so >= 1.5 && sg >= 1.5 && (q == "" || l <= 6 * q)
+            printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", z, q == "" ? "-" : q, l, r,
+                o == "" ? "-" : o, g == "" ? "-" : g, so ? sprintf("%.2fx", so) : "-",
+                sg ? sprintf("%.2fx", sg) : "-", ok ? "met" : "**not met**"
+        }
+    }' "$tmp/cadre.q.m" "$tmp/cadre.l.m" "$tmp/ompi.l.m" "$tmp/gloo.l.m"
