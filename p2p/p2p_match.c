@@ -22,7 +22,8 @@ static void set_status(struct cadre_request *r, const struct cadre_p2p_hdr *h, s
 {
     r->status.source = h->src;
     r->status.tag = h->tag;
-    r->status.count = r->elsize ? got / r->elsize : got;
+    /* Bytes are the common case: no division for them. */
+    r->status.count = r->elsize > 1 ? got / r->elsize : got;
 }
 
 static void complete_recv(struct cadre_request *r)
@@ -36,7 +37,7 @@ static void complete_recv(struct cadre_request *r)
                             "buffer of %s",
                             r->op, got, r->status.source, r->status.tag, room);
     } else {
-        cadre__req_complete(r, CADRE_SUCCESS, NULL);
+        cadre__req_complete_ok(r);
     }
 }
 
@@ -174,11 +175,9 @@ int cadre__p2p_start_recv(struct cadre_request *r)
     return CADRE_SUCCESS;
 }
 
-void cadre__p2p_unpost(struct cadre_request *r)
+/* Takes posted receive r off m's queue. */
+static inline void unpost_from(struct match_ctx *m, struct cadre_request *r)
 {
-    struct match_ctx *m = ctx_find(r->ctx, 0);
-    if (!m || r->state != RS_POSTED)
-        return;
     if (r->prev)
         r->prev->next = r->next;
     else
@@ -189,6 +188,13 @@ void cadre__p2p_unpost(struct cadre_request *r)
         m->posted_tail = r->prev;
     r->next = r->prev = NULL;
     r->state = RS_NEW;
+}
+
+void cadre__p2p_unpost(struct cadre_request *r)
+{
+    struct match_ctx *m = ctx_find(r->ctx, 0);
+    if (m && r->state == RS_POSTED)
+        unpost_from(m, r);
 }
 
 int cadre__p2p_start_send(struct cadre_request *r)
@@ -254,7 +260,7 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
     for (struct cadre_request *r = m->posted; r; r = r->next) {
         if (!matches(r, h))
             continue;
-        cadre__p2p_unpost(r);
+        unpost_from(m, r);
         if (h->type == CADRE_P2P_EAGER)
             deliver_eager(r, h, peer, payload);
         else

@@ -224,6 +224,21 @@ struct cadre_request *cadre__req_lookup(uint64_t id)
     return id_table[idx];
 }
 
+/* What every completion does after the status is set. */
+static inline void complete_tail(struct cadre_request *r)
+{
+    end_dest(r);
+    r->state = RS_DONE;
+    req_unregister(r);
+    if (r->user && !r->abandoned)
+        atomic_fetch_sub(&cadre__eng.outstanding, 1);
+    if (r->abandoned) {
+        cadre__req_free(r);
+        return;
+    }
+    atomic_store_explicit(&r->done, 1, memory_order_release);
+}
+
 void cadre__req_complete(struct cadre_request *r, int error, const char *fmt, ...)
 {
     if (atomic_load_explicit(&r->done, memory_order_relaxed))
@@ -236,16 +251,16 @@ void cadre__req_complete(struct cadre_request *r, int error, const char *fmt, ..
         vsnprintf(r->errmsg, sizeof r->errmsg, fmt, ap);
         va_end(ap);
     }
-    end_dest(r);
-    r->state = RS_DONE;
-    req_unregister(r);
-    if (r->user && !r->abandoned)
-        atomic_fetch_sub(&cadre__eng.outstanding, 1);
-    if (r->abandoned) {
-        cadre__req_free(r);
+    complete_tail(r);
+}
+
+void cadre__req_complete_ok(struct cadre_request *r)
+{
+    if (atomic_load_explicit(&r->done, memory_order_relaxed))
         return;
-    }
-    atomic_store_explicit(&r->done, 1, memory_order_release);
+    r->error = CADRE_SUCCESS;
+    r->status.error = CADRE_SUCCESS;
+    complete_tail(r);
 }
 
 /* Spinning is bounded: after this many idle polls the waiter sleeps on its
