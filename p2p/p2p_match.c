@@ -358,6 +358,21 @@ static int engine_check(int peer, const struct cadre_p2p_hdr *h,
     return cadre__p2p_hdr_check(h, &w, why, whylen);
 }
 
+/* A plain EAGER message from another rank that passes every rule of
+ * engine_check (and cadre__p2p_hdr_check): the common case, decided
+ * inline; any other header, good or bad, takes the full check. */
+static inline int eager_sound(int peer, const struct cadre_p2p_hdr *h,
+                              const struct cadre_p2p_wire *framing)
+{
+    const struct cadre_engine *e = &cadre__eng;
+    return h->type == CADRE_P2P_EAGER && (framing->types & CADRE_P2P_TYPE_BIT(CADRE_P2P_EAGER)) &&
+           h->len <= framing->max_payload &&
+           (!(h->flags & CADRE_P2P_INLINE) || !framing->max_inline ||
+            h->len <= framing->max_inline) &&
+           peer != cadre__proc.rank && h->seq == e->peers[peer].recv_seq + 1 &&
+           (uint32_t)h->src < (uint32_t)e->nranks && h->tag >= 0;
+}
+
 void *cadre__p2p_eager_dest(int peer, const struct cadre_p2p_hdr *h)
 {
     struct cadre_engine *e = &cadre__eng;
@@ -427,7 +442,8 @@ void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const voi
     if (peer < 0 || peer >= e->nranks)
         return;
     char why[160];
-    int rc = engine_check(peer, h, framing, why, sizeof why);
+    int rc = eager_sound(peer, h, framing) ? CADRE_P2P_HDR_OK
+                                           : engine_check(peer, h, framing, why, sizeof why);
     if (rc == CADRE_P2P_HDR_CORRUPT) {
         cadre__p2p_peer_failed(peer, why);
         return;
