@@ -14,9 +14,12 @@ struct p2p_args {
 };
 
 /* sr: the send (is_recv 0) or receive half of cadre_sendrecv, whose
- * arguments have their own names. */
-static int check_args(const char *fn, const void *buf, size_t count, cadre_datatype_t dt, int peer,
-                      int tag, cadre_comm_t comm, int is_recv, int sr, struct p2p_args *a)
+ * arguments have their own names. Inlined into each call, where is_recv and
+ * sr are constants: the checks of an 8-byte message cost about as much as
+ * its transfer. */
+static inline __attribute__((always_inline)) int
+check_args(const char *fn, const void *buf, size_t count, cadre_datatype_t dt, int peer, int tag,
+           cadre_comm_t comm, int is_recv, int sr, struct p2p_args *a)
 {
     CADRE_CHECK(cadre__check_initialized(fn));
     cadre__app_active();
@@ -27,9 +30,18 @@ static int check_args(const char *fn, const void *buf, size_t count, cadre_datat
     a->elsize = cadre_datatype_size(dt);
     if (!a->elsize)
         return cadre__error(CADRE_ERR_ARG, "%s: unknown datatype %d", fn, (int)dt);
-    CADRE_CHECK(cadre__check_span(fn, !sr ? "count" : is_recv ? "recvcount" : "sendcount", count, 1,
-                                  dt, !sr ? "buf" : is_recv ? "recvbuf" : "sendbuf", buf,
-                                  &a->bytes));
+    /* cadre__check_span's success, without the call: an element is at most
+     * 8 bytes, so a count up to CADRE__MAX_BYTES / 8 neither overflows nor
+     * passes CADRE__MAX_BYTES; the buffer must still end at or below
+     * CADRE__ADDR_END. Anything else takes the full check, which writes the
+     * message. */
+    size_t b = count * a->elsize;
+    if (__builtin_expect(count <= CADRE__MAX_BYTES / 8 && (uintptr_t)buf <= CADRE__ADDR_END - b, 1))
+        a->bytes = b;
+    else
+        CADRE_CHECK(cadre__check_span(fn, !sr ? "count" : is_recv ? "recvcount" : "sendcount",
+                                      count, 1, dt, !sr ? "buf" : is_recv ? "recvbuf" : "sendbuf",
+                                      buf, &a->bytes));
     if (!buf && count > 0)
         return cadre__error(CADRE_ERR_ARG, "%s: buffer is NULL with count %zu", fn, count);
     const char *what = is_recv ? "src" : "dst";
@@ -76,6 +88,37 @@ static int wants_progress(const struct cadre_request *r)
         return r->kind != REQ_RECV;
     size_t eager = r->peer_world < 0 ? e->eager_min : e->peers[r->peer_world].eager;
     return r->bytes > eager;
+}
+
+/* A small message to another rank that the transport takes whole now
+ * (nothing queued ahead of it to that peer, so the order of messages
+ * holds): returns 1 when sent, 0 when it must take the general path, or the
+ * error of a failed peer (recorded, naming fn and the peer). */
+static int send_now(const char *fn, const void *buf, const struct p2p_args *a, int tag)
+{
+    if (a->world == cadre__proc.rank)
+        return 0;
+    struct cadre_engine *e = &cadre__eng;
+    int sent = 0;
+    eng_lock();
+    struct cadre_peer *p = &e->peers[a->world];
+    if (p->state == PEER_OK && !p->outq && a->bytes <= p->eager) {
+        struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER,
+                                  .ctx = a->comm->context_id,
+                                  .src = a->comm->rank,
+                                  .tag = tag,
+                                  .len = a->bytes,
+                                  .seq = p->send_seq + 1};
+        int rc = p->tp->send(a->world, &h, buf);
+        if (rc == CADRE_P2P_SENT) {
+            p->send_seq++;
+            sent = 1;
+        } else if (rc != CADRE_P2P_BUSY) {
+            sent = cadre__error(rc, "%s: peer rank %d %s", fn, a->world, p->why);
+        }
+    }
+    eng_unlock();
+    return sent;
 }
 
 /* Starts a request under the engine lock; on failure frees it. */
@@ -182,32 +225,11 @@ int cadre_send(const void *buf, size_t count, cadre_datatype_t dt, int dst, int 
     struct p2p_args a;
     CADRE_CHECK(check_args("cadre_send", buf, count, dt, dst, tag, comm, 0, 0, &a));
     if (cadre__gpu_enabled()) { int g = cadre__gpu_send(buf, count, dt, dst, tag, a.comm, NULL); if (g != CADRE__GPU_NOT_MINE) return g; }
-    struct cadre_engine *e = &cadre__eng;
     /* Fast path: a small message that the transport takes at once needs no
      * request at all. */
-    if (a.world != cadre__proc.rank) {
-        eng_lock();
-        struct cadre_peer *p = &e->peers[a.world];
-        if (p->state == PEER_OK && !p->outq && a.bytes <= p->eager) {
-            struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER,
-                                      .ctx = a.comm->context_id,
-                                      .src = a.comm->rank,
-                                      .tag = tag,
-                                      .len = a.bytes,
-                                      .seq = p->send_seq + 1};
-            int rc = p->tp->send(a.world, &h, buf);
-            if (rc == CADRE_P2P_SENT) {
-                p->send_seq++;
-                eng_unlock();
-                return CADRE_SUCCESS;
-            }
-            if (rc != CADRE_P2P_BUSY) {
-                eng_unlock();
-                return cadre__error(rc, "cadre_send: peer rank %d %s", a.world, p->why);
-            }
-        }
-        eng_unlock();
-    }
+    int sent = send_now("cadre_send", buf, &a, tag);
+    if (sent != 0)
+        return sent > 0 ? CADRE_SUCCESS : sent;
     struct cadre_request *r = make_req(REQ_SEND, "cadre_send", buf, &a, dst, tag);
     if (!r)
         return cadre__error(CADRE_ERR_NOMEM, "cadre_send: no memory for a request");
@@ -233,7 +255,8 @@ int cadre_recv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, c
     return wait_and_finish(r, "cadre_recv", status);
 }
 
-static int post_nb(int kind, const char *fn, const void *buf, size_t count, cadre_datatype_t dt,
+/* Inlined into cadre_isend and cadre_irecv, where kind is a constant. */
+static inline __attribute__((always_inline)) int post_nb(int kind, const char *fn, const void *buf, size_t count, cadre_datatype_t dt,
                    int peer, int tag, cadre_comm_t comm, cadre_request_t *req)
 {
     if (!req)
@@ -248,6 +271,22 @@ static int post_nb(int kind, const char *fn, const void *buf, size_t count, cadr
     if (cadre__req_handle(r, &h) != CADRE_SUCCESS) {
         cadre__req_free(r);
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request handle", fn);
+    }
+    /* A small send the transport takes at once is done before the call
+     * returns (as the general path completes it when cadre__p2p_post sends
+     * at once): no matching, no outstanding count, no completion under the
+     * lock. The request and handle come first, so that no message leaves
+     * when the call fails. */
+    int sent = kind == REQ_SEND ? send_now(fn, buf, &a, tag) : 0;
+    if (sent < 0) {
+        cadre__req_free(r);
+        return sent;
+    }
+    if (sent) {
+        r->state = RS_DONE;
+        atomic_store_explicit(&r->done, 1, memory_order_relaxed);
+        *req = h;
+        return CADRE_SUCCESS;
     }
     CADRE_CHECK(start(r, 1));
     *req = h;
@@ -452,8 +491,16 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
     for (int i = 0; i < n; i++) {
         /* Looked up again: a handle given twice is stale at its second place. */
         int rc = find_req("cadre_waitall", reqs[i], i, &r);
-        if (rc == CADRE_SUCCESS)
-            rc = wait_found("cadre_waitall", &reqs[i], r, statuses ? &statuses[i] : NULL);
+        cadre_status_t *st = statuses ? &statuses[i] : NULL;
+        if (rc == CADRE_SUCCESS && r && atomic_load_explicit(&r->done, memory_order_acquire) &&
+            !cadre__gpu_enabled()) {
+            /* Done already (most of a window): wait_found without the wait. */
+            reqs[i] = CADRE_REQUEST_NULL;
+            cadre__req_handle_end(r);
+            rc = finish(r, st);
+        } else if (rc == CADRE_SUCCESS) {
+            rc = wait_found("cadre_waitall", &reqs[i], r, st);
+        }
         if (rc != CADRE_SUCCESS && first == CADRE_SUCCESS) {
             first = rc;
             /* The request's own text, without the name of the call twice. */

@@ -134,6 +134,9 @@ struct cadre_request *cadre__req_lookup(uint64_t id);
 /* Marks done with status `error` (and message, may be NULL); engine lock held. */
 void cadre__req_complete(struct cadre_request *req, int error, const char *fmt, ...)
     CADRE_PRINTF(3, 4);
+/* cadre__req_complete(req, CADRE_SUCCESS, NULL) without the variable
+ * arguments' cost: the path of every message. */
+void cadre__req_complete_ok(struct cadre_request *req);
 /* Waits until done or until `deadline` (monotonic seconds; 0 = none, then
  * CADRE_TIMEOUT of no progress applies). Returns CADRE_SUCCESS when done
  * (the request's own status is req->error), CADRE_ERR_TIMEOUT otherwise. */

@@ -28,51 +28,21 @@ struct match_ctx {
 extern struct match_ctx *cadre__p2p_ctxs;
 extern uint32_t cadre__p2p_nctx_cap, cadre__p2p_nctx_used;
 
+/* The look-up and creation behind ctx_find (p2p_match_ctx.c). */
+struct match_ctx *cadre__p2p_ctx_find_slow(uint32_t ctx, int create);
+extern uint32_t cadre__p2p_ctx_last; /* the entry found last */
+
 /* The entry of context ctx (made when create; NULL on ENOMEM), lock held.
- * Inline: it is on the path of every message. */
+ * Most traffic is on one communicator: the entry found last is tried inline
+ * (it is on the path of every message), the table out of line. */
 static inline struct match_ctx *ctx_find(uint32_t ctx, int create)
 {
-    /* Most traffic is on one communicator: try the last one found first. */
-    static uint32_t last;
-    if (cadre__p2p_nctx_cap && cadre__p2p_ctxs[last].used && cadre__p2p_ctxs[last].ctx == ctx)
-        return &cadre__p2p_ctxs[last];
-    if (cadre__p2p_nctx_cap) {
-        for (uint32_t i = 0, h = (ctx * 2654435761u) & (cadre__p2p_nctx_cap - 1); i < cadre__p2p_nctx_cap;
-             i++, h = (h + 1) & (cadre__p2p_nctx_cap - 1)) {
-            if (!cadre__p2p_ctxs[h].used)
-                break;
-            if (cadre__p2p_ctxs[h].ctx == ctx) {
-                last = h;
-                return &cadre__p2p_ctxs[h];
-            }
-        }
+    if (__builtin_expect(cadre__p2p_nctx_cap != 0, 1)) {
+        struct match_ctx *m = &cadre__p2p_ctxs[cadre__p2p_ctx_last];
+        if (m->used && m->ctx == ctx)
+            return m;
     }
-    if (!create)
-        return NULL;
-    if ((cadre__p2p_nctx_used + 1) * 2 > cadre__p2p_nctx_cap) {
-        uint32_t ncap = cadre__p2p_nctx_cap ? cadre__p2p_nctx_cap * 2 : 16;
-        struct match_ctx *n = calloc(ncap, sizeof *n);
-        if (!n)
-            return NULL;
-        for (uint32_t i = 0; i < cadre__p2p_nctx_cap; i++) {
-            if (!cadre__p2p_ctxs[i].used)
-                continue;
-            uint32_t h = (cadre__p2p_ctxs[i].ctx * 2654435761u) & (ncap - 1);
-            while (n[h].used)
-                h = (h + 1) & (ncap - 1);
-            n[h] = cadre__p2p_ctxs[i];
-        }
-        free(cadre__p2p_ctxs);
-        cadre__p2p_ctxs = n;
-        cadre__p2p_nctx_cap = ncap;
-    }
-    uint32_t h = (ctx * 2654435761u) & (cadre__p2p_nctx_cap - 1);
-    while (cadre__p2p_ctxs[h].used)
-        h = (h + 1) & (cadre__p2p_nctx_cap - 1);
-    cadre__p2p_ctxs[h].used = 1;
-    cadre__p2p_ctxs[h].ctx = ctx;
-    cadre__p2p_nctx_used++;
-    return &cadre__p2p_ctxs[h];
+    return cadre__p2p_ctx_find_slow(ctx, create);
 }
 
 /* Whether a receive from `src` (or CADRE_ANY_SOURCE) with `tag` (or

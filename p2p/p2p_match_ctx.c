@@ -9,7 +9,51 @@
 #include "p2p_match.h"
 
 struct match_ctx *cadre__p2p_ctxs;
-uint32_t cadre__p2p_nctx_cap, cadre__p2p_nctx_used;
+uint32_t cadre__p2p_nctx_cap, cadre__p2p_nctx_used, cadre__p2p_ctx_last;
+
+/* Open addressing on the context id; communicators are few. */
+struct match_ctx *cadre__p2p_ctx_find_slow(uint32_t ctx, int create)
+{
+    if (cadre__p2p_nctx_cap) {
+        for (uint32_t i = 0, h = (ctx * 2654435761u) & (cadre__p2p_nctx_cap - 1); i < cadre__p2p_nctx_cap;
+             i++, h = (h + 1) & (cadre__p2p_nctx_cap - 1)) {
+            if (!cadre__p2p_ctxs[h].used)
+                break;
+            if (cadre__p2p_ctxs[h].ctx == ctx) {
+                cadre__p2p_ctx_last = h;
+                return &cadre__p2p_ctxs[h];
+            }
+        }
+    }
+    if (!create)
+        return NULL;
+    if ((cadre__p2p_nctx_used + 1) * 2 > cadre__p2p_nctx_cap) {
+        uint32_t ncap = cadre__p2p_nctx_cap ? cadre__p2p_nctx_cap * 2 : 16;
+        struct match_ctx *n = calloc(ncap, sizeof *n);
+        if (!n)
+            return NULL;
+        for (uint32_t i = 0; i < cadre__p2p_nctx_cap; i++) {
+            if (!cadre__p2p_ctxs[i].used)
+                continue;
+            uint32_t h = (cadre__p2p_ctxs[i].ctx * 2654435761u) & (ncap - 1);
+            while (n[h].used)
+                h = (h + 1) & (ncap - 1);
+            n[h] = cadre__p2p_ctxs[i];
+        }
+        free(cadre__p2p_ctxs);
+        cadre__p2p_ctxs = n;
+        cadre__p2p_nctx_cap = ncap;
+        cadre__p2p_ctx_last = 0; /* the entries moved */
+    }
+    uint32_t h = (ctx * 2654435761u) & (cadre__p2p_nctx_cap - 1);
+    while (cadre__p2p_ctxs[h].used)
+        h = (h + 1) & (cadre__p2p_nctx_cap - 1);
+    cadre__p2p_ctxs[h].used = 1;
+    cadre__p2p_ctxs[h].ctx = ctx;
+    cadre__p2p_nctx_used++;
+    cadre__p2p_ctx_last = h;
+    return &cadre__p2p_ctxs[h];
+}
 
 /* Fails a receive from CADRE_ANY_SOURCE because rank q of its communicator
  * (world rank w) failed: any rank might have been its sender, so it cannot
@@ -93,5 +137,5 @@ void cadre__p2p_match_cleanup(void)
     }
     free(cadre__p2p_ctxs);
     cadre__p2p_ctxs = NULL;
-    cadre__p2p_nctx_cap = cadre__p2p_nctx_used = 0;
+    cadre__p2p_nctx_cap = cadre__p2p_nctx_used = cadre__p2p_ctx_last = 0;
 }

@@ -55,7 +55,7 @@ static void entry_done(struct outq_entry *q, int rc)
 {
     if (q->req && (q->hdr.type == CADRE_P2P_EAGER || q->hdr.type == CADRE_P2P_DATA)) {
         if (rc == CADRE_SUCCESS)
-            cadre__req_complete(q->req, CADRE_SUCCESS, NULL);
+            cadre__req_complete_ok(q->req);
         else
             cadre__req_complete(q->req, rc, "%s: %s", q->req->op, cadre_last_error());
     }
@@ -104,7 +104,7 @@ int cadre__p2p_post(int w, const struct cadre_p2p_hdr *h, const void *payload,
         if (rc == CADRE_P2P_SENT) {
             p->send_seq++;
             if (req)
-                cadre__req_complete(req, CADRE_SUCCESS, NULL);
+                cadre__req_complete_ok(req);
             return CADRE_SUCCESS;
         }
         if (rc != CADRE_P2P_BUSY)
