@@ -5,13 +5,15 @@
 # Open MPI (bench/mpi_coll.c) and torch.distributed's gloo backend
 # (bench/gloo_coll.py, CPU tensors) in the same minutes: the three take turns,
 # REPS turns, the median per size. Each launcher's default binding (cadrerun
-# and mpirun: a core per rank; gloo: none). Iterations per size are the same
-# for the three and fewer than cadre-perf's defaults (a loaded call is slow):
-# ITERS_S for 8 B-64 KiB, ITERS_M to 1 MiB, ITERS_L to 16 MiB, ITERS_X above,
-# warm-ups a tenth (at least 1).
+# and mpirun: a core per rank; gloo: none). Each size runs for at least
+# MINTIME seconds in each library (cadre-perf -T, mpi_coll's and
+# gloo_coll.py's MINTIME: runs of growing length until one takes that long),
+# so that a loaded figure is the mean over many of the scheduler's slices,
+# not the luck of a few calls that fit in one.
 #
 #   bench/contention.sh [BUILDDIR]      (default: the source tree; build first)
-#   REPS=3 LOAD=6 QUIET=1 (0: skip the quiet cadre turns) TIMEOUT=600 (per run)
+#   REPS=3 LOAD=6 MINTIME=0.3 QUIET=1 (0: skip the quiet cadre turns) TIMEOUT=600 (per run)
+#   CADRE_ENV="CADRE_WAIT=spin" (variables for cadre's runs only)
 #
 # Prints the medians: cadre quiet and loaded, loaded/quiet, Open MPI and gloo
 # loaded, cadre's speedup over each, and the goal's verdict per size (at
@@ -22,6 +24,7 @@ reps=${REPS:-3}
 load=${LOAD:-6}
 quiet=${QUIET:-1}
 limit=${TIMEOUT:-600}
+mintime=${MINTIME:-0.3}
 python=/usr/bin/python3
 
 command -v mpicc >/dev/null && mpirun --version 2>&1 | grep -q "Open MPI" ||
@@ -30,13 +33,12 @@ command -v mpicc >/dev/null && mpirun --version 2>&1 | grep -q "Open MPI" ||
     { echo "contention.sh: needs $python with torch (Debian: python3-torch)" >&2; exit 1; }
 mpicc -O2 -o "$tmp/mpi_coll" "$here/mpi_coll.c"
 
-# size groups: first last iterations
-groups=("8 65536 ${ITERS_S:-200}" "131072 1048576 ${ITERS_M:-50}"
-        "2097152 16777216 ${ITERS_L:-10}" "33554432 67108864 ${ITERS_X:-5}")
-
 yes_pids=()
 stop_load() {
-    [ ${#yes_pids[@]} -gt 0 ] && kill "${yes_pids[@]}" 2>/dev/null && wait "${yes_pids[@]}" 2>/dev/null
+    if [ ${#yes_pids[@]} -gt 0 ]; then
+        kill "${yes_pids[@]}" 2>/dev/null || true
+        wait "${yes_pids[@]}" 2>/dev/null || true
+    fi
     yes_pids=()
     return 0
 }
@@ -48,22 +50,18 @@ start_load() {
     done
 }
 
-# One run of one library over every group: "size time_us" lines. A run that
-# fails or times out keeps the sizes it finished.
+# One run of one library: "size time_us" lines. A run that fails or times
+# out keeps the sizes it finished.
 run_lib() { # lib
-    local g first last iters warm cmd
-    for g in "${groups[@]}"; do
-        read -r first last iters <<< "$g"
-        warm=$((iters / 10 > 0 ? iters / 10 : 1))
-        case $1 in
-        cadre) cmd=("$cadrerun" -n 2 "$perf" allreduce -b "$first" -e "$last" -f 2 -c 0 -n "$iters" -w "$warm") ;;
-        ompi) cmd=(mpirun -np 2 "$tmp/mpi_coll" allreduce "$first" "$last" "$iters" "$warm") ;;
-        gloo) cmd=("$python" "$here/gloo_coll.py" 2 "$first" "$last" "$iters" "$warm") ;;
-        esac
-        timeout "$limit" "${cmd[@]}" > "$tmp/out" 2> "$tmp/err" ||
-            echo "contention.sh: '${cmd[*]}' failed ($?): $(tail -1 "$tmp/err")" >&2
-        awk '!/^#/ && NF >= 6 { print $1, $6 }' "$tmp/out"
-    done
+    local cmd
+    case $1 in
+    cadre) cmd=(env ${CADRE_ENV:-} "$cadrerun" -n 2 "$perf" allreduce -b 8 -e 64M -f 2 -c 0 -n 1 -w 2 -T "$mintime") ;;
+    ompi) cmd=(mpirun -np 2 "$tmp/mpi_coll" allreduce 8 67108864 1 2 "$mintime") ;;
+    gloo) cmd=("$python" "$here/gloo_coll.py" 2 8 67108864 1 2 "$mintime") ;;
+    esac
+    timeout "$limit" "${cmd[@]}" > "$tmp/out" 2> "$tmp/err" ||
+        echo "contention.sh: '${cmd[*]}' failed ($?): $(tail -1 "$tmp/err")" >&2
+    awk '!/^#/ && NF >= 6 { print $1, $6 }' "$tmp/out"
 }
 
 median() { # "size value" lines -> per size the median (the lower middle for an even count)

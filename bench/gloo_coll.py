@@ -7,9 +7,11 @@ calls back to back, and the mean time of one call taken as the largest over
 the ranks. Prints cadre-perf's first six columns (the bench scripts read the
 time, column 6).
 
-    gloo_coll.py WORLD MINBYTES MAXBYTES ITERS WARMUP
+    gloo_coll.py WORLD MINBYTES MAXBYTES ITERS WARMUP [MINTIME]
 
-starts WORLD processes on this machine (rendezvous on a loopback TCP port
+MINTIME > 0 as cadre-perf's -T: runs of ITERS calls, growing, until one
+takes MINTIME seconds on the slowest rank, whose mean is the time. Starts
+WORLD processes on this machine (rendezvous on a loopback TCP port
 picked here) and prints from rank 0. Run it with Debian's /usr/bin/python3
 (python3-torch)."""
 import os
@@ -22,7 +24,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def rank_main(rank, world, port, minb, maxb, iters, warm):
+def rank_main(rank, world, port, minb, maxb, iters0, warm, mintime):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     torch.set_num_threads(1)
@@ -36,14 +38,22 @@ def rank_main(rank, world, port, minb, maxb, iters, warm):
         count = size // 4
         inp = src[:count]
         out = torch.empty(count)
-        for it in range(-warm, iters):
-            if it == 0:
-                dist.barrier()
-                t0 = time.perf_counter()
-            out.copy_(inp)
-            dist.all_reduce(out)
-        t = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        iters, first = iters0, True
+        while True:
+            for it in range(-warm if first else 0, iters):
+                if it == 0:
+                    dist.barrier()
+                    t0 = time.perf_counter()
+                out.copy_(inp)
+                dist.all_reduce(out)
+            first = False
+            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            if mintime <= 0 or t.item() >= mintime:
+                break
+            want = iters * mintime * 1.2 / t.item() if t.item() > 0 else iters * 64
+            iters = int(min(max(want, 2 * iters), iters * 64))
+        t /= iters
         want = inp * world
         if not torch.equal(out, want):
             print(f"gloo_coll.py: rank {rank}: wrong result at {size} bytes", file=sys.stderr)
@@ -57,15 +67,16 @@ def rank_main(rank, world, port, minb, maxb, iters, warm):
 
 
 def main():
-    if len(sys.argv) != 6:
+    if len(sys.argv) not in (6, 7):
         sys.exit(__doc__)
-    world, minb, maxb, iters, warm = (int(a) for a in sys.argv[1:])
+    world, minb, maxb, iters, warm = (int(a) for a in sys.argv[1:6])
+    mintime = float(sys.argv[6]) if len(sys.argv) == 7 else 0.0
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    mp.spawn(rank_main, args=(world, port, minb, maxb, iters, warm), nprocs=world)
+    mp.spawn(rank_main, args=(world, port, minb, maxb, iters, warm, mintime), nprocs=world)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,13 @@
  * reduce_scatter, alltoall, gather, scatter) and the columns of cadre-perf's
  * out-of-place half (the bench scripts read the time, column 6, of both).
  *
- *   mpirun -np 2 mpi_coll MODE [MINBYTES [MAXBYTES [ITERS [WARMUP]]]]
+ *   mpirun -np 2 mpi_coll MODE [MINBYTES [MAXBYTES [ITERS [WARMUP [MINTIME]]]]]
  *
  * MODE: allreduce reduce bcast allgather reduce_scatter alltoall gather
  * scatter barrier; sizes 8 .. 64M by default, doubling; ITERS and WARMUP as
- * cadre-perf's -n and -w (default, or 0: by size). */
+ * cadre-perf's -n and -w (default, or 0: by size); MINTIME > 0 as cadre-perf's
+ * -T: runs of ITERS (default 1) calls, growing, until one takes MINTIME
+ * seconds on the slowest rank, whose mean is the time. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,7 @@ int main(int argc, char **argv)
     size_t minb = argc > 2 ? strtoull(argv[2], NULL, 0) : 8;
     size_t maxb = argc > 3 ? strtoull(argv[3], NULL, 0) : (64u << 20);
     int opt_iters = argc > 4 ? atoi(argv[4]) : 0, opt_warm = argc > 5 ? atoi(argv[5]) : -1;
+    double mintime = argc > 6 ? atof(argv[6]) : 0;
     int whole = k >= 3 && k <= 7, reduces = k <= 1 || k == 4, rooted = k == 1 || k == 2 || k == 6 || k == 7;
     /* nccl-tests' bus bandwidth factors, as in cadre-perf */
     double factor = k == 0 ? 2.0 * (np - 1) / np : k == 1 || k == 2 ? 1 : k == 8 ? 0 : (double)(np - 1) / np;
@@ -72,10 +75,11 @@ int main(int argc, char **argv)
     for (size_t size = k == 8 ? 0 : minb;; size *= 2) {
         size_t count = k == 8 ? 0 : whole ? size / 4 / (size_t)np : size / 4;
         size_t bytes = whole ? count * 4 * (size_t)np : count * 4;
-        int c = (int)count, iters = opt_iters > 0 ? opt_iters : iters_for(bytes);
+        int c = (int)count, iters = opt_iters > 0 ? opt_iters : mintime > 0 ? 1 : iters_for(bytes);
         int warm = opt_warm >= 0 ? opt_warm : iters / 10 + 1;
-        double t0 = 0;
-        for (int it = -warm; it < iters; it++) {
+        double t0 = 0, t;
+    again:
+        for (int it = mintime > 0 && t0 > 0 ? 0 : -warm; it < iters; it++) {
             if (it == 0) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 t0 = MPI_Wtime();
@@ -92,8 +96,16 @@ int main(int argc, char **argv)
             case 8: MPI_Barrier(MPI_COMM_WORLD); break;
             }
         }
-        double t = (MPI_Wtime() - t0) / iters;
+        t = MPI_Wtime() - t0;
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (mintime > 0 && t < mintime && iters < (1 << 30)) {
+            double want = t > 0 ? iters * mintime * 1.2 / t : iters * 64.0;
+            if (want > iters * 64.0)
+                want = iters * 64.0;
+            iters = want > (double)(1 << 30) ? 1 << 30 : want > 2.0 * iters ? (int)want : 2 * iters;
+            goto again;
+        }
+        t /= iters;
         if (me == 0) {
             double algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
             printf("  %10zu %12zu %8s %6s %6d %10.3f %9.2f %9.2f %8s\n", bytes, count,

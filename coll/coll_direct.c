@@ -229,8 +229,9 @@ static void doze(_Atomic uint64_t *w, uint64_t key, uint32_t want, double nap)
 
 /* Waits until rank q's flag (`which`: 0 produced, 1 consumed) reaches
  * key|want. Lock held: the engine's checks run from here. Spins, yielding
- * when ranks outnumber the cores, and sleeps on the doorbell instead when
- * other processes want the cores (p2p_busy.c, cadre__yield_brief). */
+ * when ranks outnumber the cores; sleeps on the doorbell instead when a
+ * yield shows another process holding the core (cadre__yield_brief), or
+ * soon with CADRE_WAIT=sleep (cadre__wait_doze). */
 static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint32_t want)
 {
     struct cadre_engine *e = &cadre__eng;
@@ -246,7 +247,7 @@ static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint3
             if (e->oversubscribed)
                 sleep = !cadre__yield_brief();
             else if (spins == CADRE_BUSY_ASK)
-                sleep = cadre__cores_busy();
+                sleep = cadre__wait_doze();
         }
         if (sleep) {
             doze(w, key, want, nap);
@@ -385,15 +386,15 @@ static int take_written(struct coll_sched *s, struct direct *d, uint64_t key, si
 }
 
 /* Two ranks, large vectors, on a busy machine (either rank's
- * cadre__cores_busy in round 1). As in allreduce_pair_stream each rank
+ * cadre__cores_busy in round 1): the unpaced variant. As in allreduce_pair_stream each rank
  * reduces its half into its own output, but the peer then reads that half
  * straight from there, as far as the counter says it is written, not
  * through the ring: nothing makes a rank wait for its peer to read. With
  * other processes on the cores each rank runs in slices the scheduler gives
  * it; the ring's pacing made the two meet every RING_K chunks, each meeting
- * a wake-up of a rank the scheduler had set aside (2-rank 16 MiB float32
- * allreduce beside six `yes`: 16 MiB in 128 KiB chunks, 40-70 ms). Here they
- * meet once, when one has nothing left but reading. */
+ * a wait for a rank the scheduler had set aside (2-rank allreduce beside six
+ * `yes`, 32 MiB: 150-190 ms paced, 34-41 ms here). Here they meet once,
+ * when one has nothing left but reading. */
 static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
 {
     int me = s->comm->rank, peer = !me;

@@ -19,7 +19,7 @@
  * finds a peer's call differs from its own fails with CADRE_ERR_MISMATCH.
  *
  * Waiting spins for a while (yielding, a short while, when ranks outnumber
- * cores; hardly at all when other processes want the cores, p2p_busy.c),
+ * cores; hardly at all with CADRE_WAIT=sleep, p2p_busy.c),
  * then naps on the process's doorbell, which publishers ring; it watches the
  * peers for failure and gives up after CADRE_TIMEOUT seconds without
  * progress.
@@ -191,11 +191,9 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
      * soon as another process holds the core (cadre__yield_brief). */
     int limit = e->oversubscribed ? 64 : 20000;
     if (++w->spins < limit) {
-        /* Spinning on a core other processes want burns this rank's share
-         * of it (p2p_busy.c): nap on the doorbell instead, from the next
-         * look on. */
+        /* CADRE_WAIT=sleep: nap on the doorbell soon (p2p_busy.c). */
         if (!e->oversubscribed) {
-            if (w->spins == CADRE_BUSY_ASK && cadre__cores_busy())
+            if (w->spins == CADRE_BUSY_ASK && cadre__wait_doze())
                 w->spins = limit - 1;
             else
                 relax();

@@ -1,28 +1,37 @@
-/* Whether other processes want this node's cores (cadre__cores_busy).
+/* Whether other processes want this node's cores (cadre__cores_busy), and
+ * what ranks do about it.
  *
- * A rank that spins while it waits keeps its core, which on a quiet machine
- * is what makes a wait short. When other processes are runnable too (CPU
- * hogs, other jobs), the spinning burns the rank's fair share of the core:
- * the scheduler then runs the hogs just when the rank has work, and each
- * hand-over between two ranks costs a time slice (2-rank 16 MiB allreduce
- * with six `yes` beside it: 47-55 ms against 2.4 ms quiet). A rank that
- * sleeps instead keeps its share, and the peer's ring wakes it ahead of the
- * hogs. So waits ask here, once they have spun a little, whether to go on
- * spinning.
+ * With CPU hogs or other jobs on the cores each rank runs in the slices the
+ * scheduler gives it, and two ranks make progress together only while both
+ * run. Measured on the 2-core machine with six `yes` beside a 2-rank
+ * allreduce (bench/contention.sh, bench/RESULTS.md), two things help:
+ *   - short scheduler slices for the ranks' threads (slice_set): the same
+ *     share of the core, in smaller pieces, so the two ranks run together
+ *     more often;
+ *   - for the 2-rank allreduce of 64 KiB or more, the direct variant in
+ *     which neither rank paces the other (coll_direct.c,
+ *     allreduce_pair_loose): 32 MiB in 34-41 ms against 150-190 ms.
+ * Sleeping on the doorbell soon instead of spinning did not: each wake-up
+ * waits for the process holding the core (8 B 3.5-5.6 us against 1.4-1.6
+ * spinning, 128 KiB 560 us against 115); waits sleep soon only with
+ * CADRE_WAIT=sleep (cadre__wait_doze), for programs that want the cores
+ * left to other work.
  *
  * The answer comes from the kernel's count of runnable tasks (the fourth
  * field of /proc/loadavg, "running/total", this process's own threads
  * included): busy while it exceeds the online cores in two samples in a row
- * and idle again after two below, so that a passing daemon does not turn a
- * quiet machine's spinning off. A sample is taken at most every
- * BUSY_SAMPLE seconds, by whichever waiter asks first; the others read the
- * last answer. CADRE_WAIT=spin answers "no" and CADRE_WAIT=sleep "yes",
- * always.
+ * and idle again after two below, so that a passing daemon does not change
+ * a quiet machine's behaviour. A sample is taken at most every BUSY_SAMPLE
+ * seconds, by whichever caller asks first; the others read the last answer.
+ * CADRE_WAIT=spin answers "no" and CADRE_WAIT=sleep "yes", always.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "p2p_engine.h"
@@ -77,14 +86,73 @@ void cadre__busy_init(void)
     CADRE_WARN(P2P, "ignoring CADRE_WAIT=\"%s\": not auto, spin or sleep; using auto", v);
 }
 
+/* sched_setattr's argument (linux/sched/types.h, which glibc 2.36 lacks). */
+struct slice_attr {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+    uint32_t util_min, util_max;
+};
+
+/* The calling thread's scheduler slice while the cores are busy: the least
+ * Linux allows (EEVDF's custom slice, sched_setattr's sched_runtime, Linux
+ * 6.12 and later; older kernels refuse it and nothing changes). Its share of
+ * the core stays what it was, but it comes in pieces of 0.1 ms instead of
+ * the default's 1.4 here, so a rank waiting for its peer, and the peer, are
+ * on their cores together far more often: 2-rank allreduce beside six
+ * `yes`, 128 KiB 115-120 us against 440-700, 8 B 1.4-1.5 us against
+ * 1.5-3.7 (bench/RESULTS.md). Put back as it was when the cores are free. */
+#define SLICE_BUSY_NS 100000
+
+static _Thread_local int slice_short;
+static _Thread_local uint64_t slice_was;
+
+static void slice_set(int shortslice)
+{
+    if (shortslice == slice_short)
+        return;
+    slice_short = shortslice; /* also when the kernel refuses: asked once */
+    struct slice_attr a;
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.policy != 0 /* SCHED_OTHER */)
+        return;
+    if (shortslice) {
+        if (a.runtime <= SLICE_BUSY_NS)
+            return;
+        slice_was = a.runtime;
+        a.runtime = SLICE_BUSY_NS;
+    } else {
+        if (!slice_was)
+            return;
+        a.runtime = slice_was;
+        slice_was = 0;
+    }
+    a.flags = 0;
+    (void)syscall(SYS_sched_setattr, 0, &a, 0);
+}
+
+static int busy_answer(int busy)
+{
+    slice_set(busy);
+    return busy;
+}
+
+int cadre__wait_doze(void)
+{
+    return cadre__cores_busy() && busy_mode == 2;
+}
+
 int cadre__cores_busy(void)
 {
     if (busy_mode)
-        return busy_mode == 2;
+        return busy_answer(busy_mode == 2);
     double now = cadre__now();
     if (now < atomic_load_explicit(&busy_next, memory_order_relaxed) ||
         atomic_exchange_explicit(&busy_sampling, 1, memory_order_acquire))
-        return atomic_load_explicit(&busy_state, memory_order_relaxed);
+        return busy_answer(atomic_load_explicit(&busy_state, memory_order_relaxed));
     long r = runnable();
     int state = atomic_load_explicit(&busy_state, memory_order_relaxed);
     if (r >= 0) {
@@ -93,9 +161,10 @@ int cadre__cores_busy(void)
         if (over != state) {
             if (atomic_fetch_add_explicit(&busy_streak, 1, memory_order_relaxed) >= 1) {
                 state = over;
-                CADRE_INFO(P2P, "%ld runnable tasks on %ld cores: waits %s", r, busy_cores,
-                           over ? "sleep on the doorbell after a few polls (the cores are busy)"
-                                : "spin again (the cores are free)");
+                CADRE_INFO(P2P, "%ld runnable tasks on %ld cores: %s", r, busy_cores,
+                           over ? "the cores are busy: short scheduler slices, the 2-rank "
+                                  "allreduce unpaced"
+                                : "the cores are free again");
                 atomic_store_explicit(&busy_state, state, memory_order_relaxed);
                 atomic_store_explicit(&busy_streak, 0, memory_order_relaxed);
             }
@@ -105,5 +174,5 @@ int cadre__cores_busy(void)
     }
     atomic_store_explicit(&busy_next, now + BUSY_SAMPLE, memory_order_relaxed);
     atomic_store_explicit(&busy_sampling, 0, memory_order_release);
-    return state;
+    return busy_answer(state);
 }

@@ -264,12 +264,15 @@ static inline void eng_unlock(void)
 
 double cadre__now(void);
 
-/* Other processes want this node's cores now (p2p_busy.c): a wait that has
- * spun a little should sleep on its doorbell rather than spin on. */
+/* Other processes want this node's cores now (p2p_busy.c); the calling
+ * thread's scheduler slice follows the answer. */
 int cadre__cores_busy(void);
 void cadre__busy_init(void); /* reads CADRE_WAIT */
+/* A wait that has spun CADRE_BUSY_ASK polls asks this: 1 (CADRE_WAIT=sleep)
+ * when it should sleep on its doorbell now rather than spin on. */
+int cadre__wait_doze(void);
 
-/* Idle polls of a wait before it asks cadre__cores_busy (a short wait never
+/* Idle polls of a wait before it asks cadre__wait_doze (a short wait never
  * pays for the question). */
 #define CADRE_BUSY_ASK 256
 

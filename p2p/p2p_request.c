@@ -277,9 +277,8 @@ void cadre__req_complete_ok(struct cadre_request *r)
 /* Spinning is bounded: after this many idle polls the waiter sleeps on its
  * doorbell, where peers' sends wake it. Oversubscribed ranks yield the core
  * on each idle poll and sleep much sooner, at once when a yield shows that
- * another process holds the core (cadre__yield_brief); the others sleep
- * after a few idle polls when other processes want the cores
- * (cadre__cores_busy). */
+ * another process holds the core (cadre__yield_brief); with CADRE_WAIT=sleep
+ * the others sleep after a few idle polls (cadre__wait_doze). */
 #define SPIN_POLLS 20000
 #define SPIN_POLLS_OVERSUB 64
 
@@ -323,7 +322,7 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
         }
         if (++idle < spin) {
             if (e->oversubscribed ? !cadre__yield_brief()
-                                  : idle == CADRE_BUSY_ASK / 8 && cadre__cores_busy())
+                                  : idle == CADRE_BUSY_ASK / 8 && cadre__wait_doze())
                 idle = spin; /* another process has the core: nap now */
             continue;
         }

@@ -101,6 +101,8 @@ static void usage(FILE *f)
             "  -i BYTES  add BYTES each step instead of multiplying\n"
             "  -n N      timed iterations per size [by size: 10000 up to 64K ... 20 above 16M]\n"
             "  -w N      warm-up iterations per size [n/10+1]\n"
+            "  -T SECS   collectives, -c 0: time each size for at least SECS, the iterations\n"
+            "            doubling from -n (default 1) until one run of them takes that long\n"
             "  -c 0|1    check the result of every iteration [1]\n"
             "  -d TYPE   int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
             "            [float32] (collectives)\n"
@@ -125,7 +127,7 @@ static int parse(int argc, char **argv, struct perf_opts *o)
     o->mode = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (a[0] != '-' || !a[1] || a[2] || !strchr("befinwcdorWR", a[1])) {
+        if (a[0] != '-' || !a[1] || a[2] || !strchr("befinwcdorWRT", a[1])) {
             fprintf(stderr, "cadre-perf: unknown option '%s'\n", a);
             return -1;
         }
@@ -146,6 +148,12 @@ static int parse(int argc, char **argv, struct perf_opts *o)
         }
         case 'n': bad = parse_int(v, 1, 100000000, &o->iters); break;
         case 'w': bad = parse_int(v, 0, 100000000, &o->warmup); break;
+        case 'T': {
+            char *end;
+            o->mintime = strtod(v, &end);
+            bad = *end || !(o->mintime > 0 && o->mintime <= 3600);
+            break;
+        }
         case 'c': bad = parse_int(v, 0, 1, &o->check); break;
         case 'r': bad = parse_int(v, 0, 1 << 30, &o->root); break;
         case 'W': bad = parse_int(v, 1, 4096, &o->window); break;
@@ -174,6 +182,10 @@ static int parse(int argc, char **argv, struct perf_opts *o)
     }
     if (strcmp(o->mode, "sendrecv") && strcmp(o->mode, "stream") && !perf_coll_known(o->mode)) {
         fprintf(stderr, "cadre-perf: unknown mode '%s'\n", o->mode);
+        return -1;
+    }
+    if (o->mintime > 0 && (o->check || !perf_coll_known(o->mode))) {
+        fprintf(stderr, "cadre-perf: -T needs a collective mode and -c 0\n");
         return -1;
     }
     if (o->minb > o->maxb) {

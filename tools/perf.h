@@ -14,6 +14,7 @@ struct perf_opts {
     double factor;     /* -f */
     size_t stepb;      /* -i: add instead of multiplying when non-zero */
     int iters, warmup; /* -n -w: -1 = by size */
+    double mintime;    /* -T: time each size for at least this long (0: -n iterations) */
     int check;         /* -c 0|1 */
     int window;        /* -W, stream mode */
     int one_rbuf;      /* -R one: stream receives the window into one buffer */

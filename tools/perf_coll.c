@@ -96,6 +96,7 @@ struct run {
     unsigned char *sbuf, *rbuf;
     int64_t range;           /* inputs of max, min and the data-moving modes: range values */
     int sgn;                 /* signed or floating: inputs may be negative */
+    double mintime;          /* -T */
 };
 
 /* ---- inputs and their references ------------------------------------------------------- */
@@ -340,9 +341,35 @@ static long check(const struct run *R, uint32_t it)
 
 /* Mean seconds of one call over iters, after warm warm-ups; *wrong counts
  * this rank's wrong elements. */
+/* -T: runs of `iters` calls, doubling (or more, by the last run's pace)
+ * until one takes mintime on the slowest rank; its mean. */
+static double time_for(const struct run *R, int iters, double mintime)
+{
+    for (;;) {
+        PERF_CK(cadre_barrier(W));
+        double t0 = perf_now();
+        for (int k = 0; k < iters; k++)
+            call(R);
+        double dt = perf_now() - t0;
+        PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &dt, 1, CADRE_FLOAT64, CADRE_MAX, W));
+        if (dt >= mintime || iters >= 1 << 30)
+            return dt / iters;
+        double want = dt > 0 ? (double)iters * mintime * 1.2 / dt : (double)iters * 64;
+        if (want > (double)iters * 64)
+            want = (double)iters * 64;
+        iters = want > (double)(1 << 30) ? 1 << 30 : want > 2.0 * iters ? (int)want : 2 * iters;
+    }
+}
+
 static double time_size(const struct run *R, int iters, int warm, long *wrong)
 {
     double total = 0;
+    if (R->mintime > 0) {
+        prepare(R, 0);
+        for (int k = 0; k < warm; k++)
+            call(R);
+        return time_for(R, iters, R->mintime);
+    }
     if (!R->check) {
         prepare(R, 0);
         for (int k = 0; k < warm; k++)
@@ -373,7 +400,7 @@ long perf_coll_run(const struct perf_opts *o)
     const struct mode *m = find(o->mode);
     struct run R = {.m = m, .dt = o->dt, .ts = cadre_datatype_size(o->dt), .op = o->op,
                     .root = m->rooted ? o->root : -1, .check = o->check,
-                    .me = perf_me, .n = perf_np};
+                    .me = perf_me, .n = perf_np, .mintime = o->mintime};
     R.sgn = o->dt != CADRE_UINT8 && o->dt != CADRE_UINT32 && o->dt != CADRE_UINT64;
     R.range = o->dt == CADRE_INT8 || o->dt == CADRE_UINT8 || o->dt == CADRE_BFLOAT16 ? 200
               : o->dt == CADRE_FLOAT16                                               ? 2000
@@ -412,7 +439,7 @@ long perf_coll_run(const struct perf_opts *o)
             bytes = count * R.ts;
         }
         R.c = count;
-        int iters = o->iters > 0 ? o->iters : perf_default_iters(bytes);
+        int iters = o->iters > 0 ? o->iters : o->mintime > 0 ? 1 : perf_default_iters(bytes);
         int warm = o->warmup >= 0 ? o->warmup : iters / 10 + 1;
         struct perf_result res[2];
         for (int inpl = 0; inpl < 2; inpl++) {

@@ -152,6 +152,7 @@ static void test_usage_errors(void)
         "allreduce -x 1",  "allreduce -d float8", "allreduce -o xor",  "allreduce -c 2",
         "allreduce -P 1",  "allreduce -n 0",      "nosuchmode",        "allreduce -b",
         "allreduce -d int32 -o avg", "allreduce -b 1K -e 8", "bcast -r 2",
+        "allreduce -T 1", "allreduce -T 0 -c 0", "sendrecv -T 1 -c 0", "allreduce -T x -c 0",
         "stream -R two",   "stream -R",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -165,11 +166,38 @@ static void test_usage_errors(void)
     }
 }
 
+/* -T: each size runs until one run of its iterations takes that long; the
+ * lines have real times (not checked: -c 0). */
+static void test_mintime(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s -n 2 %s allreduce -b 8 -e 64K -f 16 -c 0 -T 0.05", CADRERUN,
+             PERF);
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    int lines = 0, timed = 0;
+    for (const char *p = r.out; p && *p;) {
+        const char *e = strchr(p, '\n');
+        unsigned long long size;
+        double t;
+        if (*p != '#' && sscanf(p, "%llu %*s %*s %*s %*s %lf", &size, &t) == 2) {
+            lines++;
+            timed += t > 0;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    CHECK_MSG(r.exit_code == 0 && lines == 5 && timed == 5,
+              "cadre-perf -T: exit %d, %d result lines (want 5: 8, 128, 2048, 32768, 65536), %d timed"
+              "\n--- stdout\n%s--- stderr\n%s", r.exit_code, lines, timed, r.out, r.err);
+    run_free(&r);
+}
+
 void suite_perf(void)
 {
     CU_pSuite s = CU_add_suite("perf", NULL, NULL);
     CU_add_test(s, "every mode with -c 1 on 2 ranks: #wrong 0", test_every_mode);
     CU_add_test(s, "datatypes, ops, roots: #wrong 0", test_variants);
     CU_add_test(s, "bad command lines exit 2", test_usage_errors);
+    CU_add_test(s, "-T: each size timed for a while", test_mintime);
     CU_add_test(s, "stream: pairs on 2 to 5 ranks, one receive buffer: #wrong 0", test_stream_pairs);
 }

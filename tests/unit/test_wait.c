@@ -1,7 +1,7 @@
-/* How ranks wait when other processes want the cores (p2p_busy.c): with CPU
+/* What ranks do when other processes want the cores (p2p_busy.c): with CPU
  * hogs beside the job (twice as many as cores, and two more) CADRE_WAIT=auto
  * notices the busy machine and says so at INFO, and the 2-rank allreduce of
- * every size from 4 to 16 MiB (the direct path's loose variant) is right
+ * every size from 4 to 16 MiB (the direct path's unpaced variant) is right
  * element by element; CADRE_WAIT=spin, under the same hogs, never asks. */
 #include <signal.h>
 #include <stdio.h>
@@ -13,7 +13,7 @@
 
 #include "testutil.h"
 
-#define BUSY_LINE "waits sleep on the doorbell after a few polls (the cores are busy)"
+#define BUSY_LINE "the cores are busy: short scheduler slices, the 2-rank allreduce unpaced"
 
 static int start_hogs(pid_t *pids, int max)
 {
@@ -92,7 +92,7 @@ static void test_spin_never_asks(void)
 void suite_wait(void)
 {
     CU_pSuite s = CU_add_suite("wait", NULL, NULL);
-    CU_add_test(s, "CPU hogs beside the job: CADRE_WAIT=auto sleeps, results right", test_auto_notices);
+    CU_add_test(s, "CPU hogs beside the job: CADRE_WAIT=auto notices, results right", test_auto_notices);
     CU_add_test(s, "CPU hogs beside the job: CADRE_WAIT=spin keeps spinning, results right",
                 test_spin_never_asks);
 }
