@@ -5,8 +5,9 @@
 # a core each) and 2 pairs (4 ranks on this machine's cores, unbound, Open MPI
 # with --oversubscribe), cadre-perf stream beside Open MPI (bench/mpi_pingpong.c,
 # the same loop) taking turns, medians of REPS turns. RBUF=one receives each
-# window into one buffer instead (osu_bw's loop).
-# Usage: [REPS=3] [SIZES="8 64 512 4096"] [RBUF=many|one] bench/msgrate.sh [builddir]
+# window into one buffer instead (osu_bw's loop). BASE=builddir adds another
+# build of cadre (before a change) to the turns, in its own column.
+# Usage: [REPS=3] [SIZES="8 64 512 4096"] [RBUF=many|one] [BASE=builddir] bench/msgrate.sh [builddir]
 # Prints a markdown table: messages per second summed over the pairs.
 set -euo pipefail
 . "$(dirname "$0")/common.sh" "$@"
@@ -15,11 +16,12 @@ reps=${REPS:-3}
 sizes=${SIZES:-8 64 512 4096}
 rbuf=${RBUF:-many}
 
-cadre_rate() { # ranks size -> msg/s
-    local bind=core
+base=${BASE:+$(cd "$BASE" && pwd)}
+cadre_rate() { # ranks size [builddir] -> msg/s
+    local bind=core d=${3:-$build}
     [ "$1" -gt 2 ] && bind=none
-    timeout 120 "$cadrerun" -n "$1" --bind-to $bind "$perf" stream -b "$2" -e "$2" -c 0 -R "$rbuf" |
-        awk '$2 == "msgrate" { print $6 }'
+    timeout 120 "$d/launcher/cadrerun" -n "$1" --bind-to $bind "$d/tools/cadre-perf" stream \
+        -b "$2" -e "$2" -c 0 -R "$rbuf" | awk '$2 == "msgrate" { print $6 }'
 }
 mpi_rate() { # ranks size -> msg/s
     local opts=(--bind-to core)
@@ -36,6 +38,7 @@ for ((i = 0; i < reps; i++)); do
     for np in 2 4; do
         for s in $sizes; do
             echo "$(cadre_rate "$np" "$s")" >> "$tmp/c.$np.$s"
+            [ -z "$base" ] || echo "$(cadre_rate "$np" "$s" "$base")" >> "$tmp/b.$np.$s"
             echo "$(mpi_rate "$np" "$s")" >> "$tmp/m.$np.$s"
         done
     done
@@ -43,14 +46,19 @@ done
 echo
 echo "Core-to-core round trip (bench/c2c) before each turn: $(tr '\n' ' ' < "$tmp/c2c.log")ns"
 echo
-echo "| pairs | size (B) | cadre (M msg/s) | Open MPI (M msg/s) | cadre / Open MPI | cadre turns | Open MPI turns |"
-echo "|---:|---:|---:|---:|---:|---|---|"
+echo "| pairs | size (B) | cadre (M msg/s) | Open MPI (M msg/s) | cadre / Open MPI | cadre turns | Open MPI turns |${base:+ BASE (M msg/s) | BASE turns |}"
+echo "|---:|---:|---:|---:|---:|---|---|${base:+---:|---|}"
 for np in 2 4; do
     for s in $sizes; do
         c=$(median < "$tmp/c.$np.$s") m=$(median < "$tmp/m.$np.$s")
         ct=$(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 / 1e6 }' "$tmp/c.$np.$s")
         mt=$(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 / 1e6 }' "$tmp/m.$np.$s")
-        awk -v p=$((np / 2)) -v s="$s" -v c="$c" -v m="$m" -v ct="$ct" -v mt="$mt" 'BEGIN {
-            printf "| %d | %d | %.2f | %.2f | %.2f | %s | %s |\n", p, s, c / 1e6, m / 1e6, (m > 0 ? c / m : 0), ct, mt }'
+        extra=""
+        if [ -n "$base" ]; then
+            extra=$(awk -v b="$(median < "$tmp/b.$np.$s")" 'BEGIN { printf " %.2f |", b / 1e6 }')
+            extra="$extra $(awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 / 1e6 }' "$tmp/b.$np.$s") |"
+        fi
+        awk -v p=$((np / 2)) -v s="$s" -v c="$c" -v m="$m" -v ct="$ct" -v mt="$mt" -v x="$extra" 'BEGIN {
+            printf "| %d | %d | %.2f | %.2f | %.2f | %s | %s |%s\n", p, s, c / 1e6, m / 1e6, (m > 0 ? c / m : 0), ct, mt, x }'
     done
 done

@@ -389,8 +389,11 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
      * (prefetchw), so that taking it from the receiver's cache overlaps
      * this message's way out. Only a slot the receiver is known to be done
      * with: taking a line it has still to read would cost it a miss. */
-    if (!bulk && l->pos + 1 - l->seen < l->n)
-        prefetch_write(lane_slot_ahead(l, 1));
+    if (!bulk && l->pos + 1 - l->seen < l->n) {
+        const unsigned char *next = lane_slot_ahead(l, 1);
+        prefetch_write(next);
+        prefetch_write(next + 64); /* the first line of a payload that is not inline */
+    }
     ring_peer(p);
     return CADRE_P2P_SENT;
 }
@@ -467,8 +470,11 @@ static int drain_lane(int w, struct shm_peer *p, struct lane *l, int bulk, int m
         /* A later slot's line, while this message is handled: a burst of
          * small messages then waits for the sender's core once, not once
          * each. */
-        if (!bulk && RX_AHEAD < l->n)
-            __builtin_prefetch(lane_slot_ahead(l, RX_AHEAD));
+        if (!bulk && RX_AHEAD < l->n) {
+            const unsigned char *later = lane_slot_ahead(l, RX_AHEAD);
+            __builtin_prefetch(later);
+            __builtin_prefetch(later + 64);
+        }
         cadre__p2p_incoming_wire(w, &h, payload, bulk ? &bulk_framing : &eager_framing);
         if (cadre__eng.peers[w].state == PEER_DEAD)
             return n;
