@@ -34,6 +34,7 @@ struct cadre_request {
     uint8_t user;      /* handed to the user (nonblocking call): counts as outstanding */
     uint8_t abandoned; /* the user gave up on it (timeout): the engine frees it when done */
     uint8_t nt;        /* recv: land the data with streaming stores (cadre__copy_out) */
+    uint8_t cma;       /* send: its RTS offered the buffer to be read; recv: read, waits for DONE */
     _Atomic int done;
     int error;         /* status once done */
     cadre_status_t status;
@@ -163,6 +164,9 @@ struct cadre_peer {
      * (cadre__p2p_eager_dest); RS_WAIT_DATA, registered. */
     struct cadre_request *claimed;
     int said_bye; /* its BYE came: it finalized, it did not fail */
+    /* Wire id of the last large send to this peer (p2p_cma.c: is it still
+     * in flight?); 0 = none. */
+    uint64_t last_rndv;
     /* It failed (no BYE) and the communicators it belongs to are still to
      * be poisoned (cadre__p2p_deaths_settle). */
     int poison_pending;

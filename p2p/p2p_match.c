@@ -112,6 +112,18 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
     r->state = RS_WAIT_DATA;
     r->last_activity = cadre__now();
     struct cadre_p2p_hdr c = {.type = CADRE_P2P_CTS, .len = r->xfer, .sreq = h->sreq, .rreq = r->id};
+    if ((h->flags & CADRE_P2P_CMA) && r->xfer && !r->peer_sig &&
+        cadre__p2p_cma_read(peer, r->buf, h->rreq, r->xfer) == 0) {
+        /* Read whole: complete on the sender's DONE (p2p_cma.c). */
+        r->moved = r->xfer;
+        r->cma = 1;
+        c.flags = CADRE_P2P_CMA;
+        int rc = cadre__p2p_post(peer, &c, NULL, NULL);
+        if (rc != CADRE_SUCCESS)
+            cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
+                                cadre_last_error());
+        return;
+    }
     int rc = cadre__p2p_post(peer, &c, NULL, NULL);
     if (rc != CADRE_SUCCESS) {
         cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
@@ -224,6 +236,11 @@ int cadre__p2p_start_send(struct cadre_request *r)
     r->state = RS_WAIT_CTS;
     h.type = CADRE_P2P_RTS;
     h.sreq = r->id;
+    if (cadre__p2p_cma_offer(w, r)) {
+        h.flags = CADRE_P2P_CMA;
+        h.rreq = (uint64_t)(uintptr_t)r->buf;
+        r->cma = 1;
+    }
     return cadre__p2p_post(w, &h, NULL, NULL);
 }
 
@@ -290,6 +307,10 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
 
 static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
 {
+    if (h->flags & CADRE_P2P_CMA) {
+        cadre__p2p_cma_fin(peer, h);
+        return;
+    }
     struct cadre_request *s = cadre__req_lookup(h->sreq);
     if (!s || s->kind != REQ_SEND || s->state != RS_WAIT_CTS || s->peer_world != peer ||
         h->len > s->bytes) {
@@ -321,9 +342,10 @@ static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
 static struct cadre_request *data_target(int peer, const struct cadre_p2p_hdr *h)
 {
     struct cadre_request *r = cadre__req_lookup(h->rreq);
-    /* xfer 0: a receive that takes no DATA (claimed by an EAGER payload). */
+    /* xfer 0: a receive that takes no DATA (claimed by an EAGER payload); cma:
+     * one that read its data itself. */
     if (!r || r->kind != REQ_RECV || r->state != RS_WAIT_DATA || r->peer_world != peer ||
-        !r->xfer || h->off > r->xfer || h->len > r->xfer - h->off)
+        !r->xfer || r->cma || h->off > r->xfer || h->len > r->xfer - h->off)
         return NULL;
     return r;
 }
@@ -446,6 +468,17 @@ void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const voi
             cadre__req_complete(r, CADRE_ERR_TIMEOUT,
                                 "%s: rank %d gave up sending this message (its operation timed out)",
                                 r->op, peer);
+        break;
+    }
+    case CADRE_P2P_DONE: {
+        /* The sender's buffer was whole while we read it (p2p_cma.c). */
+        struct cadre_request *r = cadre__req_lookup(h->rreq);
+        if (r && r->kind == REQ_RECV && r->state == RS_WAIT_DATA && r->cma &&
+            r->peer_world == peer && r->remote == h->sreq)
+            complete_recv(r);
+        else
+            CADRE_WARN(P2P, "ignoring a DONE from rank %d for unknown receive %llx", peer,
+                       (unsigned long long)h->rreq);
         break;
     }
     case CADRE_P2P_BYE: cadre__p2p_peer_finalized(peer); break;

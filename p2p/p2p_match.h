@@ -88,4 +88,14 @@ static inline int takes(int src, int tag, const struct cadre_p2p_hdr *h)
 void cadre__p2p_any_source_text(const struct cadre_request *r, int q, int w, char *buf,
                                 size_t len);
 
+/* Single-copy large messages between processes of one node (p2p_cma.c). */
+/* Whether large send r (registered) to world rank w offers its buffer to
+ * be read; notes it as the last one to w. */
+int cadre__p2p_cma_offer(int w, const struct cadre_request *r);
+/* Reads n bytes at address src of world rank w into dst; 0, or -1 when it
+ * could not (the message then goes the usual way). */
+int cadre__p2p_cma_read(int w, void *dst, uint64_t src, size_t n);
+/* A CTS flagged CMA: the receiver read the send's buffer. */
+void cadre__p2p_cma_fin(int peer, const struct cadre_p2p_hdr *h);
+
 #endif
