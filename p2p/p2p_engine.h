@@ -34,7 +34,7 @@ struct cadre_request {
     uint8_t user;      /* handed to the user (nonblocking call): counts as outstanding */
     uint8_t abandoned; /* the user gave up on it (timeout): the engine frees it when done */
     uint8_t nt;        /* recv: land the data with streaming stores (cadre__copy_out) */
-    uint8_t cma;       /* send: its RTS offered the buffer to be read; recv: read, waits for DONE */
+    uint8_t cma;       /* single copy (p2p_cma.c): send: offered, wrote; recv: read, granted */
     _Atomic int done;
     int error;         /* status once done */
     cadre_status_t status;
@@ -362,6 +362,10 @@ int cadre__p2p_match_fail_peer(int peer, const char *why);
 /* Gives up on a request whose wait timed out; lock held. Frees it or leaves
  * it to the engine, which frees it once the protocol is over. */
 void cadre__p2p_abandon(struct cadre_request *req);
+/* Before receive r is given up (lock held): waits, progressing, while its
+ * sender may still write into its buffer, until its answer or its death
+ * (p2p_cma.c). */
+void cadre__p2p_cma_settle(struct cadre_request *r);
 /* The CADRE_TIMEOUT failure of a wait: records the diagnosis, abandons the
  * request, returns CADRE_ERR_TIMEOUT. Lock NOT held. */
 int cadre__p2p_timed_out(struct cadre_request *req, const char *fn);

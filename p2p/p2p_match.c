@@ -25,7 +25,7 @@ static void set_status(struct cadre_request *r, const struct cadre_p2p_hdr *h, s
     r->status.count = r->elsize ? got / r->elsize : got;
 }
 
-static void complete_recv(struct cadre_request *r)
+void cadre__p2p_complete_recv(struct cadre_request *r)
 {
     if (r->msg_len > r->bytes) {
         char got[64], room[64];
@@ -69,7 +69,7 @@ static void deliver_eager(struct cadre_request *r, const struct cadre_p2p_hdr *h
     r->peer_world = peer;
     r->msg_len = h->len;
     set_status(r, h, n);
-    complete_recv(r);
+    cadre__p2p_complete_recv(r);
 }
 
 /* A matched RTS: take the data. From ourselves it is one memcpy from the
@@ -97,7 +97,7 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
             cadre__copy_out(r->buf, s->buf, r->xfer, r->xfer);
         if (s)
             cadre__req_complete(s, CADRE_SUCCESS, NULL);
-        complete_recv(r);
+        cadre__p2p_complete_recv(r);
         return;
     }
     if (e->peers[peer].state == PEER_DEAD) {
@@ -112,18 +112,8 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
     r->state = RS_WAIT_DATA;
     r->last_activity = cadre__now();
     struct cadre_p2p_hdr c = {.type = CADRE_P2P_CTS, .len = r->xfer, .sreq = h->sreq, .rreq = r->id};
-    if ((h->flags & CADRE_P2P_CMA) && r->xfer && !r->peer_sig &&
-        cadre__p2p_cma_read(peer, r->buf, h->rreq, r->xfer) == 0) {
-        /* Read whole: complete on the sender's DONE (p2p_cma.c). */
-        r->moved = r->xfer;
-        r->cma = 1;
-        c.flags = CADRE_P2P_CMA;
-        int rc = cadre__p2p_post(peer, &c, NULL, NULL);
-        if (rc != CADRE_SUCCESS)
-            cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
-                                cadre_last_error());
-        return;
-    }
+    if ((h->flags & CADRE_P2P_CMA) && r->xfer && !r->peer_sig && cadre__p2p_cma_recv(r, peer, h))
+        return; /* read in place, or failed: complete on the sender's DONE (p2p_cma.c) */
     int rc = cadre__p2p_post(peer, &c, NULL, NULL);
     if (rc != CADRE_SUCCESS) {
         cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
@@ -134,7 +124,7 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
         cadre__req_complete(r, CADRE_ERR_MISMATCH, "%s: rank %d made a different call", r->op,
                             (int)h->src);
     else if (r->xfer == 0)
-        complete_recv(r);
+        cadre__p2p_complete_recv(r);
 }
 
 int cadre__p2p_start_recv(struct cadre_request *r)
@@ -426,7 +416,7 @@ static void incoming_data(int peer, const struct cadre_p2p_hdr *h, const void *p
     r->moved += h->len;
     r->last_activity = cadre__now();
     if (r->moved == r->xfer)
-        complete_recv(r);
+        cadre__p2p_complete_recv(r);
 }
 
 void cadre__p2p_incoming(int peer, const struct cadre_p2p_hdr *h, const void *payload)
@@ -470,17 +460,7 @@ void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const voi
                                 r->op, peer);
         break;
     }
-    case CADRE_P2P_DONE: {
-        /* The sender's buffer was whole while we read it (p2p_cma.c). */
-        struct cadre_request *r = cadre__req_lookup(h->rreq);
-        if (r && r->kind == REQ_RECV && r->state == RS_WAIT_DATA && r->cma &&
-            r->peer_world == peer && r->remote == h->sreq)
-            complete_recv(r);
-        else
-            CADRE_WARN(P2P, "ignoring a DONE from rank %d for unknown receive %llx", peer,
-                       (unsigned long long)h->rreq);
-        break;
-    }
+    case CADRE_P2P_DONE: cadre__p2p_cma_done(peer, h); break;
     case CADRE_P2P_BYE: cadre__p2p_peer_finalized(peer); break;
     case CADRE_P2P_STATE_Q:
     case CADRE_P2P_STATE_R: cadre__p2p_state_incoming(peer, h); break;

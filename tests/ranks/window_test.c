@@ -11,8 +11,15 @@
  * WINDOW_KILL=1 (2 ranks, cadrerun --keep-going): rank 1 posts a window of
  * large sends to rank 0 and kills itself; every receive of rank 0 either
  * holds the right data or fails with CADRE_ERR_PEER naming rank 1, within
- * 5 s; rank 0 prints "window_test: kill ok". */
+ * 5 s; rank 0 prints "window_test: kill ok".
+ * WINDOW_STOP=1 (2 ranks, CADRE_TIMEOUT=2): rank 1 posts a window of two
+ * large sends and stops (SIGSTOP; a child of it sends SIGCONT 4 s later);
+ * rank 0's wait for the second, which rank 1 is to write half of into rank
+ * 0's buffer, times out; the buffer must then be rank 0's alone: rank 1,
+ * once it runs again, must not write into it (the wait returns only after
+ * rank 1 answered). */
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "rank_util.h"
@@ -259,6 +266,59 @@ static int window_killed(void)
     return ru_failures ? 1 : 0;
 }
 
+static int window_stopped(void)
+{
+    const size_t n = (1 << 20) - 9;
+    unsigned char *a = malloc(n), *b = malloc(n);
+    cadre_request_t rq[2];
+    int x = 0;
+    if (me == 1) {
+        ru_fill(a, n, 1, 0, 600);
+        ru_fill(b, n, 1, 0, 601);
+        OK(cadre_recv(&x, 1, CADRE_INT32, 0, 1, W, CADRE_STATUS_IGNORE));
+        OK(cadre_isend(a, n, CADRE_UINT8, 0, 10, W, &rq[0]));
+        OK(cadre_isend(b, n, CADRE_UINT8, 0, 11, W, &rq[1]));
+        pid_t parent = getpid(), kid = fork();
+        if (kid == 0) {
+            usleep(4000000);
+            kill(parent, SIGCONT);
+            _exit(0);
+        }
+        raise(SIGSTOP);
+        waitpid(kid, NULL, 0);
+        /* Rank 0 is away for seconds: waits with no CADRE_TIMEOUT. */
+        OK(cadre_wait_timeout(&rq[0], 60, CADRE_STATUS_IGNORE));
+        cadre_wait_timeout(&rq[1], 60, CADRE_STATUS_IGNORE); /* rank 0 gave it up */
+        cadre_request_t r;
+        OK(cadre_irecv(&x, 1, CADRE_INT32, 0, 2, W, &r));
+        OK(cadre_wait_timeout(&r, 60, CADRE_STATUS_IGNORE));
+    } else {
+        OK(cadre_send(&x, 1, CADRE_INT32, 1, 1, W));
+        usleep(300000); /* rank 1 stopped */
+        OK(cadre_irecv(b, n, CADRE_UINT8, 1, 11, W, &rq[1]));
+        int rc = cadre_wait(&rq[1], CADRE_STATUS_IGNORE);
+        EXPECT(rc == CADRE_ERR_TIMEOUT, "wait for a stopped sender -> %s", cadre_error_string(rc));
+        memset(b, 0x3C, n); /* ours again */
+        usleep(5000000);    /* rank 1 runs again meanwhile */
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (b[i] != 0x3C)
+                bad = i;
+        EXPECT(bad == n, "a given-up receive's buffer was written at byte %zu after the wait "
+                         "returned",
+               bad);
+        OK(cadre_recv(a, n, CADRE_UINT8, 1, 10, W, CADRE_STATUS_IGNORE));
+        bad = ru_check(a, n, 1, 0, 600);
+        EXPECT(bad == n, "the message before the given-up one: byte %zu wrong", bad);
+        OK(cadre_send(&x, 1, CADRE_INT32, 1, 2, W));
+    }
+    free(a);
+    free(b);
+    if (me == 0 && ru_failures == 0)
+        printf("window_test: stop ok\n");
+    return ru_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (cadre_init(&argc, &argv) != CADRE_SUCCESS) {
@@ -268,6 +328,11 @@ int main(int argc, char **argv)
     cadre_comm_rank(W, &me);
     cadre_comm_size(W, &np);
     ru_rank = me;
+    if (getenv("WINDOW_STOP") && np == 2) {
+        int rc = window_stopped();
+        cadre_finalize();
+        return rc;
+    }
     if (getenv("WINDOW_KILL") && np == 2) {
         int rc = window_killed();
         cadre_finalize();
