@@ -5,12 +5,13 @@
  *
  * Modes: the collectives (allreduce reduce bcast allgather reduce_scatter
  * alltoall gather scatter barrier: perf_coll.c), sendrecv (ping-pong between
- * ranks 0 and 1: one-way latency and its bandwidth) and stream (rank 0
- * streams a window of isends to rank 1, which answers once per window: the
- * osu_bw pattern). Each size runs out of place, then in place (sendrecv:
- * the reply goes out of the buffer the message came into; stream: the window
- * is sent from one buffer). Options as nccl-tests'; exit status 2 on a usage
- * error, 1 when any element was wrong. */
+ * ranks 0 and 1: one-way latency and its bandwidth) and stream (rank i of
+ * the first half streams a window of isends to rank i + np/2, which answers
+ * once per window: osu_bw's pattern on 2 ranks, osu_mbw_mr's on more, with
+ * the message rate summed over the pairs). Each size runs out of place, then
+ * in place (sendrecv: the reply goes out of the buffer the message came into;
+ * stream: the window is sent from one buffer). Options as nccl-tests'; exit
+ * status 2 on a usage error, 1 when any element was wrong. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,6 +107,8 @@ static void usage(FILE *f)
             "  -o OP     sum prod max min avg [sum] (reductions; avg: floating types only)\n"
             "  -r ROOT   root of reduce, bcast, gather, scatter [0]\n"
             "  -W N      window of messages in flight for stream mode [64]\n"
+            "  -R one|many  stream: receive the window into one buffer (osu_bw) or one per\n"
+            "            message (osu_mbw_mr) [many]\n"
             "The size is that of nccl-tests: count*typesize for allreduce, reduce and bcast, the\n"
             "whole buffer (count per rank * ranks * typesize) for the others. Each size runs out\n"
             "of place and in place (CADRE_IN_PLACE), side by side on its line. Times are the\n"
@@ -116,13 +119,13 @@ static int parse(int argc, char **argv, struct perf_opts *o)
 {
     *o = (struct perf_opts){.mode = NULL, .minb = 8, .maxb = 64u << 20, .factor = 2, .iters = -1,
                             .warmup = -1, .check = 1, .window = 64, .dt = CADRE_FLOAT32,
-                            .op = CADRE_SUM, .root = 0};
+                            .op = CADRE_SUM, .root = 0, .one_rbuf = 0};
     if (argc < 2)
         return -1;
     o->mode = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (a[0] != '-' || !a[1] || a[2] || !strchr("befinwcdorW", a[1])) {
+        if (a[0] != '-' || !a[1] || a[2] || !strchr("befinwcdorWR", a[1])) {
             fprintf(stderr, "cadre-perf: unknown option '%s'\n", a);
             return -1;
         }
@@ -146,6 +149,10 @@ static int parse(int argc, char **argv, struct perf_opts *o)
         case 'c': bad = parse_int(v, 0, 1, &o->check); break;
         case 'r': bad = parse_int(v, 0, 1 << 30, &o->root); break;
         case 'W': bad = parse_int(v, 1, 4096, &o->window); break;
+        case 'R':
+            bad = strcmp(v, "one") && strcmp(v, "many");
+            o->one_rbuf = !strcmp(v, "one");
+            break;
         case 'd':
             bad = 1;
             for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
@@ -255,15 +262,36 @@ static double run_sendrecv(const struct perf_opts *o, unsigned char *sbuf, unsig
     return (perf_now() - t0) / iters / 2;
 }
 
-/* In place, rank 0 sends the whole window from one buffer, filled once per
- * window; out of place each message has its own. */
+/* stream's pairs: with np ranks, rank i < np/2 sends to rank i + np/2 (an
+ * odd np's last rank idles). Returns the peer, or -1 for the idle rank. */
+static int stream_peer(int *sender)
+{
+    int pairs = perf_np / 2;
+    *sender = perf_me < pairs;
+    if (perf_me < pairs)
+        return perf_me + pairs;
+    return perf_me < 2 * pairs ? perf_me - pairs : -1;
+}
+
+/* One size for this rank: returns its seconds per message (0 for the idle
+ * rank). In place the sender sends the whole window from one buffer, filled
+ * once per window; out of place each message has its own. With -R one the
+ * receiver receives the whole window into one buffer, as osu_bw does, and
+ * can check only what is left there: the window's last message, whose
+ * pattern no earlier message of the window (out of place) or earlier window
+ * has. */
 static double run_stream(const struct perf_opts *o, int inpl, size_t n, long *nwrong)
 {
+    int sender, peer = stream_peer(&sender);
+    if (peer < 0)
+        return 0;
     int iters = o->iters > 0 ? o->iters : perf_default_iters(n) / 10 + 1;
     int warm = o->warmup >= 0 ? o->warmup : 2;
     int win = o->window;
+    int from = sender ? perf_me : peer; /* the sender's rank is part of the pattern */
+    size_t nbufs = (sender ? inpl : o->one_rbuf) ? 1 : (size_t)win;
     cadre_request_t *reqs = malloc((size_t)win * sizeof *reqs);
-    unsigned char *bufs = malloc(n * (size_t)win + 1);
+    unsigned char *bufs = malloc(n * nbufs + 1);
     if (!reqs || !bufs) {
         fprintf(stderr, "cadre-perf: rank %d: no memory for a window of %d messages of %zu bytes "
                         "(use a smaller -W or -e)\n", perf_me, win, n);
@@ -274,29 +302,57 @@ static double run_stream(const struct perf_opts *o, int inpl, size_t n, long *nw
     for (int it = -warm; it < iters; it++) {
         if (it == 0)
             t0 = perf_now();
-        if (perf_me == 0) {
+        if (sender) {
             for (int k = 0; k < win; k++) {
                 unsigned char *b = bufs + (inpl ? 0 : n * (size_t)k);
                 if (o->check && (!inpl || k == 0))
-                    fill(b, n, it * win + (inpl ? 0 : k), 0);
-                PERF_CK(cadre_isend(b, n, CADRE_UINT8, 1, 2, CADRE_COMM_WORLD, &reqs[k]));
+                    fill(b, n, it * win + (inpl ? 0 : k), from);
+                PERF_CK(cadre_isend(b, n, CADRE_UINT8, peer, 2, CADRE_COMM_WORLD, &reqs[k]));
             }
             PERF_CK(cadre_waitall(win, reqs, NULL));
-            PERF_CK(cadre_recv(&ack, 1, CADRE_UINT8, 1, 3, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
-        } else if (perf_me == 1) {
+            PERF_CK(cadre_recv(&ack, 1, CADRE_UINT8, peer, 3, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+        } else {
             for (int k = 0; k < win; k++)
-                PERF_CK(cadre_irecv(bufs + n * (size_t)k, n, CADRE_UINT8, 0, 2, CADRE_COMM_WORLD, &reqs[k]));
+                PERF_CK(cadre_irecv(bufs + (o->one_rbuf ? 0 : n * (size_t)k), n, CADRE_UINT8, peer,
+                                    2, CADRE_COMM_WORLD, &reqs[k]));
             PERF_CK(cadre_waitall(win, reqs, NULL));
-            if (o->check)
+            if (o->check && o->one_rbuf)
+                *nwrong += wrong(bufs, n, it * win + (inpl ? 0 : win - 1), from);
+            else if (o->check)
                 for (int k = 0; k < win; k++)
-                    *nwrong += wrong(bufs + n * (size_t)k, n, it * win + (inpl ? 0 : k), 0);
-            PERF_CK(cadre_send(&ack, 1, CADRE_UINT8, 0, 3, CADRE_COMM_WORLD));
+                    *nwrong += wrong(bufs + n * (size_t)k, n, it * win + (inpl ? 0 : k), from);
+            PERF_CK(cadre_send(&ack, 1, CADRE_UINT8, peer, 3, CADRE_COMM_WORLD));
         }
     }
     double t = (perf_now() - t0) / iters / win;
     free(reqs);
     free(bufs);
     return t;
+}
+
+/* sendrecv: rank 0 times, rank 1 adds its wrong bytes. stream: the time is
+ * the largest over the senders, the rate (messages per second) their sum. */
+static struct perf_result gather_result(const struct perf_opts *o, int stream, size_t n, double t,
+                                        long nwrong, double *rate)
+{
+    long all_wrong = nwrong;
+    if (stream) {
+        int sender;
+        double mine[2] = {t, stream_peer(&sender) >= 0 && sender && t > 0 ? 1 / t : 0}, all[2];
+        PERF_CK(cadre_reduce(&mine[0], &all[0], 1, CADRE_FLOAT64, CADRE_MAX, 0, CADRE_COMM_WORLD));
+        PERF_CK(cadre_reduce(&mine[1], &all[1], 1, CADRE_FLOAT64, CADRE_SUM, 0, CADRE_COMM_WORLD));
+        PERF_CK(cadre_reduce(&nwrong, &all_wrong, 1, CADRE_INT64, CADRE_SUM, 0, CADRE_COMM_WORLD));
+        t = all[0];
+        *rate = all[1];
+    } else if (perf_me == 1) {
+        PERF_CK(cadre_send(&nwrong, 1, CADRE_INT64, 0, 9, CADRE_COMM_WORLD));
+    } else if (perf_me == 0) {
+        long w1;
+        PERF_CK(cadre_recv(&w1, 1, CADRE_INT64, 1, 9, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+        all_wrong += w1;
+    }
+    double algbw = t > 0 ? (double)n / t / 1e9 : 0;
+    return (struct perf_result){t, algbw, algbw, o->check ? all_wrong : -1L};
 }
 
 int main(int argc, char **argv)
@@ -344,30 +400,41 @@ int main(int argc, char **argv)
         cadre_abort(CADRE_COMM_WORLD, 1);
     }
     int stream = !strcmp(o.mode, "stream");
-    char what[128];
-    snprintf(what, sizeof what, "%s: %d ranks (ranks 0 and 1 communicate), uint8", o.mode, perf_np);
+    int pairs = perf_np / 2;
+    char what[192];
+    if (!stream)
+        snprintf(what, sizeof what, "%s: %d ranks (ranks 0 and 1 communicate), uint8", o.mode,
+                 perf_np);
+    else
+        snprintf(what, sizeof what, "%s: %d ranks, %d pair%s (rank i sends to rank i+%d%s), uint8, "
+                 "receives into %s", o.mode, perf_np, pairs, pairs > 1 ? "s" : "", pairs,
+                 perf_np % 2 ? "; the last rank idles" : "",
+                 o.one_rbuf ? "one buffer" : "one buffer per message");
     perf_print_header(&o, what);
     size_t n = o.minb;
     do {
         struct perf_result res[2];
+        double rate[2] = {0, 0};
         for (int inpl = 0; inpl < 2; inpl++) {
             long nwrong = 0;
-            double t = stream ? run_stream(&o, inpl, n, &nwrong)
-                              : run_sendrecv(&o, sbuf, inpl ? sbuf : rbuf, n, &nwrong);
-            long all_wrong = nwrong;
-            if (perf_me == 1)
-                PERF_CK(cadre_send(&nwrong, 1, CADRE_INT64, 0, 9, CADRE_COMM_WORLD));
-            if (perf_me == 0) {
-                long w1;
-                PERF_CK(cadre_recv(&w1, 1, CADRE_INT64, 1, 9, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
-                all_wrong += w1;
+            double t;
+            if (stream) {
+                /* The pairs start together: their rates add up. */
+                PERF_CK(cadre_barrier(CADRE_COMM_WORLD));
+                t = run_stream(&o, inpl, n, &nwrong);
+            } else {
+                t = run_sendrecv(&o, sbuf, inpl ? sbuf : rbuf, n, &nwrong);
             }
-            double algbw = t > 0 ? (double)n / t / 1e9 : 0;
-            res[inpl] = (struct perf_result){t, algbw, algbw, o.check ? all_wrong : -1L};
-            total_wrong += all_wrong;
+            res[inpl] = gather_result(&o, stream, n, t, nwrong, &rate[inpl]);
+            total_wrong += res[inpl].wrong > 0 ? res[inpl].wrong : 0;
         }
-        if (perf_me == 0)
+        if (perf_me == 0) {
             perf_print_line(n, n, "uint8", "none", -1, res);
+            if (stream)
+                printf("# msgrate  size %zu  out-of-place %.0f  in-place %.0f  msg/s summed over "
+                       "%d pair%s\n", n, rate[0], rate[1], pairs, pairs > 1 ? "s" : "");
+            fflush(stdout);
+        }
     } while (perf_next_size(&o, &n));
     if (perf_me == 0)
         perf_print_footer();

@@ -16,6 +16,7 @@ struct perf_opts {
     int iters, warmup; /* -n -w: -1 = by size */
     int check;         /* -c 0|1 */
     int window;        /* -W, stream mode */
+    int one_rbuf;      /* -R one: stream receives the window into one buffer */
     cadre_datatype_t dt; /* -d */
     cadre_op_t op;     /* -o */
     int root;          /* -r */

@@ -2,7 +2,8 @@
  * small size range must exit 0 with #wrong 0 on every result line, out of
  * place and in place, in nccl-tests' layout (header block with a line per
  * rank, 13 columns, closing lines); a few datatype, op and root variants
- * likewise; bad command lines exit 2. */
+ * likewise; stream's pairs on more ranks and its one receive buffer; bad
+ * command lines exit 2. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,22 +60,31 @@ static const char *layout_missing(const char *out, int nranks)
     return NULL;
 }
 
-/* Runs cadre-perf on 2 ranks with args; it must exit 0 with at least
- * `min_lines` result lines, all with #wrong 0. */
-static void perf_ok(const char *args, int min_lines)
+/* Runs cadre-perf on np ranks with args; it must exit 0 with at least
+ * `min_lines` result lines, all with #wrong 0. Returns its stdout (free it). */
+static char *perf_ok_np(int np, const char *args, int min_lines)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s -n 2 %s %s", CADRERUN, PERF, args);
+    /* More ranks than the cores: unbound. */
+    snprintf(cmd, sizeof cmd, "%s -n %d%s %s %s", CADRERUN, np, np > 2 ? " --bind-to none" : "", PERF,
+             args);
     struct run_result r;
-    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
     int bad, n = result_lines(r.out, &bad);
-    const char *missing = layout_missing(r.out, 2);
+    const char *missing = layout_missing(r.out, np);
     CHECK_MSG(r.exit_code == 0 && !r.timed_out && n >= min_lines && bad == 0 && !missing,
               "cadre-perf %s: exit %d%s, %d result lines, %d not 13 columns with both #wrong 0%s%s"
               "\n--- stdout\n%s--- stderr\n%s",
               args, r.exit_code, r.timed_out ? " (timed out)" : "", n, bad,
               missing ? ", no " : "", missing ? missing : "", r.out, r.err);
+    char *out = strdup(r.out ? r.out : "");
     run_free(&r);
+    return out;
+}
+
+static void perf_ok(const char *args, int min_lines)
+{
+    free(perf_ok_np(2, args, min_lines));
 }
 
 #define SMALL "-b 8 -e 64K -f 4 -n 5 -w 1 -c 1"
@@ -107,12 +117,42 @@ static void test_variants(void)
     perf_ok("bcast " SMALL " -r 1", 8);
 }
 
+/* stream's pairs (rank i sends to rank i + np/2, an odd np's last rank
+ * idles) and -R one (the window into one receive buffer, whose last message
+ * is checked), with -c 1: #wrong 0 and a "# msgrate" line per size naming
+ * the pairs. */
+static void test_stream_pairs(void)
+{
+    static const struct {
+        int np;
+        const char *args, *pairs;
+    } runs[] = {
+        {4, "", "summed over 2 pairs"},       {4, "-R one", "summed over 2 pairs"},
+        {2, "-R one", "summed over 1 pair"}, {5, "-R many -W 7", "summed over 2 pairs"},
+        {3, "-R one -W 1", "summed over 1 pair"},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char args[256];
+        /* 8, 64, 512, 4K, 32K: 5 sizes */
+        snprintf(args, sizeof args, "stream -b 8 -e 32K -f 8 -n 5 -w 1 -c 1 %s", runs[i].args);
+        char *out = perf_ok_np(runs[i].np, args, 5);
+        CHECK_MSG(count_matching(out, "# msgrate  size ") == 5 &&
+                      count_matching(out, runs[i].pairs) == 5 &&
+                      (runs[i].np % 2 == 0 || strstr(out, "the last rank idles")),
+                  "cadre-perf %s on %d ranks: want 5 '# msgrate' lines '%s'%s\n--- stdout\n%s",
+                  args, runs[i].np, runs[i].pairs, runs[i].np % 2 ? " and 'the last rank idles'" : "",
+                  out);
+        free(out);
+    }
+}
+
 static void test_usage_errors(void)
 {
     static const char *const bad[] = {
         "allreduce -x 1",  "allreduce -d float8", "allreduce -o xor",  "allreduce -c 2",
         "allreduce -P 1",  "allreduce -n 0",      "nosuchmode",        "allreduce -b",
         "allreduce -d int32 -o avg", "allreduce -b 1K -e 8", "bcast -r 2",
+        "stream -R two",   "stream -R",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024];
@@ -131,4 +171,5 @@ void suite_perf(void)
     CU_add_test(s, "every mode with -c 1 on 2 ranks: #wrong 0", test_every_mode);
     CU_add_test(s, "datatypes, ops, roots: #wrong 0", test_variants);
     CU_add_test(s, "bad command lines exit 2", test_usage_errors);
+    CU_add_test(s, "stream: pairs on 2 to 5 ranks, one receive buffer: #wrong 0", test_stream_pairs);
 }
