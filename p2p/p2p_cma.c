@@ -21,13 +21,13 @@
  *
  * Against the pipeline, which copies every byte twice (into the ring on the
  * sender's core, out of it on the receiver's), each byte is copied once, and
- * the two cores share the copying: a window of 64 isends into distinct
- * buffers (bench/window.sh) went from 9-11 GB/s (pipeline) and 12-18
- * (receiver reading all) to 15-27 at 64 KiB to 1 MiB. From 2 MiB, where such
- * a window no longer fits the cache, the pipeline, whose receiving copy uses
- * streaming stores from 16 MiB, was ahead (4 MiB 8.0-8.3 against 4.8-8.9,
- * 16 MiB 12.1-12.7 against 5.1-7.0), hence CADRE_SHM_CMA_MAX. A lone send
- * keeps the pipeline too (cadre__p2p_cma_offer).
+ * the two cores share the copying. A window of 64 isends (bench/window.sh),
+ * c2c about 110 ns: into distinct buffers, 9-11 GB/s with the pipeline,
+ * 12-18 with the receiver reading all, 15-27 split, at 64 KiB to 1 MiB; 2 to
+ * 64 MiB split 11.7-16.3 against 7.8-12.7; into one buffer, 2 to 64 MiB,
+ * 28-38 against 10-13. (With the two vCPUs far apart, c2c 1.1-1.4 us, and a
+ * loaded machine, the pipeline was ahead from 4 MiB into distinct buffers:
+ * CADRE_SHM_CMA_MAX.) A lone send keeps the pipeline (cadre__p2p_cma_offer).
  *
  * May call: this folder, runtime/. */
 #include "config.h"
@@ -57,7 +57,7 @@ int cadre__p2p_cma_offer(int w, const struct cadre_request *r)
         long lo = cadre__config_int(CADRE_CFG_SHM_CMA_MIN);
         long hi = cadre__config_int(CADRE_CFG_SHM_CMA_MAX);
         cma_min = lo > 0 ? (size_t)lo : 0;
-        cma_max = hi > 0 ? (size_t)hi : 0;
+        cma_max = hi > 0 ? (size_t)hi : SIZE_MAX;
     }
     /* Only behind another large send still in flight to the peer: a window
      * (osu_bw's loop). A lone send, a ping-pong's, keeps the pipeline, where
