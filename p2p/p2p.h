@@ -27,13 +27,20 @@ enum cadre_p2p_type {
     CADRE_P2P_BYE = 6,   /* the peer finalized; its connections closing is not a failure */
     CADRE_P2P_STATE_Q = 7, /* what are you doing? (a timed-out operation's diagnosis) */
     CADRE_P2P_STATE_R = 8, /* the answer: the sender's operation state (p2p_diag.c) */
-    CADRE_P2P_TYPE_MAX = 8
+    CADRE_P2P_DONE = 9,    /* sender sreq was whole while receiver rreq read it (p2p_cma.c) */
+    CADRE_P2P_TYPE_MAX = 9
 };
 
 /* flags */
 #define CADRE_P2P_INLINE 0x1 /* shm: an EAGER payload of <= 16 bytes sits in sreq..rreq */
 #define CADRE_P2P_INLINE_MAX 16
 #define CADRE_P2P_DEVICE 0x2 /* EAGER: the payload describes a device buffer (p2p/p2p_gpu.c) */
+/* RTS: the receiver may read the data at address rreq of the sender with
+ * process_vm_readv; CTS: it did, len bytes; CTS with SPLIT too: the sender
+ * is to write bytes ctx..len of the message at the receiver's address off
+ * with process_vm_writev (p2p/p2p_cma.c). */
+#define CADRE_P2P_CMA 0x4
+#define CADRE_P2P_SPLIT 0x8
 /* Collective traffic (odd contexts): a tag above every collective sequence
  * number that tells the communicator's ranks that two of them disagreed:
  * EAGER, len 0, sreq = the other rank's signature, rreq = the sender's,

@@ -546,6 +546,8 @@ void cadre__p2p_abandon(struct cadre_request *r)
 {
     /* Whatever becomes of it, the user no longer holds it. */
     cadre__req_handle_end(r);
+    /* Not while its sender may still write into the buffer (p2p_cma.c). */
+    cadre__p2p_cma_settle(r);
     if (atomic_load(&r->done)) {
         cadre__req_free(r);
         return;

@@ -34,6 +34,7 @@ struct cadre_request {
     uint8_t user;      /* handed to the user (nonblocking call): counts as outstanding */
     uint8_t abandoned; /* the user gave up on it (timeout): the engine frees it when done */
     uint8_t nt;        /* recv: land the data with streaming stores (cadre__copy_out) */
+    uint8_t cma;       /* single copy (p2p_cma.c): send: offered, wrote; recv: read, granted */
     _Atomic int done;
     int error;         /* status once done */
     cadre_status_t status;
@@ -166,6 +167,9 @@ struct cadre_peer {
      * (cadre__p2p_eager_dest); RS_WAIT_DATA, registered. */
     struct cadre_request *claimed;
     int said_bye; /* its BYE came: it finalized, it did not fail */
+    /* Wire id of the last large send to this peer (p2p_cma.c: is it still
+     * in flight?); 0 = none. */
+    uint64_t last_rndv;
     /* It failed (no BYE) and the communicators it belongs to are still to
      * be poisoned (cadre__p2p_deaths_settle). */
     int poison_pending;
@@ -373,6 +377,10 @@ int cadre__p2p_match_fail_peer(int peer, const char *why);
 /* Gives up on a request whose wait timed out; lock held. Frees it or leaves
  * it to the engine, which frees it once the protocol is over. */
 void cadre__p2p_abandon(struct cadre_request *req);
+/* Before receive r is given up (lock held): waits, progressing, while its
+ * sender may still write into its buffer, until its answer or its death
+ * (p2p_cma.c). */
+void cadre__p2p_cma_settle(struct cadre_request *r);
 /* The CADRE_TIMEOUT failure of a wait: records the diagnosis, abandons the
  * request, returns CADRE_ERR_TIMEOUT. Lock NOT held. */
 int cadre__p2p_timed_out(struct cadre_request *req, const char *fn);

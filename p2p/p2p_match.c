@@ -26,7 +26,7 @@ static void set_status(struct cadre_request *r, const struct cadre_p2p_hdr *h, s
     r->status.count = r->elsize > 1 ? got / r->elsize : got;
 }
 
-static void complete_recv(struct cadre_request *r)
+void cadre__p2p_complete_recv(struct cadre_request *r)
 {
     if (r->msg_len > r->bytes) {
         char got[64], room[64];
@@ -70,7 +70,7 @@ static void deliver_eager(struct cadre_request *r, const struct cadre_p2p_hdr *h
     r->peer_world = peer;
     r->msg_len = h->len;
     set_status(r, h, n);
-    complete_recv(r);
+    cadre__p2p_complete_recv(r);
 }
 
 /* A matched RTS: take the data. From ourselves it is one memcpy from the
@@ -98,7 +98,7 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
             cadre__copy_out(r->buf, s->buf, r->xfer, r->xfer);
         if (s)
             cadre__req_complete(s, CADRE_SUCCESS, NULL);
-        complete_recv(r);
+        cadre__p2p_complete_recv(r);
         return;
     }
     if (e->peers[peer].state == PEER_DEAD) {
@@ -113,6 +113,8 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
     r->state = RS_WAIT_DATA;
     r->last_activity = cadre__now();
     struct cadre_p2p_hdr c = {.type = CADRE_P2P_CTS, .len = r->xfer, .sreq = h->sreq, .rreq = r->id};
+    if ((h->flags & CADRE_P2P_CMA) && r->xfer && !r->peer_sig && cadre__p2p_cma_recv(r, peer, h))
+        return; /* read in place, or failed: complete on the sender's DONE (p2p_cma.c) */
     int rc = cadre__p2p_post(peer, &c, NULL, NULL);
     if (rc != CADRE_SUCCESS) {
         cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
@@ -123,7 +125,7 @@ static void deliver_rts(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
         cadre__req_complete(r, CADRE_ERR_MISMATCH, "%s: rank %d made a different call", r->op,
                             (int)h->src);
     else if (r->xfer == 0)
-        complete_recv(r);
+        cadre__p2p_complete_recv(r);
 }
 
 int cadre__p2p_start_recv(struct cadre_request *r)
@@ -230,6 +232,11 @@ int cadre__p2p_start_send(struct cadre_request *r)
     r->state = RS_WAIT_CTS;
     h.type = CADRE_P2P_RTS;
     h.sreq = r->id;
+    if (cadre__p2p_cma_offer(w, r)) {
+        h.flags = CADRE_P2P_CMA;
+        h.rreq = (uint64_t)(uintptr_t)r->buf;
+        r->cma = 1;
+    }
     return cadre__p2p_post(w, &h, NULL, NULL);
 }
 
@@ -296,6 +303,10 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
 
 static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
 {
+    if (h->flags & CADRE_P2P_CMA) {
+        cadre__p2p_cma_fin(peer, h);
+        return;
+    }
     struct cadre_request *s = cadre__req_lookup(h->sreq);
     if (!s || s->kind != REQ_SEND || s->state != RS_WAIT_CTS || s->peer_world != peer ||
         h->len > s->bytes) {
@@ -327,9 +338,10 @@ static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
 static struct cadre_request *data_target(int peer, const struct cadre_p2p_hdr *h)
 {
     struct cadre_request *r = cadre__req_lookup(h->rreq);
-    /* xfer 0: a receive that takes no DATA (claimed by an EAGER payload). */
+    /* xfer 0: a receive that takes no DATA (claimed by an EAGER payload); cma:
+     * one that read its data itself. */
     if (!r || r->kind != REQ_RECV || r->state != RS_WAIT_DATA || r->peer_world != peer ||
-        !r->xfer || h->off > r->xfer || h->len > r->xfer - h->off)
+        !r->xfer || r->cma || h->off > r->xfer || h->len > r->xfer - h->off)
         return NULL;
     return r;
 }
@@ -425,7 +437,7 @@ static void incoming_data(int peer, const struct cadre_p2p_hdr *h, const void *p
     r->moved += h->len;
     r->last_activity = cadre__now();
     if (r->moved == r->xfer)
-        complete_recv(r);
+        cadre__p2p_complete_recv(r);
 }
 
 void cadre__p2p_incoming(int peer, const struct cadre_p2p_hdr *h, const void *payload)
@@ -470,6 +482,7 @@ void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const voi
                                 r->op, peer);
         break;
     }
+    case CADRE_P2P_DONE: cadre__p2p_cma_done(peer, h); break;
     case CADRE_P2P_BYE: cadre__p2p_peer_finalized(peer); break;
     case CADRE_P2P_STATE_Q:
     case CADRE_P2P_STATE_R: cadre__p2p_state_incoming(peer, h); break;

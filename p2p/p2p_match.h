@@ -58,4 +58,23 @@ static inline int takes(int src, int tag, const struct cadre_p2p_hdr *h)
 void cadre__p2p_any_source_text(const struct cadre_request *r, int q, int w, char *buf,
                                 size_t len);
 
+/* Single-copy large messages between processes of one node (p2p_cma.c). */
+/* Whether large send r (registered) to world rank w offers its buffer to
+ * be read; notes it as the last one to w. */
+int cadre__p2p_cma_offer(int w, const struct cadre_request *r);
+/* Reads n bytes at address src of world rank w into dst; 0, or -1 when it
+ * could not (the message then goes the usual way). */
+int cadre__p2p_cma_read(int w, void *dst, uint64_t src, size_t n);
+/* Receive r (RS_WAIT_DATA, registered, xfer > 0) matched RTS h flagged CMA
+ * from world rank peer: reads it in place and answers; 0 when it did
+ * nothing, and the caller answers CTS. */
+int cadre__p2p_cma_recv(struct cadre_request *r, int peer, const struct cadre_p2p_hdr *h);
+/* A CTS flagged CMA from the receiver of a send: a write grant, or its read
+ * report. */
+void cadre__p2p_cma_fin(int peer, const struct cadre_p2p_hdr *h);
+/* A DONE: the sender's part is written and its buffer was whole. */
+void cadre__p2p_cma_done(int peer, const struct cadre_p2p_hdr *h);
+/* Completes a receive whose data is in place (truncation is an error). */
+void cadre__p2p_complete_recv(struct cadre_request *r);
+
 #endif

@@ -22,6 +22,7 @@ static const char *type_name(unsigned t)
     case CADRE_P2P_DATA: return "DATA";
     case CADRE_P2P_NACK: return "NACK";
     case CADRE_P2P_BYE: return "BYE";
+    case CADRE_P2P_DONE: return "DONE";
     default: return "type";
     }
 }

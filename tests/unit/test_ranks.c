@@ -241,6 +241,24 @@ static void test_peer_death_spreads(void)
     }
 }
 
+/* A rank killed right after posting a window of large sends (issue 17: read
+ * in place by the receiver, p2p/p2p_cma.c): every receive is right or fails
+ * with CADRE_ERR_PEER within 5 s. */
+static void test_window_sender_killed(void)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "WINDOW_KILL=1 %s --keep-going -n 2 %s", CADRERUN,
+             build_path("tests/ranks/window_test"));
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    CHECK_MSG(r.exit_code == 137 && !r.timed_out, "exit %d\n--- stdout\n%s--- stderr\n%s",
+              r.exit_code, r.out, r.err);
+    CHECK_MSG(count_lines(r.out, "window_test: kill ok") == 1, "stdout: %s\nstderr: %s", r.out,
+              r.err);
+    CU_ASSERT(count_shm_leftovers() == 0);
+    run_free(&r);
+}
+
 void suite_ranks(void)
 {
     CU_pSuite s = CU_add_suite("ranks", NULL, NULL);
@@ -252,4 +270,6 @@ void suite_ranks(void)
                 test_nothing_left);
     CU_add_test(s, "a rank's death fails every call that needs it, on every survivor",
                 test_peer_death_spreads);
+    CU_add_test(s, "a sender killed with a window of large messages in flight",
+                test_window_sender_killed);
 }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Windowed bandwidth on 2 ranks over shared memory (issue 17's goal: at least
+# 1.3x Open MPI from 64 KiB to 64 MiB): `cadre-perf stream` (64 isends, one
+# ack per window, osu_bw's loop) beside bench/mpi_pingpong.c's stream, the
+# two taking turns, medians over the turns, bench/c2c's state before each.
+# RECV=many (the default): the window lands in 64 distinct receive buffers;
+# RECV=one: all into one (osu_bw's loop); the senders send from 64 buffers.
+# Usage: [REPS=3] [MIN=64K] [MAX=64M] [RECV=many|one] bench/window.sh [builddir]
+#   (from the source tree after make; run it under the benchmark lock)
+set -euo pipefail
+. "$(dirname "$0")/common.sh" "$@"
+mpicc -O2 -o "$tmp/mpi_pingpong" "$here/mpi_pingpong.c"
+reps=${REPS:-3}
+min=${MIN:-64K}
+max=${MAX:-64M}
+recv=${RECV:-many}
+case $recv in many|one) ;; *) echo "window.sh: RECV is many or one" >&2; exit 2 ;; esac
+bytes() { numfmt --from=iec "$1"; }
+
+median() { # file of "size value" lines -> the median per size
+    sort -k1,1n -k2,2g "$1" | awk '
+        { n[$1]++; v[$1, n[$1]] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
+        END { for (i = 1; i <= k; i++) { s = order[i]; print s, v[s, int((n[s] + 1) / 2)] } }'
+}
+echo "## windowed stream into $recv receive buffer(s) on $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p'), $(date -u '+%F %H:%M') UTC, $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')"
+: > "$tmp/c2c.log"
+for ((i = 0; i < reps; i++)); do
+    "$tmp/c2c" | awk '{ print $2 }' >> "$tmp/c2c.log"
+    "$cadrerun" -n 2 --bind-to core "$perf" stream -b "$min" -e "$max" -f 2 -c 0 -R "$recv" |
+        awk '!/^#/ { print $1, $6 }' >> "$tmp/cadre"
+    mpirun -np 2 --bind-to core "$tmp/mpi_pingpong" stream "$(bytes "$min")" "$(bytes "$max")" "$recv" |
+        awk '!/^#/ { print $1, $2 }' >> "$tmp/mpi"
+done
+median "$tmp/cadre" | sort -k1,1 > "$tmp/c"
+median "$tmp/mpi" | sort -k1,1 > "$tmp/m"
+echo
+echo "Core-to-core round trip (bench/c2c) before each turn: $(tr '\n' ' ' < "$tmp/c2c.log")ns; medians of $reps turns"
+echo
+echo "| size | cadre (GB/s) | Open MPI (GB/s) | cadre / Open MPI |"
+echo "|---:|---:|---:|---:|"
+join "$tmp/c" "$tmp/m" | sort -n |
+    awk '{ c = $1 / $2 / 1e3; m = $1 / $3 / 1e3
+           printf "| %s | %.2f | %.2f | %.2fx |\n", $1, c, m, c / m }'

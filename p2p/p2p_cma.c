@@ -1,0 +1,233 @@
+/* Large messages between processes of one node in one copy, with
+ * cross-memory attach (process_vm_readv/writev), both cores copying:
+ *
+ *   sender                          receiver
+ *   RTS, flag CMA, rreq = address ->  matched, on a point-to-point context:
+ *                                 <-  CTS, flags CMA|SPLIT: write bytes ctx..len
+ *                                     to my address off (the upper half)
+ *   writes the upper half             reads the lower half in place
+ *                                 <-  CTS, flag CMA: read
+ *   send complete; DONE           ->  receive complete
+ *
+ * A collective's receive (odd context) reads the whole message itself and
+ * grants nothing. The receive completes only on DONE: a send given up in the
+ * meantime (its wait timed out) may have had its buffer rewritten while it
+ * was read, and then answers NACK instead, which fails the receive. A receive
+ * that granted a write is never given back to its user while the sender may
+ * still write: giving it up waits for the sender's answer or its death
+ * (cadre__p2p_cma_settle). A receiver that cannot read before granting
+ * anything answers a plain CTS and the message goes through the shared-memory
+ * pipeline (p2p_shm.c), so the sender always takes both answers.
+ *
+ * Against the pipeline, which copies every byte twice (into the ring on the
+ * sender's core, out of it on the receiver's), each byte is copied once, and
+ * the two cores share the copying. A window of 64 isends (bench/window.sh),
+ * c2c about 110 ns: into distinct buffers, 9-11 GB/s with the pipeline,
+ * 12-18 with the receiver reading all, 15-27 split, at 64 KiB to 1 MiB; 2 to
+ * 64 MiB split 11.7-16.3 against 7.8-12.7; into one buffer, 2 to 64 MiB,
+ * 28-38 against 10-13. (With the two vCPUs far apart, c2c 1.1-1.4 us, and a
+ * loaded machine, the pipeline was ahead from 4 MiB into distinct buffers:
+ * CADRE_SHM_CMA_MAX.) A lone send keeps the pipeline (cadre__p2p_cma_offer).
+ *
+ * May call: this folder, runtime/. */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "p2p_engine.h"
+#include "p2p_match.h"
+
+/* r->cma of a receive: */
+enum { CMA_NONE, CMA_READ, CMA_GRANTED, CMA_FAILED };
+
+/* 1 once a read failed for want of permission or of the system call: no
+ * more offers are taken, every message then goes through the pipeline. */
+static int cma_broken;
+static size_t cma_min = (size_t)-1, cma_max; /* CADRE_SHM_CMA_MIN/MAX, read on first use */
+
+int cadre__p2p_cma_offer(int w, const struct cadre_request *r)
+{
+    struct cadre_peer *p = &cadre__eng.peers[w];
+    if (cma_min == (size_t)-1) {
+        long lo = cadre__config_int(CADRE_CFG_SHM_CMA_MIN);
+        long hi = cadre__config_int(CADRE_CFG_SHM_CMA_MAX);
+        cma_min = lo > 0 ? (size_t)lo : 0;
+        cma_max = hi > 0 ? (size_t)hi : SIZE_MAX;
+    }
+    /* Only behind another large send still in flight to the peer: a window
+     * (osu_bw's loop). A lone send, a ping-pong's, keeps the pipeline, where
+     * each user buffer stays in its own core's cache: read in place, the
+     * buffer a ping-pong answers from crosses between the cores both ways
+     * (256 KiB to 1 MiB in place measured 20-40% slower read in place). */
+    const struct cadre_request *prev = p->last_rndv ? cadre__req_lookup(p->last_rndv) : NULL;
+    p->last_rndv = r->id;
+    return cma_min && r->bytes >= cma_min && r->bytes <= cma_max && !cma_broken &&
+           p->tp == &cadre__p2p_shm && p->pid > 0 && prev && prev != r && prev->kind == REQ_SEND &&
+           prev->state != RS_DONE;
+}
+
+/* Whether world rank w is a process of this node we may copy with; with
+ * `exited`, also asks its pidfd whether it exited (a system call): before we
+ * write, so that a pid taken again by another process is never written. */
+static int peer_alive(int w, int exited)
+{
+    const struct cadre_peer *p = &cadre__eng.peers[w];
+    if (p->tp != &cadre__p2p_shm || p->pid <= 0 || p->state != PEER_OK)
+        return 0;
+    struct pollfd pf = {p->pidfd, POLLIN, 0};
+    return !(exited && p->pidfd >= 0 && poll(&pf, 1, 0) == 1);
+}
+
+/* Copies n bytes between our `local` and world rank w's `remote`; 0, or
+ * the errno (EIO: no progress). */
+static int cma_copy(int w, void *local, uint64_t remote, size_t n, int write)
+{
+    pid_t pid = cadre__eng.peers[w].pid;
+    char *l = local;
+    while (n) {
+        struct iovec lv = {l, n}, rv = {(void *)(uintptr_t)remote, n};
+        ssize_t got = write ? process_vm_writev(pid, &lv, 1, &rv, 1, 0)
+                            : process_vm_readv(pid, &lv, 1, &rv, 1, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            int e = got < 0 ? errno : EIO;
+            if (e == EPERM || e == ENOSYS) {
+                cma_broken = 1;
+                CADRE_WARN(P2P, "process_vm_%s with rank %d: %s; large messages in shared "
+                                "memory go through the pipeline from now on",
+                           write ? "writev" : "readv", w, strerror(e));
+            }
+            return e;
+        }
+        l += got;
+        remote += (uint64_t)got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+int cadre__p2p_cma_recv(struct cadre_request *r, int peer, const struct cadre_p2p_hdr *h)
+{
+    if (cma_broken || !peer_alive(peer, 0))
+        return 0;
+    struct cadre_p2p_hdr c = {.type = CADRE_P2P_CTS, .flags = CADRE_P2P_CMA, .len = r->xfer,
+                              .sreq = h->sreq, .rreq = r->id};
+    /* The sender writes the upper half while we read the lower; a page
+     * boundary between them (pages are what the kernel pins). */
+    size_t k = (r->xfer / 2) & ~(size_t)4095;
+    if ((r->ctx & 1) || !k) {
+        int e = cma_copy(peer, r->buf, h->rreq, r->xfer, 0);
+        if (e)
+            return 0;
+        r->cma = CMA_READ;
+    } else {
+        /* Granted, then read: the read fails only if the sender's buffer is
+         * bad or the sender is gone; the receive then fails on the answer. */
+        struct cadre_p2p_hdr g = c;
+        g.flags |= CADRE_P2P_SPLIT;
+        g.ctx = (uint32_t)k;
+        g.off = (uint64_t)(uintptr_t)(r->buf + k);
+        int rc = cadre__p2p_post(peer, &g, NULL, NULL);
+        if (rc != CADRE_SUCCESS) {
+            cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
+                                cadre_last_error());
+            return 1;
+        }
+        int e = cma_copy(peer, r->buf, h->rreq, k, 0);
+        r->cma = e ? CMA_FAILED : CMA_GRANTED;
+        if (e)
+            snprintf(r->errmsg, sizeof r->errmsg, "%s: cannot read the message of rank %d: %s",
+                     r->op, peer, e == EIO ? "no progress" : strerror(e));
+    }
+    r->moved = r->xfer;
+    int rc = cadre__p2p_post(peer, &c, NULL, NULL);
+    if (rc != CADRE_SUCCESS)
+        cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
+                            cadre_last_error());
+    return 1;
+}
+
+void cadre__p2p_cma_done(int peer, const struct cadre_p2p_hdr *h)
+{
+    struct cadre_request *r = cadre__req_lookup(h->rreq);
+    if (!r || r->kind != REQ_RECV || r->state != RS_WAIT_DATA || !r->cma ||
+        r->peer_world != peer || r->remote != h->sreq) {
+        CADRE_WARN(P2P, "ignoring a DONE from rank %d for unknown receive %llx", peer,
+                   (unsigned long long)h->rreq);
+        return;
+    }
+    if (r->cma == CMA_FAILED)
+        cadre__req_complete(r, CADRE_ERR_INTERNAL, "%s", r->errmsg);
+    else
+        cadre__p2p_complete_recv(r);
+}
+
+/* Our send's receiver grants us bytes ctx..len of the message to write at
+ * its address off (CTS flagged CMA and SPLIT); its read report follows. */
+static void cma_grant(int peer, const struct cadre_p2p_hdr *h)
+{
+    struct cadre_request *s = cadre__req_lookup(h->sreq);
+    if (!s || s->kind != REQ_SEND || s->state != RS_WAIT_CTS || s->cma != 1 ||
+        s->peer_world != peer || h->len > s->bytes || h->ctx > h->len) {
+        CADRE_WARN(P2P, "ignoring a write grant from rank %d for unknown send %llx", peer,
+                   (unsigned long long)h->sreq);
+        return;
+    }
+    if (s->abandoned)
+        return; /* the read report that follows answers NACK */
+    int e = peer_alive(peer, 1) ? cma_copy(peer, s->buf + h->ctx, h->off, h->len - h->ctx, 1) : ESRCH;
+    s->cma = e ? CMA_FAILED : CMA_GRANTED;
+    if (e)
+        snprintf(s->errmsg, sizeof s->errmsg, "%s: cannot write the message into rank %d: %s",
+                 s->op, peer, e == EIO ? "no progress" : strerror(e));
+}
+
+/* The receiver read our buffer (a CTS flagged CMA). */
+void cadre__p2p_cma_fin(int peer, const struct cadre_p2p_hdr *h)
+{
+    if (h->flags & CADRE_P2P_SPLIT) {
+        cma_grant(peer, h);
+        return;
+    }
+    struct cadre_request *s = cadre__req_lookup(h->sreq);
+    if (!s || s->kind != REQ_SEND || s->state != RS_WAIT_CTS || !s->cma ||
+        s->peer_world != peer || h->len > s->bytes) {
+        CADRE_WARN(P2P, "ignoring a read report from rank %d for unknown send %llx", peer,
+                   (unsigned long long)h->sreq);
+        return;
+    }
+    if (s->abandoned || s->cma == CMA_FAILED) {
+        /* Our user may have rewritten the buffer during the read, or our
+         * half did not arrive: the receive must fail. */
+        struct cadre_p2p_hdr n = {.type = CADRE_P2P_NACK, .sreq = h->sreq, .rreq = h->rreq};
+        cadre__p2p_post(peer, &n, NULL, NULL);
+        if (s->abandoned)
+            cadre__req_complete(s, CADRE_ERR_TIMEOUT, NULL);
+        else
+            cadre__req_complete(s, CADRE_ERR_INTERNAL, "%s", s->errmsg);
+        return;
+    }
+    struct cadre_p2p_hdr d = {.type = CADRE_P2P_DONE, .sreq = h->sreq, .rreq = h->rreq};
+    int rc = cadre__p2p_post(peer, &d, NULL, NULL);
+    if (rc != CADRE_SUCCESS)
+        cadre__req_complete(s, rc, "%s: %s", s->op, cadre_last_error());
+    else
+        cadre__req_complete(s, CADRE_SUCCESS, NULL);
+}
+
+void cadre__p2p_cma_settle(struct cadre_request *r)
+{
+    /* Lock held: progress here, so the sender's answer is taken; a receive
+     * that granted nothing, or whose sender is gone, has nothing to wait for. */
+    while (r->kind == REQ_RECV && r->state == RS_WAIT_DATA && r->cma != CMA_NONE &&
+           r->cma != CMA_READ && !atomic_load(&r->done) && peer_alive(r->peer_world, 1)) {
+        cadre__p2p_progress_locked();
+        sched_yield();
+    }
+}
