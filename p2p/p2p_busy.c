@@ -106,6 +106,7 @@ struct slice_attr {
  * 1.5-3.7 (bench/RESULTS.md). Put back as it was when the cores are free. */
 #define SLICE_BUSY_NS 100000
 
+static _Atomic int slice_said; /* the INFO line, once per process */
 static _Thread_local int slice_short;
 static _Thread_local uint64_t slice_was;
 
@@ -131,7 +132,10 @@ static void slice_set(int shortslice)
         slice_was = 0;
     }
     a.flags = 0;
-    (void)syscall(SYS_sched_setattr, 0, &a, 0);
+    if (syscall(SYS_sched_setattr, 0, &a, 0) == 0 && shortslice &&
+        !atomic_exchange_explicit(&slice_said, 1, memory_order_relaxed))
+        CADRE_INFO(P2P, "scheduler slice of the waiting threads: %.1f ms (was %.1f ms)",
+                   SLICE_BUSY_NS / 1e6, (double)slice_was / 1e6);
 }
 
 static int busy_answer(int busy)
