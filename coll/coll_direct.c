@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #include <sched.h>
 
@@ -78,25 +77,6 @@ int cadre__direct_usable(const struct cadre_comm *c)
             return 0;
     }
     return 1;
-}
-
-int cadre__cma(int w, void *local, uint64_t remote, size_t n, int write)
-{
-    pid_t pid = cadre__eng.peers[w].pid;
-    char *l = local;
-    while (n) {
-        struct iovec lv = {l, n}, rv = {(void *)(uintptr_t)remote, n};
-        ssize_t got = write ? process_vm_writev(pid, &lv, 1, &rv, 1, 0)
-                            : process_vm_readv(pid, &lv, 1, &rv, 1, 0);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return got < 0 ? errno : EIO;
-        l += got;
-        remote += (uint64_t)got;
-        n -= (size_t)got;
-    }
-    return 0;
 }
 
 int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, size_t n, int write)
@@ -314,6 +294,24 @@ static uint64_t pair_key(const struct coll_sched *s)
     return key & ~0xffffffffull;
 }
 
+/* Two ranks: elements [off, off+m) of the result into this rank's output,
+ * through acc (which keeps them): the peer's input read into acc, this
+ * rank's added; with streaming stores where nt. */
+static int pair_reduce_out(struct coll_sched *s, struct direct *d, unsigned char *acc, size_t off,
+                           size_t m, int nt)
+{
+    int peer = !s->comm->rank;
+    size_t es = s->elsize;
+    char *out = (char *)d->rbuf + off * es;
+    const char *own = (const char *)d->sbuf + off * es;
+    CADRE_CHECK(cma(s, peer, acc, d->peer[peer].s + off * es, m * es, 0));
+    if (!nt || !reduce_out(out, acc, own, m, s->dt, s->op)) {
+        cadre__coll_reduce(acc, own, m, s->dt, s->op);
+        (nt ? cadre__copy_nt : copy_plain)(out, acc, m * es);
+    }
+    return CADRE_SUCCESS;
+}
+
 /* Two ranks, large vectors: each rank reduces its half in chunks into a
  * ring of chunk buffers in its shm segment and streams each chunk into its
  * output; the other rank, right behind, streams the chunk from that ring
@@ -340,16 +338,9 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
     for (uint32_t i = 0; i < nme || i < npeer; i++) {
         if (i < nme) {
             size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
-            unsigned char *acc = ring + (size_t)(i % RING_K) * chunk;
-            char *out = (char *)d->rbuf + off * es;
-            const char *own = (const char *)d->sbuf + off * es;
             if (i >= RING_K)
                 CADRE_CHECK(wait_flag(s, peer, 1, key, i - RING_K + 1));
-            CADRE_CHECK(cma(s, peer, acc, d->peer[peer].s + off * es, m * es, 0));
-            if (!nt || !reduce_out(out, acc, own, m, s->dt, s->op)) {
-                cadre__coll_reduce(acc, own, m, s->dt, s->op);
-                out_copy(out, acc, m * es);
-            }
+            CADRE_CHECK(pair_reduce_out(s, d, ring + (size_t)(i % RING_K) * chunk, off, m, nt));
             atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
             cadre__shm_wake(wpeer);
         }
@@ -408,18 +399,11 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
     CADRE_CHECK(get_scratch(s, &acc, &tmp));
     size_t step = DIRECT_CHUNK / es;
     int nt = d->count * es >= DIRECT_NT_MIN;
-    void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
     uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
     uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step), got = 0;
     for (uint32_t i = 0; i < nme; i++) {
         size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
-        char *out = (char *)d->rbuf + off * es;
-        const char *own = (const char *)d->sbuf + off * es;
-        CADRE_CHECK(cma(s, peer, acc, d->peer[peer].s + off * es, m * es, 0));
-        if (!nt || !reduce_out(out, acc, own, m, s->dt, s->op)) {
-            cadre__coll_reduce(acc, own, m, s->dt, s->op);
-            out_copy(out, acc, m * es);
-        }
+        CADRE_CHECK(pair_reduce_out(s, d, acc, off, m, nt));
         atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
         cadre__shm_wake(wpeer);
         CADRE_CHECK(take_written(s, d, key, plo, phi, step, &got));

@@ -38,11 +38,7 @@ struct direct_flags *cadre__direct_flags(int w);
  * its halves through (DIRECT_RING_BYTES), readable by the peers. */
 #define DIRECT_RING_BYTES ((size_t)512 << 10)
 unsigned char *cadre__direct_ring(int w);
-/* process_vm_readv (write 0) or process_vm_writev of n bytes between local
- * memory and world rank w's address space: 0, or an errno (ESRCH: the
- * process is gone; EIO: no progress). */
-int cadre__cma(int w, void *local, uint64_t remote, size_t n, int write);
-/* Lock held. The status of fn for cadre__cma's error err with rank `rank` of
+/* Lock held. The status of fn for cadre__cma's (p2p_engine.h) error err with rank `rank` of
  * c: CADRE_ERR_PEER (c poisoned) when the process is gone, else
  * CADRE_ERR_INTERNAL. */
 int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, size_t n, int write);

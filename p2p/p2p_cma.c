@@ -83,9 +83,7 @@ static int peer_alive(int w, int exited)
     return !(exited && p->pidfd >= 0 && poll(&pf, 1, 0) == 1);
 }
 
-/* Copies n bytes between our `local` and world rank w's `remote`; 0, or
- * the errno (EIO: no progress). */
-static int cma_copy(int w, void *local, uint64_t remote, size_t n, int write)
+int cadre__cma(int w, void *local, uint64_t remote, size_t n, int write)
 {
     pid_t pid = cadre__eng.peers[w].pid;
     char *l = local;
@@ -95,21 +93,27 @@ static int cma_copy(int w, void *local, uint64_t remote, size_t n, int write)
                             : process_vm_readv(pid, &lv, 1, &rv, 1, 0);
         if (got < 0 && errno == EINTR)
             continue;
-        if (got <= 0) {
-            int e = got < 0 ? errno : EIO;
-            if (e == EPERM || e == ENOSYS) {
-                cma_broken = 1;
-                CADRE_WARN(P2P, "process_vm_%s with rank %d: %s; large messages in shared "
-                                "memory go through the pipeline from now on",
-                           write ? "writev" : "readv", w, strerror(e));
-            }
-            return e;
-        }
+        if (got <= 0)
+            return got < 0 ? errno : EIO;
         l += got;
         remote += (uint64_t)got;
         n -= (size_t)got;
     }
     return 0;
+}
+
+/* cadre__cma for a message; a copy refused for want of permission or of the
+ * system call turns the single copy off for good. */
+static int cma_copy(int w, void *local, uint64_t remote, size_t n, int write)
+{
+    int e = cadre__cma(w, local, remote, n, write);
+    if (e == EPERM || e == ENOSYS) {
+        cma_broken = 1;
+        CADRE_WARN(P2P, "process_vm_%s with rank %d: %s; large messages in shared "
+                        "memory go through the pipeline from now on",
+                   write ? "writev" : "readv", w, strerror(e));
+    }
+    return e;
 }
 
 int cadre__p2p_cma_recv(struct cadre_request *r, int peer, const struct cadre_p2p_hdr *h)

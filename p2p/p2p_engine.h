@@ -268,6 +268,12 @@ static inline void eng_unlock(void)
 
 double cadre__now(void);
 
+/* process_vm_readv (write 0) or process_vm_writev of n bytes between local
+ * memory and world rank w's address space (p2p_cma.c; the direct
+ * collectives use it too): 0, or an errno (ESRCH: the process is gone; EIO:
+ * no progress). */
+int cadre__cma(int w, void *local, uint64_t remote, size_t n, int write);
+
 /* Other processes want this node's cores now (p2p_busy.c); the calling
  * thread's scheduler slice follows the answer. */
 int cadre__cores_busy(void);
