@@ -75,13 +75,6 @@ run_lib() { # lib mode np
     awk '!/^#/ && NF >= 6 { print $1, $6 }' "$tmp/out"
 }
 
-# median per size of "size value" lines (the lower middle for an even count)
-median() {
-    sort -k1,1n -k2,2g | awk '
-        { n[$1]++; v[$1, n[$1]] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
-        END { for (i = 1; i <= k; i++) { s = order[i]; print s, v[s, int((n[s] + 1) / 2)] } }'
-}
-
 configs=("allreduce 2" "allgather 2" "reduce_scatter 2" "bcast 2" "allreduce 4")
 mkdir -p "$plots"
 for cfg in "${configs[@]}"; do
@@ -94,7 +87,7 @@ for cfg in "${configs[@]}"; do
             run_lib $lib "$1" "$2" >> "$tmp/$1-$2.$lib"
         done
     done
-    for lib in cadre ompi mpich; do median < "$tmp/$1-$2.$lib" | sort -k1,1 > "$tmp/$1-$2.$lib.med"; done
+    for lib in cadre ompi mpich; do size_median < "$tmp/$1-$2.$lib" | sort -k1,1 > "$tmp/$1-$2.$lib.med"; done
     join -a 1 -a 2 -e '?' -o 0,1.2,2.2 "$tmp/$1-$2.cadre.med" "$tmp/$1-$2.ompi.med" |
         join -a 1 -a 2 -e '?' -o 0,1.2,1.3,2.2 - "$tmp/$1-$2.mpich.med" | sort -n |
         awk -v mode="$1" -v np="$2" '

@@ -4,6 +4,7 @@
 # the source tree; built first), cadrerun and perf (checked to be there),
 # tmp (a directory removed at exit), allows Open MPI to run as root, and
 # builds $tmp/c2c (bench/c2c.c: the vCPUs' core-to-core round trip).
+# Defines size_median (the median per size of "size value" lines).
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 build=$(cd "${1:-$top}" && pwd)
@@ -16,3 +17,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d "/tmp/cadre-$(basename "$0" .sh).XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -pthread -o "$tmp/c2c" "$here/c2c.c"
+
+# "size value" lines on stdin -> per size, in increasing size, the median of
+# its values (the lower middle for an even count)
+size_median() {
+    sort -k1,1n -k2,2g | awk '
+        { n[$1]++; v[$1, n[$1]] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
+        END { for (i = 1; i <= k; i++) { s = order[i]; print s, v[s, int((n[s] + 1) / 2)] } }'
+}

@@ -64,12 +64,6 @@ run_lib() { # lib
     awk '!/^#/ && NF >= 6 { print $1, $6 }' "$tmp/out"
 }
 
-median() { # "size value" lines -> per size the median (the lower middle for an even count)
-    sort -k1,1n -k2,2g | awk '
-        function flush() { if (n) print s, v[int((n + 1) / 2)]; n = 0 }
-        $1 != s { flush(); s = $1 } { v[++n] = $2 } END { flush() }'
-}
-
 echo "contention.sh: $(date -u '+%F %H:%M') UTC, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')," \
      "load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores, $reps turns, $load yes when loaded" >&2
 : > "$tmp/cadre.q"; : > "$tmp/cadre.l"; : > "$tmp/ompi.l"; : > "$tmp/gloo.l"
@@ -87,7 +81,7 @@ for turn in $(seq "$reps"); do
     stop_load
 done
 
-for f in cadre.q cadre.l ompi.l gloo.l; do median < "$tmp/$f" > "$tmp/$f.m"; done
+for f in cadre.q cadre.l ompi.l gloo.l; do size_median < "$tmp/$f" > "$tmp/$f.m"; done
 echo
 echo "| size | cadre quiet (µs) | cadre loaded (µs) | loaded/quiet | Open MPI loaded (µs) | gloo loaded (µs) | vs Open MPI | vs gloo | goal |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|"

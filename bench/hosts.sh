@@ -48,12 +48,6 @@ run_lib() { # lib nhosts ppn
     awk '!/^#/ && NF >= 6 { print $1, $6 }' "$tmp/out"
 }
 
-median() {
-    sort -k1,1n -k2,2g | awk '
-        { n[$1]++; v[$1, n[$1]] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
-        END { for (i = 1; i <= k; i++) { s = order[i]; print s, v[s, int((n[s] + 1) / 2)] } }'
-}
-
 for shape in $shapes; do
     nh=${shape%x*} ppn=${shape#*x}
     : >"$tmp/cadre"
@@ -64,8 +58,8 @@ for shape in $shapes; do
             run_lib $lib "$nh" "$ppn" >>"$tmp/$lib"
         done
     done
-    median <"$tmp/cadre" | sort -k1,1 >"$tmp/cadre.med"
-    median <"$tmp/ompi" | sort -k1,1 >"$tmp/ompi.med"
+    size_median <"$tmp/cadre" | sort -k1,1 >"$tmp/cadre.med"
+    size_median <"$tmp/ompi" | sort -k1,1 >"$tmp/ompi.med"
     echo
     echo "### $mode, $nh hosts x $ppn ranks (block), float32 sum: medians of $reps, µs"
     echo

@@ -14,12 +14,6 @@ make -s -C "$build/tests" bench/tcp_alternate >/dev/null
 reps=${REPS:-3}
 lat_runs=${LAT_RUNS:-30}
 
-# The median over the runs, per size, of "size value" lines.
-median() {
-    sort -k1,1n -k2,2g "$1" | awk '
-        { n[$1]++; v[$1, n[$1]] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
-        END { for (i = 1; i <= k; i++) { s = order[i]; print s, v[s, int((n[s] + 1) / 2)] } }'
-}
 cadre_col() { # mode transport -> size time_us
     env ${2:+CADRE_TRANSPORT=$2} "$cadrerun" -n 2 --bind-to core "$perf" "$1" -b 8 -e 64M -f 2 -c 0 |
         awk '!/^#/ { print $1, $6 }'
@@ -44,8 +38,8 @@ CADRE_TRANSPORT=tcp "$cadrerun" -n 2 --bind-to core "$build/tests/bench/tcp_alte
 awk '{ print $1, $2 }' "$tmp/tcp" > "$tmp/ct"
 awk '{ print $1, $3 }' "$tmp/tcp" > "$tmp/tr"
 for mode in sendrecv stream; do
-    median "$tmp/rc.$mode" > "$tmp/c.$mode"
-    median "$tmp/rm.$mode" > "$tmp/m.$mode"
+    size_median < "$tmp/rc.$mode" > "$tmp/c.$mode"
+    size_median < "$tmp/rm.$mode" > "$tmp/m.$mode"
 done
 echo
 echo "Core-to-core round trip (bench/c2c) before each run: $(tr '\n' ' ' < "$tmp/c2c.log")ns"

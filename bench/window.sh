@@ -17,11 +17,6 @@ recv=${RECV:-many}
 case $recv in many|one) ;; *) echo "window.sh: RECV is many or one" >&2; exit 2 ;; esac
 bytes() { numfmt --from=iec "$1"; }
 
-median() { # file of "size value" lines -> the median per size
-    sort -k1,1n -k2,2g "$1" | awk '
-        { n[$1]++; v[$1, n[$1]] = $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
-        END { for (i = 1; i <= k; i++) { s = order[i]; print s, v[s, int((n[s] + 1) / 2)] } }'
-}
 echo "## windowed stream into $recv receive buffer(s) on $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p'), $(date -u '+%F %H:%M') UTC, $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')"
 : > "$tmp/c2c.log"
 for ((i = 0; i < reps; i++)); do
@@ -31,8 +26,8 @@ for ((i = 0; i < reps; i++)); do
     mpirun -np 2 --bind-to core "$tmp/mpi_pingpong" stream "$(bytes "$min")" "$(bytes "$max")" "$recv" |
         awk '!/^#/ { print $1, $2 }' >> "$tmp/mpi"
 done
-median "$tmp/cadre" | sort -k1,1 > "$tmp/c"
-median "$tmp/mpi" | sort -k1,1 > "$tmp/m"
+size_median < "$tmp/cadre" | sort -k1,1 > "$tmp/c"
+size_median < "$tmp/mpi" | sort -k1,1 > "$tmp/m"
 echo
 echo "Core-to-core round trip (bench/c2c) before each turn: $(tr '\n' ' ' < "$tmp/c2c.log")ns; medians of $reps turns"
 echo
