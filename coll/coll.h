@@ -32,6 +32,7 @@ struct coll_step {
     int peer;        /* CS_SEND / CS_RECV: rank in the communicator */
     void *dst;       /* CS_RECV buffer, CS_REDUCE / CS_COPY destination */
     const void *src; /* CS_SEND buffer, CS_REDUCE / CS_COPY source */
+    const void *src2; /* CS_REDUCE: when set, dst = src2 op src (dst not read) */
     size_t n;        /* bytes for SEND/RECV/COPY, elements for REDUCE */
     coll_call_fn call; /* CS_CALL */
     void *arg;         /* CS_CALL */
@@ -80,6 +81,10 @@ void cadre__sched_free(struct coll_sched *s);
 int cadre__sched_send(struct coll_sched *s, int peer, const void *buf, size_t bytes);
 int cadre__sched_recv(struct coll_sched *s, int peer, void *buf, size_t bytes);
 int cadre__sched_reduce(struct coll_sched *s, void *dst, const void *src, size_t count);
+/* dst = a op b, element by element (the same bits as copying a to dst and
+ * reducing b into it, without the copy); dst is only written. */
+int cadre__sched_reduce_to(struct coll_sched *s, void *dst, const void *a, const void *b,
+                           size_t count);
 int cadre__sched_copy(struct coll_sched *s, void *dst, const void *src, size_t bytes);
 int cadre__sched_call(struct coll_sched *s, coll_call_fn fn, void *arg);
 /* Ends the current round: later steps wait for everything before. */

@@ -136,19 +136,24 @@ int cadre__algo_allreduce_rd(struct coll_sched *s, const void *sbuf, void *rbuf,
     return CADRE_SUCCESS;
 }
 
-/* Ring reduce-scatter over n blocks of acc (in place); afterwards rank r holds
- * the reduced block r. in: scratch of the largest block. */
-static int ring_reduce_scatter(struct coll_sched *s, char *acc, size_t count, char *in)
+/* Ring reduce-scatter over n blocks of acc; afterwards rank r holds the
+ * reduced block r in acc. The input is `first` (acc itself, or another
+ * buffer that is not copied to acc: each block this rank reduces is reduced
+ * once, from first into acc, and the one it never reduces is sent from
+ * first at step 0). in: scratch of the largest block. */
+static int ring_reduce_scatter(struct coll_sched *s, char *acc, const char *first, size_t count,
+                               char *in)
 {
     int n = s->comm->size, me = s->comm->rank;
     int prev = mod(me - 1, n), next = mod(me + 1, n);
+    size_t es = s->elsize;
     for (int st = 0; st < n - 1; st++) {
         size_t so, sl, ro, rl;
         block(count, n, mod(me - st - 1, n), &so, &sl);
         block(count, n, mod(me - st - 2, n), &ro, &rl);
-        TRY(cadre__sched_send(s, next, acc + so * s->elsize, sl * s->elsize));
-        TRY(cadre__sched_recv(s, prev, in, rl * s->elsize));
-        TRY(cadre__sched_reduce(s, acc + ro * s->elsize, in, rl));
+        TRY(cadre__sched_send(s, next, (st ? acc : first) + so * es, sl * es));
+        TRY(cadre__sched_recv(s, prev, in, rl * es));
+        TRY(cadre__sched_reduce_to(s, acc + ro * es, first + ro * es, in, rl));
         TRY(cadre__sched_barrier(s));
     }
     return CADRE_SUCCESS;
@@ -176,9 +181,13 @@ int cadre__algo_allreduce_ring(struct coll_sched *s, const void *sbuf, void *rbu
     size_t q = count / (size_t)n + 1;
     char *in;
     SCRATCH(in, q * s->elsize);
-    TRY(cadre__sched_copy(s, rbuf, sbuf, count * s->elsize));
-    TRY(cadre__sched_barrier(s));
-    TRY(ring_reduce_scatter(s, rbuf, count, in));
+    if (n < 2) {
+        TRY(cadre__sched_copy(s, rbuf, sbuf, count * s->elsize));
+        return cadre__sched_barrier(s);
+    }
+    /* No copy of the input to the output: the reduce-scatter reads it, and
+     * every block it leaves unwritten the allgather fills. */
+    TRY(ring_reduce_scatter(s, rbuf, sbuf, count, in));
     return ring_allgather_blocks(s, rbuf, count);
 }
 
@@ -191,9 +200,9 @@ int cadre__algo_reduce_scatter_ring(struct coll_sched *s, const void *sbuf, void
     char *acc, *in;
     SCRATCH(acc, total * s->elsize);
     SCRATCH(in, recvcount * s->elsize);
-    TRY(cadre__sched_copy(s, acc, sbuf, total * s->elsize));
-    TRY(cadre__sched_barrier(s));
-    TRY(ring_reduce_scatter(s, acc, total, in));
+    if (n < 2)
+        TRY(cadre__sched_copy(s, acc, sbuf, total * s->elsize));
+    TRY(ring_reduce_scatter(s, acc, sbuf, total, in));
     TRY(cadre__sched_copy(s, rbuf, acc + (size_t)me * recvcount * s->elsize,
                           recvcount * s->elsize));
     return cadre__sched_barrier(s);

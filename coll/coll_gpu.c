@@ -99,9 +99,11 @@ int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req)
         case CS_SEND: rc = add_rng(&v, &n, &cap, st->src, st->n, 1, 0); break;
         case CS_RECV: rc = add_rng(&v, &n, &cap, st->dst, st->n, 0, 1); break;
         case CS_REDUCE:
-            rc = add_rng(&v, &n, &cap, st->dst, st->n * s->elsize, 1, 1);
+            rc = add_rng(&v, &n, &cap, st->dst, st->n * s->elsize, !st->src2, 1);
             if (rc == CADRE_SUCCESS)
                 rc = add_rng(&v, &n, &cap, st->src, st->n * s->elsize, 1, 0);
+            if (rc == CADRE_SUCCESS && st->src2)
+                rc = add_rng(&v, &n, &cap, st->src2, st->n * s->elsize, 1, 0);
             break;
         case CS_COPY:
             rc = add_rng(&v, &n, &cap, st->dst, st->n, 0, 1);
@@ -202,6 +204,8 @@ int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req)
         struct coll_step *st = &s->steps[i];
         st->dst = remap(d, nd, st->dst, stg);
         st->src = remap(d, nd, st->src, stg);
+        if (st->src2)
+            st->src2 = remap(d, nd, st->src2, stg);
     }
     if (s->scale_buf)
         s->scale_buf = remap(d, nd, s->scale_buf, stg);

@@ -139,12 +139,17 @@ static int g_allreduce_exchange(struct coll_sched *s, const struct grp *g, void 
 
 /* ---- chunked rings ------------------------------------------------------------------------ */
 /* One ring pass over a group: reduce-scatter (rs) or allgather of the n
- * blocks off[i], len[i] (elements) of buf; in: reduce-scatter scratch. */
+ * blocks off[i], len[i] (elements) of buf; in: reduce-scatter scratch.
+ * first: for a reduce-scatter that starts from the caller's input, that
+ * input (at the same offsets as buf), which is then not copied to buf
+ * first: the block sent at step 0 is sent from it, and every other block is
+ * reduced once, from it into buf (ring_reduce_scatter in coll_algos.c). */
 struct phase {
     const struct grp *g;
     int rs;
     size_t *off, *len;
     char *in;
+    const char *first;
 };
 
 static int phase_step(struct coll_sched *s, const struct phase *p, char *buf, int st)
@@ -153,11 +158,13 @@ static int phase_step(struct coll_sched *s, const struct phase *p, char *buf, in
     size_t es = s->elsize;
     int next = p->g->rank[mod(me + 1, n)], prev = p->g->rank[mod(me - 1, n)];
     int sb = mod(me - st - p->rs, n), rb = mod(me - st - 1 - p->rs, n);
-    TRY(cadre__sched_send(s, next, buf + p->off[sb] * es, p->len[sb] * es));
+    const char *first = p->first ? p->first : buf;
+    TRY(cadre__sched_send(s, next, (st ? buf : first) + p->off[sb] * es, p->len[sb] * es));
     if (!p->rs)
         return cadre__sched_recv(s, prev, buf + p->off[rb] * es, p->len[rb] * es);
     TRY(cadre__sched_recv(s, prev, p->in, p->len[rb] * es));
-    return cadre__sched_reduce(s, buf + p->off[rb] * es, p->in, p->len[rb]);
+    return cadre__sched_reduce_to(s, buf + p->off[rb] * es, first + p->off[rb] * es, p->in,
+                                  p->len[rb]);
 }
 
 static int phase_new(struct coll_sched *s, struct phase *p, const struct grp *g, int rs)
@@ -165,6 +172,7 @@ static int phase_new(struct coll_sched *s, struct phase *p, const struct grp *g,
     p->g = g;
     p->rs = rs;
     p->in = NULL;
+    p->first = NULL;
     SCRATCH(p->off, (size_t)g->n * sizeof *p->off);
     SCRATCH(p->len, (size_t)g->n * sizeof *p->len);
     return CADRE_SUCCESS;
@@ -215,7 +223,7 @@ static int nchunks(size_t bytes)
 
 /* A ring over g (every member, host order) on blocks base_off/base_len of
  * each position, chunked: chunk c takes part c of every block. */
-static int ring_chunked(struct coll_sched *s, const struct grp *g, char *buf,
+static int ring_chunked(struct coll_sched *s, const struct grp *g, char *buf, const char *first,
                         const size_t *base_off, const size_t *base_len, size_t bytes, int rs,
                         int ag)
 {
@@ -228,6 +236,8 @@ static int ring_chunked(struct coll_sched *s, const struct grp *g, char *buf,
                 continue;
             struct phase *p = &ph[c][nph++];
             TRY(phase_new(s, p, g, k == 0));
+            if (k == 0)
+                p->first = first;
             for (int i = 0; i < g->n; i++) {
                 block(base_len[i], nc, c, &p->off[i], &p->len[i]);
                 p->off[i] += base_off[i];
@@ -360,18 +370,27 @@ static int allreduce_leader(struct coll_sched *s, struct coll_hier *h, void *rbu
 /* Each rank l of a host reduces block l of the vector within the host
  * (ring), then carries it across hosts with the l-th ranks of the others
  * (ring), then the host gathers the blocks (ring); chunked. */
-static int allreduce_split(struct coll_sched *s, struct coll_hier *h, char *rbuf, size_t count)
+static int allreduce_split(struct coll_sched *s, struct coll_hier *h, const char *sbuf,
+                           char *rbuf, size_t count)
 {
     int L = h->maxl, nc = nchunks(count * s->elsize);
     struct grp loc, cross;
     TRY(grp_host(s, h, h->myh, -1, &loc));
     TRY(grp_heads(s, h, -1, h->myl, &cross));
+    /* The first ring reads the input where the host has company; alone, a
+     * rank's block must be in rbuf before the ring across hosts. */
+    if (loc.n < 2 && rbuf != sbuf) {
+        TRY(cadre__sched_copy(s, rbuf, sbuf, count * s->elsize));
+        TRY(cadre__sched_barrier(s));
+    }
     struct phase ph[MAX_CHUNKS][MAX_PHASES];
     for (int c = 0; c < nc; c++) {
         size_t coff, clen, loff, llen;
         block(count, nc, c, &coff, &clen);
         struct phase *p = ph[c];
         TRY(phase_new(s, &p[0], &loc, 1));
+        if (loc.n >= 2)
+            p[0].first = sbuf;
         TRY(phase_new(s, &p[1], &cross, 1));
         TRY(phase_new(s, &p[2], &cross, 0));
         TRY(phase_new(s, &p[3], &loc, 0));
@@ -400,13 +419,15 @@ int cadre__hier_allreduce(struct coll_sched *s, int a, const void *sbuf, void *r
     struct coll_hier *h = cadre__hier_get(s->comm);
     if (!h)
         return CADRE_ERR_NOMEM;
-    if (rbuf != sbuf)
-        TRY(cadre__sched_copy(s, rbuf, sbuf, count * s->elsize));
-    TRY(cadre__sched_barrier(s));
-    if (a == HA_LEADER)
-        return allreduce_leader(s, h, rbuf, count);
     if (a == HA_SPLIT && h->minl == h->maxl)
-        return allreduce_split(s, h, rbuf, count);
+        return allreduce_split(s, h, sbuf, rbuf, count);
+    if (a == HA_LEADER || s->comm->size < 2) {
+        if (rbuf != sbuf)
+            TRY(cadre__sched_copy(s, rbuf, sbuf, count * s->elsize));
+        TRY(cadre__sched_barrier(s));
+        if (a == HA_LEADER)
+            return allreduce_leader(s, h, rbuf, count);
+    }
     struct grp g;
     TRY(grp_all(s, h, &g));
     size_t *off, *len;
@@ -414,7 +435,9 @@ int cadre__hier_allreduce(struct coll_sched *s, int a, const void *sbuf, void *r
     SCRATCH(len, (size_t)g.n * sizeof *len);
     for (int i = 0; i < g.n; i++)
         block(count, g.n, i, &off[i], &len[i]);
-    return ring_chunked(s, &g, rbuf, off, len, count * s->elsize, 1, 1);
+    /* The reduce-scatter reads the input; the allgather fills what it
+     * leaves unwritten. */
+    return ring_chunked(s, &g, rbuf, sbuf, off, len, count * s->elsize, 1, 1);
 }
 
 int cadre__hier_allgatherv(struct coll_sched *s, int a, const void *sbuf, void *rbuf,
@@ -440,7 +463,7 @@ int cadre__hier_allgatherv(struct coll_sched *s, int a, const void *sbuf, void *
         len[i] = counts[g.rank[i]];
         total += len[i] * es;
     }
-    return ring_chunked(s, &g, rbuf, off, len, total, 0, 1);
+    return ring_chunked(s, &g, rbuf, NULL, off, len, total, 0, 1);
 }
 
 int cadre__hier_reduce_scatter(struct coll_sched *s, int a, const void *sbuf, void *rbuf,
@@ -454,8 +477,10 @@ int cadre__hier_reduce_scatter(struct coll_sched *s, int a, const void *sbuf, vo
     size_t es = s->elsize, total = recvcount * (size_t)n;
     char *acc;
     SCRATCH(acc, total * es);
-    TRY(cadre__sched_copy(s, acc, sbuf, total * es));
-    TRY(cadre__sched_barrier(s));
+    if (n < 2) {
+        TRY(cadre__sched_copy(s, acc, sbuf, total * es));
+        TRY(cadre__sched_barrier(s));
+    }
     struct grp g;
     TRY(grp_all(s, h, &g));
     size_t *off, *len;
@@ -467,7 +492,7 @@ int cadre__hier_reduce_scatter(struct coll_sched *s, int a, const void *sbuf, vo
         off[i] = (size_t)g.rank[i] * recvcount;
         len[i] = recvcount;
     }
-    TRY(ring_chunked(s, &g, acc, off, len, total * es, 1, 0));
+    TRY(ring_chunked(s, &g, acc, n < 2 ? NULL : sbuf, off, len, total * es, 1, 0));
     TRY(cadre__sched_copy(s, rbuf, acc + (size_t)me * recvcount * es, recvcount * es));
     return cadre__sched_barrier(s);
 }

@@ -67,6 +67,17 @@ int cadre__sched_reduce(struct coll_sched *s, void *dst, const void *src, size_t
     return add_step(s, (struct coll_step){.kind = CS_REDUCE, .dst = dst, .src = src, .n = count});
 }
 
+int cadre__sched_reduce_to(struct coll_sched *s, void *dst, const void *a, const void *b,
+                           size_t count)
+{
+    if (!count)
+        return CADRE_SUCCESS;
+    if (dst == a)
+        return cadre__sched_reduce(s, dst, b, count);
+    return add_step(s, (struct coll_step){.kind = CS_REDUCE, .dst = dst, .src = b, .src2 = a,
+                                          .n = count});
+}
+
 int cadre__sched_copy(struct coll_sched *s, void *dst, const void *src, size_t bytes)
 {
     if (!bytes || dst == src)
@@ -189,6 +200,26 @@ static void ask_stalled(struct coll_sched *s)
     }
 }
 
+/* a op b into dst, where a is another buffer: a copied and b reduced into
+ * it piece by piece, each piece still in the first-level cache when it is
+ * reduced. A schedule that copied a whole large input to its output first
+ * wrote it to memory and read it back (a 16 MiB allreduce over TCP spent
+ * 12% of its time in that copy). */
+#define REDUCE_TO_PIECE 16384
+
+static void reduce_to(const struct coll_sched *s, void *dst, const void *a, const void *b,
+                      size_t n)
+{
+    size_t es = s->elsize, piece = REDUCE_TO_PIECE / es;
+    char *d = dst;
+    const char *x = a, *y = b;
+    for (size_t i = 0; i < n; i += piece) {
+        size_t m = n - i < piece ? n - i : piece;
+        memcpy(d + i * es, x + i * es, m * es);
+        cadre__coll_reduce(d + i * es, y + i * es, m, s->dt, s->op);
+    }
+}
+
 /* The round's local steps, in order; stops at the first that fails. */
 static int run_local(struct coll_sched *s)
 {
@@ -196,7 +227,10 @@ static int run_local(struct coll_sched *s)
     for (int i = from; i < to; i++) {
         struct coll_step *st = &s->steps[i];
         if (st->kind == CS_REDUCE) {
-            cadre__coll_reduce(st->dst, st->src, st->n, s->dt, s->op);
+            if (st->src2)
+                reduce_to(s, st->dst, st->src2, st->src, st->n);
+            else
+                cadre__coll_reduce(st->dst, st->src, st->n, s->dt, s->op);
         } else if (st->kind == CS_COPY) {
             const char *d = st->dst, *from = st->src;
             if (d + st->n <= from || from + st->n <= d)

@@ -175,6 +175,15 @@ static int ok_call(int rc, const char *what)
         }                                                                                 \
     } while (0)
 
+/* The ring algorithms send and reduce straight from a reduction's input
+ * instead of copying it to the output first: it must be as it was. */
+static void input_intact(const char *call, const char *in, size_t n, size_t di, int op)
+{
+    char label[64];
+    snprintf(label, sizeof label, "%s's sendbuf afterwards", call);
+    COMPARE(label, in, input(me, i_, dts[di], op), dts[di], op);
+}
+
 static void test_reductions(int nb)
 {
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
@@ -206,6 +215,7 @@ static void test_reductions(int nb)
                 RUN(cadre_allreduce(in, out, n, dt, op, W),
                     cadre_iallreduce(in, out, n, dt, op, W, &rq_));
                 COMPARE("allreduce", out, ref[i_], dt, op);
+                input_intact("allreduce", in, n, di, op);
                 memcpy(out, in, n * es);
                 RUN(cadre_allreduce(CADRE_IN_PLACE, out, n, dt, op, W),
                     cadre_iallreduce(CADRE_IN_PLACE, out, n, dt, op, W, &rq_));
@@ -228,6 +238,7 @@ static void test_reductions(int nb)
                 RUN(cadre_reduce_scatter(rin, out, n, dt, op, W),
                     cadre_ireduce_scatter(rin, out, n, dt, op, W, &rq_));
                 COMPARE("reduce_scatter", out, ref[n + i_], dt, op);
+                input_intact("reduce_scatter", rin, n * (size_t)np, di, op);
                 RUN(cadre_reduce_scatter(CADRE_IN_PLACE, rin, n, dt, op, W),
                     cadre_ireduce_scatter(CADRE_IN_PLACE, rin, n, dt, op, W, &rq_));
                 COMPARE("reduce_scatter in place", rin, ref[n + i_], dt, op);
