@@ -208,11 +208,18 @@ int cadre__p2p_nhosts(void);
 int cadre__p2p_host_of(int world_rank);
 /* Whether world rank w is on this rank's host. */
 int cadre__p2p_same_host(int w);
+/* How many ranks of the job run on this rank's machine (one kernel, one set
+ * of cores): its host's ranks, and those of other hosts that share its
+ * kernel's boot id (containers, network namespaces). */
+int cadre__p2p_machine_ranks(void);
 
 #define CADRE_HOST_NAME_MAX 64
-/* What a rank publishes of its host: a hash of the key, and a name for logs. */
+/* What a rank publishes of its host: a hash of the key, a name for logs, and
+ * a hash of the running kernel's boot id (0: unknown), which is the same for
+ * "hosts" that are containers or network namespaces of one machine. */
 struct cadre_host_id {
     uint64_t key;
+    uint64_t machine;
     char name[CADRE_HOST_NAME_MAX];
 };
 void cadre__p2p_host_self(struct cadre_host_id *id);
@@ -223,6 +230,9 @@ void cadre__p2p_hosts_set(int w, const struct cadre_host_id *id);
 void cadre__p2p_hosts_end(void);
 void cadre__p2p_hosts_free(void);
 void cadre__p2p_finalize(void);
+/* Whether cadre_finalize has reached its farewells (BYE and the like), whose
+ * loss is no news. */
+int cadre__p2p_farewells(void);
 /* Runs every transport once; returns events handled. Takes the engine lock
  * (trylock: returns 0 when another thread is progressing). */
 int cadre__p2p_progress(void);

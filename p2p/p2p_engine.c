@@ -185,6 +185,17 @@ int cadre__p2p_init(void)
         cadre__p2p_hosts_set(w, &peer.host);
     }
     cadre__p2p_hosts_end();
+    /* Hosts that are containers or namespaces of one machine share its
+     * cores: 2 hosts of 2 ranks on a 2-core machine spin 4 ranks on 2 cores
+     * unless their waits yield (8-byte allreduce 2.6 ms spinning, 0.14 ms
+     * yielding; bench/RESULTS.md, across hosts). */
+    int on_machine = cadre__p2p_machine_ranks();
+    if (on_machine > cadre__proc.local_size) {
+        CADRE_INFO(P2P, "%d ranks of the job share this machine's %ld cores (%d on this host): "
+                   "%s", on_machine, ncores, cadre__proc.local_size,
+                   on_machine > ncores ? "oversubscribed, waits yield" : "not oversubscribed");
+        e->oversubscribed = on_machine > (ncores > 0 ? ncores : 1);
+    }
     for (int w = 0; w < nr; w++) {
         struct cadre_peer *p = &e->peers[w];
         /* A pid names a process only on its own node: the same host, and
@@ -297,6 +308,11 @@ static void drain(double limit)
         if (!outq)
             break;
     }
+}
+
+int cadre__p2p_farewells(void)
+{
+    return cadre__eng.finalizing == 2;
 }
 
 void cadre__p2p_finalize(void)

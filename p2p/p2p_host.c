@@ -4,9 +4,15 @@
  * hashed, with a display name, in the engine's proc blob. Hosts get dense
  * indices in the order of their lowest world rank, the same at every rank.
  * Shared memory is used only within a host, and the two-level collectives
- * (coll/coll_hier*.c) group ranks by these indices. */
+ * (coll/coll_hier*.c) group ranks by these indices.
+ *
+ * Hosts that are containers or network namespaces of one machine share its
+ * cores: each rank also publishes its kernel's boot id, and the ranks with
+ * the same one count for whether the cores are oversubscribed (the engine's
+ * waits then yield instead of spinning), never for shared memory. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +21,10 @@
 #include "p2p_engine.h"
 
 static struct {
-    int nranks, nhosts;
+    int nranks, nhosts, machine_ranks;
     int *host;     /* by world rank: dense host index */
     uint64_t *key; /* by world rank, until the indices are made */
+    uint64_t *machine;
     char (*name)[CADRE_HOST_NAME_MAX];
     char **names; /* by host index */
 } L;
@@ -31,8 +38,26 @@ static uint64_t fnv1a(const char *s, uint64_t h)
     return h;
 }
 
+/* A hash of /proc/sys/kernel/random/boot_id (new at every boot of a kernel,
+ * the same in every namespace of it), or 0. */
+static uint64_t machine_self(void)
+{
+    char buf[64];
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n < 16)
+        return 0;
+    buf[n] = '\0';
+    uint64_t h = fnv1a(buf, 0xcbf29ce484222325ull);
+    return h ? h : 1;
+}
+
 void cadre__p2p_host_self(struct cadre_host_id *id)
 {
+    id->machine = machine_self();
     char hn[256] = "";
     if (gethostname(hn, sizeof hn - 1) != 0 || !hn[0])
         snprintf(hn, sizeof hn, "localhost");
@@ -58,9 +83,10 @@ int cadre__p2p_hosts_begin(int nranks)
     L.nranks = nranks;
     L.host = calloc((size_t)nranks, sizeof *L.host);
     L.key = calloc((size_t)nranks, sizeof *L.key);
+    L.machine = calloc((size_t)nranks, sizeof *L.machine);
     L.name = calloc((size_t)nranks, sizeof *L.name);
     L.names = calloc((size_t)nranks, sizeof *L.names);
-    if (!L.host || !L.key || !L.name || !L.names) {
+    if (!L.host || !L.key || !L.machine || !L.name || !L.names) {
         cadre__p2p_hosts_free();
         return cadre__error(CADRE_ERR_NOMEM, "cadre_init: no memory for the host table");
     }
@@ -70,6 +96,7 @@ int cadre__p2p_hosts_begin(int nranks)
 void cadre__p2p_hosts_set(int w, const struct cadre_host_id *id)
 {
     L.key[w] = id->key;
+    L.machine[w] = id->machine;
     memcpy(L.name[w], id->name, sizeof L.name[w]);
     L.name[w][CADRE_HOST_NAME_MAX - 1] = '\0';
 }
@@ -90,9 +117,13 @@ void cadre__p2p_hosts_end(void)
         }
         L.host[w] = h;
     }
+    int me = cadre__proc.rank, mine = L.host[me];
+    L.machine_ranks = 0;
+    for (int w = 0; w < L.nranks; w++)
+        if (L.host[w] == mine || (L.machine[me] && L.machine[w] == L.machine[me]))
+            L.machine_ranks++;
     if (!cadre__log_enabled(CADRE_LOG_INFO, CADRE_SUBSYS_P2P))
         return;
-    int me = cadre__proc.rank, mine = L.host[me];
     char list[1024];
     size_t len = 0;
     list[0] = '\0';
@@ -109,6 +140,7 @@ void cadre__p2p_hosts_free(void)
 {
     free(L.host);
     free(L.key);
+    free(L.machine);
     free(L.name);
     free(L.names);
     memset(&L, 0, sizeof L);
@@ -122,6 +154,11 @@ int cadre__p2p_nhosts(void)
 int cadre__p2p_host_of(int w)
 {
     return L.host && w >= 0 && w < L.nranks ? L.host[w] : 0;
+}
+
+int cadre__p2p_machine_ranks(void)
+{
+    return L.host ? L.machine_ranks : cadre__proc.local_size;
 }
 
 int cadre__p2p_same_host(int w)

@@ -352,8 +352,11 @@ static int out_pass_over(int peer)
         p->refused_until = now + TCP_REFUSED_RETRY;
     else if (p->pass_retry == RETRY_RESET)
         p->refused_until = 0;
+    /* In cadre_finalize only farewells are sent: a refused one finds the
+     * peer gone already (its listener closed), not yet to come, and the
+     * retries would hold this process's exit for a second. */
     if (p->pass_retry == RETRY_NO || now > p->retry_until ||
-        (p->pass_retry == RETRY_REFUSED && now > p->refused_until))
+        (p->pass_retry == RETRY_REFUSED && (now > p->refused_until || cadre__p2p_farewells())))
         return cadre__p2p_tcp_peer_fail(
             peer, "cannot connect (%d address%s, %d tr%s): %s", p->naddr,
             p->naddr == 1 ? "" : "es", p->tries + 1, p->tries ? "ies" : "y", p->last);

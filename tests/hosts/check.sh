@@ -7,6 +7,10 @@
 #   [rank R INFO P2P] peer W: shm|tcp
 #   [rank R INFO P2P] tcp: listening on IP:PORT (IFNAME)[, IP:PORT (IFNAME)...]
 #   [rank R INFO P2P] tcp: rank W reached at IP:PORT
+#   [rank R INFO P2P] N ranks of the job share this machine's C cores (L on
+#                     this host): oversubscribed, waits yield|not oversubscribed
+#                     (the hosts are namespaces of one machine: its cores are
+#                     shared by every rank of the job)
 #   [rank R INFO COLL] <collective>: algorithm <name> (<why>)
 
 # tb_check_decisions LOG NHOSTS PPN block|cyclic: one line per failed check
@@ -20,7 +24,7 @@
 #   TB_CHECK_ALGO=1  rank 0 logs at least one allreduce algorithm
 tb_check_decisions() {
     local log=$1 nh=$2 ppn=$3 place=$4
-    awk -v nh="$nh" -v ppn="$ppn" -v place="$place" -v k="$TB_K" \
+    awk -v nh="$nh" -v ppn="$ppn" -v place="$place" -v k="$TB_K" -v ncores="$(getconf _NPROCESSORS_ONLN)" \
         -v forbid="${TB_CHECK_FORBID:-^$}" \
         -v ifre="${TB_CHECK_IFNAME-}" -v want_algo="${TB_CHECK_ALGO-0}" '
     function host_of(r) { return place == "cyclic" ? r % nh : int(r / ppn) }
@@ -91,6 +95,13 @@ tb_check_decisions() {
             bad("rank " r " reached rank " W " (" name_of(host_of(W)) ", " addr_of(host_of(W)) ") at " ip)
         next
     }
+    body ~ /^[0-9]+ ranks of the job share this machine/ {
+        nmach[r]++
+        want = np " ranks of the job share this machine\047s " ncores " cores (" ppn " on this host): " \
+            (np > ncores ? "oversubscribed, waits yield" : "not oversubscribed")
+        if (body != want) bad("rank " r ": \"" body "\"; expected \"" want "\"")
+        next
+    }
     body ~ /^[a-z_]+: algorithm [^ ]+ \(/ {
         split(body, w, " ")
         c = w[1]; sub(/:$/, "", c)
@@ -111,6 +122,7 @@ tb_check_decisions() {
                 if (host_of(W) != host_of(r)) remote = 1
                 if (npeer[r, W] != 1) bad("rank " r ": " (npeer[r, W] + 0) " \"peer " W ":\" lines, expected 1")
             }
+            if (remote && nmach[r] != 1) bad("rank " r ": " (nmach[r] + 0) " \"ranks of the job share this machine\" lines, expected 1")
             if (remote && nlisten[r] != 1) bad("rank " r ": " (nlisten[r] + 0) " \"tcp: listening on\" lines, expected 1")
         }
         if (nh > 1 && nreach == 0) bad("no \"tcp: rank W reached at\" line: nothing went over tcp")

@@ -543,3 +543,39 @@ int s_decoy(void)
     unsetenv("CADRE_TCP_PEER_TIMEOUT");
     return 0;
 }
+
+/* A farewell (cadre_finalize's BYE) to a peer whose listener is gone: the
+ * refused connect fails the peer at once, "1 try", where outside finalize a
+ * refused connect is tried again for a second (the peer may only be slow);
+ * those retries held every such process's exit for a second. */
+int s_farewell(void)
+{
+    me.rank = 1;
+    deadline = now() + 20;
+    cadre__proc.rank = 1;
+    cadre__proc.size = 2;
+    cadre__p2p_info.job_cookie = COOKIE;
+    CHECK(T->init() == CADRE_SUCCESS, "%s", cadre_last_error());
+    /* A port nobody listens on: bound, never listening, refuses. */
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    CHECK(l >= 0 && bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+          getsockname(l, (struct sockaddr *)&sa, &sl) == 0);
+    uint8_t fake[BLOB_HDR + BLOB_ENT];
+    blob_one(fake, blob[1], sa.sin_port, sa.sin_addr.s_addr);
+    blob[0] = fake;
+    blob_len[0] = sizeof fake;
+    eng.farewells = 1;
+    struct cadre_p2p_hdr h = {.type = CADRE_P2P_BYE, .src = 1};
+    int rc;
+    while ((rc = T->send(0, &h, NULL)) == CADRE_P2P_BUSY && !eng.failed[0])
+        progress_once();
+    CHECK(eng.failed[0] && strstr(eng.why[0], "(1 address, 1 try)"),
+          "send: %d; rank 0 %s", rc, eng.failed[0] ? eng.why[0] : "not failed");
+    printf("farewell: %s\n", eng.why[0]);
+    close(l);
+    blob[0] = NULL;
+    T->finalize();
+    return 0;
+}

@@ -73,6 +73,7 @@ struct tt_eng {
     char why[MAXR][256];
     uint64_t rx[MAXR]; /* messages delivered per peer */
     int bye[MAXR];
+    int farewells; /* what cadre__p2p_farewells answers */
 };
 extern struct tt_eng eng;
 
@@ -134,5 +135,6 @@ int s_bye(void);
 int s_crowd(void);
 int s_retry(void);
 int s_decoy(void);
+int s_farewell(void);
 
 #endif

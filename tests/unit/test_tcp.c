@@ -41,6 +41,7 @@ static void test_claim(void) { run_scenario("claim", 60); }
 static void test_crowd(void) { run_scenario("crowd", 90); }
 static void test_retry(void) { run_scenario("retry", 60); }
 static void test_decoy(void) { run_scenario("decoy", 60); }
+static void test_farewell(void) { run_scenario("farewell", 30); }
 
 static void test_bench_smoke(void)
 {
@@ -271,5 +272,7 @@ void suite_tcp(void)
     CU_add_test(s, "CADRE_SOCKET_IFNAME: prefixes, exact names, exclusions", test_ifname_match);
     CU_add_test(s, "interfaces chosen: default, include, exclude, none", test_ifname_select);
     CU_add_test(s, "decoy: a dropping, a wrong and a refusing address cost nothing", test_decoy);
+    CU_add_test(s, "farewell: in cadre_finalize a refused connect is not tried again",
+                test_farewell);
     CU_add_test(s, "CADRE_SOCKET_IFNAME selecting nothing fails cadre_init", test_ifname_init);
 }
