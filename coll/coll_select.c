@@ -190,6 +190,12 @@ enum coll_algo cadre__coll_select_device(enum coll_kind k, size_t bytes, int gpu
  * rank within the host and one per host across beat a ring's n-1 steps. */
 #define HIER_LEADER_MAX_ALLREDUCE (64 * KiB)
 #define HIER_LEADER_MAX_BCAST (256 * KiB)
+/* With one rank per host, the allreduce from this size is the chunked ring
+ * (hier_ring: the flat ring's steps, chunk c's step j in round c + j), which
+ * keeps a chunk crossing the network while the last one is reduced: 2 hosts,
+ * alternated in one run (2026-11-27), 4 MiB 3.1-4.7 ms against 4.1-5.8 flat,
+ * 16 MiB 19.8-28.2 against 21.7-43.1. Below, it would be one chunk. */
+#define HIER_RING_MIN_ALLREDUCE_1PPN (2 * MiB)
 
 enum coll_algo cadre__coll_select_hosts(enum coll_kind k, size_t bytes, int nhosts, int minl,
                                         int maxl, const char **why)
@@ -199,6 +205,10 @@ enum coll_algo cadre__coll_select_hosts(enum coll_kind k, size_t bytes, int nhos
         return COLL_ALGO_NONE;
     }
     if (maxl < 2) {
+        if (k == COLL_ALLREDUCE && bytes >= HIER_RING_MIN_ALLREDUCE_1PPN) {
+            *why = "one rank per host, bytes>=2097152: the ring in chunks";
+            return COLL_ALGO_HIER_RING;
+        }
         *why = "one rank per host: the flat algorithms cross the network once per host";
         return COLL_ALGO_NONE;
     }
@@ -461,9 +471,12 @@ void cadre__coll_select_print(FILE *f)
                "                                        ranks on every host) or hier_ring\n"
                "  allgather, reduce_scatter             hier_ring (a ring in host order)\n"
                "  gather, scatter, alltoall             the table (each byte crosses once)\n"
+               "With one rank on every host, only the allreduce of bytes>=%zu takes\n"
+               "hier_ring (the ring in chunks); the rest is the table above.\n"
                "CADRE_ALGO=collective=hier_leader|hier_split|hier_ring forces one where the\n"
                "collective has it.\n",
-            (size_t)HIER_LEADER_MAX_BCAST, (size_t)HIER_LEADER_MAX_ALLREDUCE);
+            (size_t)HIER_LEADER_MAX_BCAST, (size_t)HIER_LEADER_MAX_ALLREDUCE,
+            (size_t)HIER_RING_MIN_ALLREDUCE_1PPN);
     fprintf(f, "\nDevice buffers (a CUDA build, a GPU bound) on a communicator of 2 to 8 ranks of\n"
                "one node whose GPUs reach each other ask the device stage before anything else:\n"
                "  allreduce  bytes<=CADRE_GPU_ONESHOT_MAX  gpu_oneshot, else gpu_twoshot\n"
