@@ -178,22 +178,39 @@ static int phase_new(struct coll_sched *s, struct phase *p, const struct grp *g,
     return CADRE_SUCCESS;
 }
 
-static int phase_scratch(struct coll_sched *s, struct phase *p)
+#define MAX_PHASES 4
+typedef struct phase chunk_phases[MAX_PHASES];
+
+/* The reduce-scatter phases' receive buffers. A chunk's step j of phase k
+ * runs in one round (received, then reduced), and at most g->n - 1 chunks
+ * are in phase k in one round (chunk c in round r takes step r - c - the
+ * phase's first step): chunk c takes buffer c mod that, so the whole call
+ * needs a few blocks of scratch, not one per chunk. */
+static int phase_scratch(struct coll_sched *s, chunk_phases *ph, int nc, int nph)
 {
-    size_t most = 0;
-    for (int i = 0; i < p->g->n; i++)
-        if (p->len[i] > most)
-            most = p->len[i];
-    if (p->rs)
-        SCRATCH(p->in, most * s->elsize);
+    for (int k = 0; k < nph; k++) {
+        if (!ph[0][k].rs)
+            continue;
+        size_t most = 0;
+        for (int c = 0; c < nc; c++)
+            for (int i = 0; i < ph[c][k].g->n; i++)
+                if (ph[c][k].len[i] > most)
+                    most = ph[c][k].len[i];
+        int nb = ph[0][k].g->n - 1 < nc ? ph[0][k].g->n - 1 : nc;
+        if (nb < 1)
+            nb = 1;
+        char **bufs;
+        SCRATCH(bufs, (size_t)nb * sizeof *bufs);
+        for (int b = 0; b < nb; b++)
+            SCRATCH(bufs[b], most * s->elsize);
+        for (int c = 0; c < nc; c++)
+            ph[c][k].in = bufs[c % nb];
+    }
     return CADRE_SUCCESS;
 }
 
-#define MAX_PHASES 4
-#define MAX_CHUNKS 8
 /* Chunk c's step j in round c + j: the phases of several chunks overlap. */
-static int run_chunks(struct coll_sched *s, char *buf, int nc, struct phase ph[][MAX_PHASES],
-                      int nph)
+static int run_chunks(struct coll_sched *s, char *buf, int nc, chunk_phases *ph, int nph)
 {
     int m = 0;
     for (int k = 0; k < nph; k++)
@@ -214,21 +231,39 @@ static int run_chunks(struct coll_sched *s, char *buf, int nc, struct phase ph[]
     return CADRE_SUCCESS;
 }
 
-/* Chunks of about 1 MiB of the whole vector, at most MAX_CHUNKS. */
+/* Chunks of about 1 MiB of the whole vector, at most 8: the two-level
+ * algorithms, whose rounds each ask every rank of a host to run. */
+#define MAX_CHUNKS 8
 static int nchunks(size_t bytes)
 {
     size_t c = bytes >> 20;
     return c < 1 ? 1 : c > MAX_CHUNKS ? MAX_CHUNKS : (int)c;
 }
 
-/* A ring over g (every member, host order) on blocks base_off/base_len of
- * each position, chunked: chunk c takes part c of every block. */
-static int ring_chunked(struct coll_sched *s, const struct grp *g, char *buf, const char *first,
-                        const size_t *base_off, const size_t *base_len, size_t bytes, int rs,
-                        int ag)
+/* With one rank per host the ring of n ranks crosses the network at every
+ * step, and shorter messages keep it busier: from RING_1PPN_FROM bytes,
+ * chunks whose blocks (a message) are about RING_1PPN_BLOCK bytes, at most
+ * RING_1PPN_MAX. 2 hosts, 16 MiB, alternated in one run (2026-11-27):
+ * 64 KiB blocks 7.5-10.5 ms, 256 KiB 9.2-12.4, 1 MiB (8 chunks) 16.3-18.1. */
+#define RING_1PPN_FROM ((size_t)16 << 20)
+#define RING_1PPN_BLOCK ((size_t)64 << 10)
+#define RING_1PPN_MAX 512
+static int nchunks_1ppn(size_t bytes, int n)
 {
-    int nc = nchunks(bytes), nph = 0;
-    struct phase ph[MAX_CHUNKS][MAX_PHASES];
+    if (bytes < RING_1PPN_FROM)
+        return nchunks(bytes);
+    size_t c = bytes / (RING_1PPN_BLOCK * (size_t)n);
+    return c < MAX_CHUNKS ? MAX_CHUNKS : c > RING_1PPN_MAX ? RING_1PPN_MAX : (int)c;
+}
+
+/* A ring over g (every member, host order) on blocks base_off/base_len of
+ * each position, in nc chunks: chunk c takes part c of every block. */
+static int ring_chunked(struct coll_sched *s, const struct grp *g, char *buf, const char *first,
+                        const size_t *base_off, const size_t *base_len, int nc, int rs, int ag)
+{
+    int nph = 0;
+    chunk_phases *ph;
+    SCRATCH(ph, (size_t)nc * sizeof *ph);
     for (int c = 0; c < nc; c++) {
         nph = 0;
         for (int k = 0; k < 2; k++) {
@@ -242,9 +277,9 @@ static int ring_chunked(struct coll_sched *s, const struct grp *g, char *buf, co
                 block(base_len[i], nc, c, &p->off[i], &p->len[i]);
                 p->off[i] += base_off[i];
             }
-            TRY(phase_scratch(s, p));
         }
     }
+    TRY(phase_scratch(s, ph, nc, nph));
     return run_chunks(s, buf, nc, ph, nph);
 }
 
@@ -383,7 +418,8 @@ static int allreduce_split(struct coll_sched *s, struct coll_hier *h, const char
         TRY(cadre__sched_copy(s, rbuf, sbuf, count * s->elsize));
         TRY(cadre__sched_barrier(s));
     }
-    struct phase ph[MAX_CHUNKS][MAX_PHASES];
+    chunk_phases *ph;
+    SCRATCH(ph, (size_t)nc * sizeof *ph);
     for (int c = 0; c < nc; c++) {
         size_t coff, clen, loff, llen;
         block(count, nc, c, &coff, &clen);
@@ -408,9 +444,8 @@ static int allreduce_split(struct coll_sched *s, struct coll_hier *h, const char
             p[2].off[k] = p[1].off[k];
             p[2].len[k] = p[1].len[k];
         }
-        TRY(phase_scratch(s, &p[0]));
-        TRY(phase_scratch(s, &p[1]));
     }
+    TRY(phase_scratch(s, ph, nc, 4));
     return run_chunks(s, rbuf, nc, ph, 4);
 }
 
@@ -437,7 +472,8 @@ int cadre__hier_allreduce(struct coll_sched *s, int a, const void *sbuf, void *r
         block(count, g.n, i, &off[i], &len[i]);
     /* The reduce-scatter reads the input; the allgather fills what it
      * leaves unwritten. */
-    return ring_chunked(s, &g, rbuf, sbuf, off, len, count * s->elsize, 1, 1);
+    int nc = h->maxl == 1 ? nchunks_1ppn(count * s->elsize, g.n) : nchunks(count * s->elsize);
+    return ring_chunked(s, &g, rbuf, sbuf, off, len, nc, 1, 1);
 }
 
 int cadre__hier_allgatherv(struct coll_sched *s, int a, const void *sbuf, void *rbuf,
@@ -463,7 +499,7 @@ int cadre__hier_allgatherv(struct coll_sched *s, int a, const void *sbuf, void *
         len[i] = counts[g.rank[i]];
         total += len[i] * es;
     }
-    return ring_chunked(s, &g, rbuf, NULL, off, len, total, 0, 1);
+    return ring_chunked(s, &g, rbuf, NULL, off, len, nchunks(total), 0, 1);
 }
 
 int cadre__hier_reduce_scatter(struct coll_sched *s, int a, const void *sbuf, void *rbuf,
@@ -492,7 +528,7 @@ int cadre__hier_reduce_scatter(struct coll_sched *s, int a, const void *sbuf, vo
         off[i] = (size_t)g.rank[i] * recvcount;
         len[i] = recvcount;
     }
-    TRY(ring_chunked(s, &g, acc, n < 2 ? NULL : sbuf, off, len, total * es, 1, 0));
+    TRY(ring_chunked(s, &g, acc, n < 2 ? NULL : sbuf, off, len, nchunks(total * es), 1, 0));
     TRY(cadre__sched_copy(s, rbuf, acc + (size_t)me * recvcount * es, recvcount * es));
     return cadre__sched_barrier(s);
 }
