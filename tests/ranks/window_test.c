@@ -3,7 +3,9 @@
  * CADRE_SHM_CMA_MIN into distinct buffers, receives posted before and after
  * the sends, both directions at once; a window into one receive buffer; a
  * truncated large message followed by a good one; CADRE_ANY_SOURCE from
- * every other rank with each source's order kept; and, with CADRE_TIMEOUT
+ * every other rank with each source's order kept; blocking receives posted
+ * after a window arrived (each must move its message itself, at once); and,
+ * with CADRE_TIMEOUT
  * of 5 s or less, a large send given up (its wait timed out) whose buffer is
  * rewritten before the receive is posted: that receive must fail, never
  * succeed with the rewritten data. Any number of ranks; pairs (0,1), (2,3)...
@@ -104,6 +106,48 @@ static void window_one(int partner, int sender)
             EXPECT(st[k].error == CADRE_SUCCESS && st[k].count == n, "one-buffer message %d", k);
     }
     free(b);
+}
+
+/* A window's messages received one by one with blocking receives posted
+ * after they all arrived: each but the first moves in one copy, matched
+ * when its receive is posted, its read queued (p2p_cma.c) with no
+ * nonblocking request of the receiver outstanding: the receive's own wait
+ * must move it (a wait that left the read queued hung here). */
+static void blocking_late(int partner, int sender)
+{
+    enum { NB = 8 };
+    const size_t n = 262147;
+    unsigned char *b[NB];
+    cadre_request_t rq[NB];
+    for (int k = 0; k < NB; k++) {
+        b[k] = malloc(n + 1);
+        if (sender)
+            ru_fill(b[k], n, me, partner, 300 + (uint64_t)k);
+        else
+            memset(b[k], 0, n + 1);
+    }
+    double t0 = ru_now();
+    unsigned char z = 0, y;
+    if (sender)
+        for (int k = 0; k < NB; k++)
+            OK(cadre_isend(b[k], n, CADRE_UINT8, partner, 13, W, &rq[k]));
+    /* Behind the RTS in the ring: they have all arrived when this has. */
+    OK(cadre_sendrecv(&z, 1, partner, 14, &y, 1, partner, 14, CADRE_UINT8, W, CADRE_STATUS_IGNORE));
+    if (sender) {
+        OK(cadre_waitall(NB, rq, NULL));
+    } else {
+        for (int k = 0; k < NB; k++) {
+            cadre_status_t st;
+            OK(cadre_recv(b[k], n, CADRE_UINT8, partner, 13, W, &st));
+            size_t bad = ru_check(b[k], n, partner, me, 300 + (uint64_t)k);
+            EXPECT(bad == n && st.count == n, "blocking receive %d: byte %zu wrong", k, bad);
+            EXPECT(b[k][n] == 0, "blocking receive %d: written past the buffer", k);
+        }
+    }
+    double el = ru_now() - t0;
+    EXPECT(el < 10.0, "blocking receives of a window took %.2f s", el);
+    for (int k = 0; k < NB; k++)
+        free(b[k]);
 }
 
 /* Three large messages in flight, the middle one longer than its receive. */
@@ -344,6 +388,7 @@ int main(int argc, char **argv)
         window_many(partner, 1, 2000);
         window_one(partner, me < partner);
         window_one(partner, me > partner);
+        blocking_late(partner, me < partner);
         truncate_then_good(partner, me < partner);
         given_up(partner, me < partner);
     }
