@@ -19,8 +19,16 @@
  * rank 0's wait for the second, which rank 1 is to write half of into rank
  * 0's buffer, times out; the buffer must then be rank 0's alone: rank 1,
  * once it runs again, must not write into it (the wait returns only after
- * rank 1 answered). */
+ * rank 1 answered).
+ * WINDOW_EFAULT=1 (2 ranks, shared memory with the single copy): rank 1
+ * sends a window of four 256 KiB messages whose third has its first page
+ * unmapped once sent (a buffer gone bad under the library); rank 0 receives
+ * them after they all arrived, so that the reads of the last three share
+ * one system call: the third must fail, the others arrive whole (a failed
+ * read in a batch fails its message only); rank 0 prints "window_test:
+ * efault ok". */
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -363,6 +371,61 @@ static int window_stopped(void)
     return ru_failures ? 1 : 0;
 }
 
+static int window_efault(void)
+{
+    enum { NM = 4, BAD = 2 };
+    const size_t n = 262144;
+    unsigned char *b[NM];
+    cadre_request_t rq[NM];
+    cadre_status_t st[NM];
+    for (int k = 0; k < NM; k++) {
+        b[k] = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (b[k] == MAP_FAILED) {
+            perror("window_test: mmap");
+            return 1;
+        }
+        if (me == 1)
+            ru_fill(b[k], n, 1, 0, 700 + (uint64_t)k);
+        else
+            memset(b[k], 0, n);
+    }
+    unsigned char z = 0, y;
+    if (me == 1) {
+        for (int k = 0; k < NM; k++)
+            OK(cadre_isend(b[k], n, CADRE_UINT8, 0, 13, W, &rq[k]));
+        /* Rank 0 reads the lower half; the sender writes the upper one. */
+        munmap(b[BAD], 4096);
+        OK(cadre_sendrecv(&z, 1, 0, 14, &y, 1, 0, 14, CADRE_UINT8, W, CADRE_STATUS_IGNORE));
+        cadre_waitall(NM, rq, st);
+        for (int k = 0; k < NM; k++)
+            if (k != BAD)
+                EXPECT(st[k].error == CADRE_SUCCESS, "send %d: %s", k,
+                       cadre_error_string(st[k].error));
+    } else {
+        OK(cadre_sendrecv(&z, 1, 1, 14, &y, 1, 1, 14, CADRE_UINT8, W, CADRE_STATUS_IGNORE));
+        for (int k = 0; k < NM; k++)
+            OK(cadre_irecv(b[k], n, CADRE_UINT8, 1, 13, W, &rq[k]));
+        int rc = cadre_waitall(NM, rq, st);
+        EXPECT(rc != CADRE_SUCCESS, "a window with an unreadable message succeeded");
+        for (int k = 0; k < NM; k++) {
+            if (k == BAD) {
+                EXPECT(st[k].error != CADRE_SUCCESS,
+                       "the message whose sender's buffer is unmapped succeeded");
+                continue;
+            }
+            size_t bad = ru_check(b[k], n, 1, 0, 700 + (uint64_t)k);
+            EXPECT(st[k].error == CADRE_SUCCESS && bad == n, "message %d: %s, byte %zu wrong", k,
+                   cadre_error_string(st[k].error), bad);
+        }
+    }
+    OK(cadre_barrier(W));
+    for (int k = 0; k < NM; k++)
+        munmap(me == 1 && k == BAD ? b[k] + 4096 : b[k], me == 1 && k == BAD ? n - 4096 : n);
+    if (me == 0 && ru_failures == 0)
+        printf("window_test: efault ok\n");
+    return ru_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (cadre_init(&argc, &argv) != CADRE_SUCCESS) {
@@ -374,6 +437,11 @@ int main(int argc, char **argv)
     ru_rank = me;
     if (getenv("WINDOW_STOP") && np == 2) {
         int rc = window_stopped();
+        cadre_finalize();
+        return rc;
+    }
+    if (getenv("WINDOW_EFAULT") && np == 2) {
+        int rc = window_efault();
         cadre_finalize();
         return rc;
     }
