@@ -42,8 +42,43 @@
 #include "p2p_engine.h"
 #include "p2p_match.h"
 
-/* r->cma of a receive: */
-enum { CMA_NONE, CMA_READ, CMA_GRANTED, CMA_FAILED };
+/* r->cma of a receive (a send's is 1 once offered, then as a receive's
+ * but for CMA_READ): */
+enum { CMA_NONE, CMA_READ, CMA_GRANTED, CMA_FAILED, CMA_QUEUED };
+
+/* Copies of the split that wait in a queue for one system call: a window's
+ * messages come in bursts (a drain of the ring holds many RTS, many grants),
+ * and each process_vm_readv/writev costs a fixed part (finding the task,
+ * its mm, the access check; on the sender also the pidfd poll) besides the
+ * per-page one. Measured on 4 MiB of 32 KiB pieces between two processes:
+ * 8 per call, readv 7.6-8.0 -> 8.4-8.9 GB/s, writev 7.4-8.4 -> 8.9-9.4. The
+ * receiver queues its reads after granting (so all the grants of a drain go
+ * out before it copies), the sender its writes; both queues are emptied at
+ * the end of every progress pass (cadre__p2p_cma_flush), the sender's also
+ * before a read report, which must find its write done. A job names its
+ * request by id and is dropped if that is no longer waiting for it. */
+#define CMA_BATCH 64
+#define CMA_BATCH_BYTES ((size_t)4 << 20)
+struct cma_job {
+    uint64_t id, remote;
+    char *local;
+    size_t n;
+};
+struct cma_queue {
+    int peer, n;
+    size_t bytes;
+    struct cma_job job[CMA_BATCH];
+};
+static struct cma_queue reads, writes;
+static void flush_reads(void);
+static void flush_writes(void);
+
+/* Tells the progress loop whether it has work here (cadre__p2p_progress
+ * skips the lock when nothing else waits). */
+static void queued_note(void)
+{
+    __atomic_store_n(&cadre__eng.cma_queued, reads.n + writes.n, __ATOMIC_RELAXED);
+}
 
 /* 1 once a read failed for want of permission or of the system call: no
  * more offers are taken, every message then goes through the pipeline. */
@@ -107,18 +142,82 @@ int cadre__cma(int w, void *local, uint64_t remote, size_t n, int write)
     return 0;
 }
 
-/* cadre__cma for a message; a copy refused for want of permission or of the
- * system call turns the single copy off for good. */
-static int cma_copy(int w, void *local, uint64_t remote, size_t n, int write)
+/* A copy refused for want of permission or of the system call turns the
+ * single copy off for good. */
+static void cma_refused(int w, int e, int write)
 {
-    int e = cadre__cma(w, local, remote, n, write);
-    if (e == EPERM || e == ENOSYS) {
+    if ((e == EPERM || e == ENOSYS) && !cma_broken) {
         cma_broken = 1;
         CADRE_WARN(P2P, "process_vm_%s with rank %d: %s; large messages in shared "
                         "memory go through the pipeline from now on",
                    write ? "writev" : "readv", w, strerror(e));
     }
+}
+
+/* cadre__cma for a message. */
+static int cma_copy(int w, void *local, uint64_t remote, size_t n, int write)
+{
+    int e = cadre__cma(w, local, remote, n, write);
+    cma_refused(w, e, write);
     return e;
+}
+
+/* Moves n jobs (each n > 0) between us and world rank w in as few system
+ * calls as the kernel allows (one when nothing fails); err[i]: job i's
+ * errno, 0 when it moved whole. A call moves a prefix of the bytes asked
+ * for: the next one starts where it stopped, and a call that fails fails
+ * the job it starts in. */
+static void cma_copy_jobs(int w, const struct cma_job *j, int n, int write, int *err)
+{
+    pid_t pid = cadre__eng.peers[w].pid;
+    struct iovec lv[CMA_BATCH], rv[CMA_BATCH];
+    int i = 0;
+    size_t done = 0; /* bytes of job i moved */
+    while (i < n) {
+        int k = 0;
+        for (int m = i; m < n; m++, k++) {
+            size_t off = m == i ? done : 0;
+            lv[k] = (struct iovec){j[m].local + off, j[m].n - off};
+            rv[k] = (struct iovec){(void *)(uintptr_t)(j[m].remote + off), j[m].n - off};
+        }
+        ssize_t got = write ? process_vm_writev(pid, lv, (unsigned long)k, rv, (unsigned long)k, 0)
+                            : process_vm_readv(pid, lv, (unsigned long)k, rv, (unsigned long)k, 0);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            err[i] = got < 0 ? errno : EIO;
+            cma_refused(w, err[i], write);
+            i++;
+            done = 0;
+            continue;
+        }
+        for (size_t g = (size_t)got; g && i < n;) {
+            size_t left = j[i].n - done;
+            if (g < left) {
+                done += g;
+                break;
+            }
+            g -= left;
+            err[i++] = 0;
+            done = 0;
+        }
+    }
+}
+
+/* Adds a job to q (the peer's queue); a full queue, or one for another
+ * peer, is emptied first. */
+static void cma_queue_add(struct cma_queue *q, int peer, const struct cma_job *j)
+{
+    if (q->n && (q->peer != peer || q->n == CMA_BATCH || q->bytes >= CMA_BATCH_BYTES)) {
+        if (q == &reads)
+            flush_reads();
+        else
+            flush_writes();
+    }
+    q->peer = peer;
+    q->job[q->n++] = *j;
+    q->bytes += j->n;
+    queued_note();
 }
 
 int cadre__p2p_cma_recv(struct cadre_request *r, int peer, const struct cadre_p2p_hdr *h)
@@ -148,11 +247,11 @@ int cadre__p2p_cma_recv(struct cadre_request *r, int peer, const struct cadre_p2
                                 cadre_last_error());
             return 1;
         }
-        int e = cma_copy(peer, r->buf, h->rreq, k, 0);
-        r->cma = e ? CMA_FAILED : CMA_GRANTED;
-        if (e)
-            snprintf(r->errmsg, sizeof r->errmsg, "%s: cannot read the message of rank %d: %s",
-                     r->op, peer, e == EIO ? "no progress" : strerror(e));
+        /* The read, and the report after it, wait in the queue. */
+        r->cma = CMA_QUEUED;
+        r->moved = r->xfer;
+        cma_queue_add(&reads, peer, &(struct cma_job){r->id, h->rreq, r->buf, k});
+        return 1;
     }
     r->moved = r->xfer;
     int rc = cadre__p2p_post(peer, &c, NULL, NULL);
@@ -162,10 +261,96 @@ int cadre__p2p_cma_recv(struct cadre_request *r, int peer, const struct cadre_p2
     return 1;
 }
 
+/* The queued reads in one system call, then their reports. */
+static void flush_reads(void)
+{
+    struct cma_job j[CMA_BATCH];
+    struct cadre_request *rs[CMA_BATCH];
+    int err[CMA_BATCH], n = 0, peer = reads.peer;
+    /* Only receives still waiting for their read: one completed meanwhile
+     * (its sender died) may already be its user's again. */
+    for (int i = 0; i < reads.n; i++) {
+        struct cadre_request *r = cadre__req_lookup(reads.job[i].id);
+        if (r && r->kind == REQ_RECV && r->state == RS_WAIT_DATA && r->cma == CMA_QUEUED &&
+            r->peer_world == peer) {
+            rs[n] = r;
+            j[n++] = reads.job[i];
+        }
+    }
+    reads.n = 0;
+    reads.bytes = 0;
+    queued_note();
+    if (!n)
+        return;
+    cma_copy_jobs(peer, j, n, 0, err);
+    for (int i = 0; i < n; i++) {
+        struct cadre_request *r = rs[i];
+        int e = err[i];
+        r->cma = e ? CMA_FAILED : CMA_GRANTED;
+        if (e)
+            snprintf(r->errmsg, sizeof r->errmsg, "%s: cannot read the message of rank %d: %s",
+                     r->op, peer, e == EIO ? "no progress" : strerror(e));
+        struct cadre_p2p_hdr c = {.type = CADRE_P2P_CTS, .flags = CADRE_P2P_CMA, .len = r->xfer,
+                                  .sreq = r->remote, .rreq = r->id};
+        int rc = cadre__p2p_post(peer, &c, NULL, NULL);
+        if (rc != CADRE_SUCCESS)
+            cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
+                                cadre_last_error());
+    }
+}
+
+/* The queued writes in one system call, after one look that the peer is
+ * still the process we were given (its pidfd). */
+static void flush_writes(void)
+{
+    struct cma_job j[CMA_BATCH];
+    struct cadre_request *ss[CMA_BATCH];
+    int err[CMA_BATCH], n = 0, peer = writes.peer;
+    for (int i = 0; i < writes.n; i++) {
+        struct cadre_request *s = cadre__req_lookup(writes.job[i].id);
+        if (!s || s->kind != REQ_SEND || s->state != RS_WAIT_CTS || s->cma != CMA_QUEUED ||
+            s->peer_world != peer)
+            continue;
+        if (s->abandoned) {
+            s->cma = 1; /* not written: the read report that follows answers NACK */
+            continue;
+        }
+        ss[n] = s;
+        j[n++] = writes.job[i];
+    }
+    writes.n = 0;
+    writes.bytes = 0;
+    queued_note();
+    if (!n)
+        return;
+    if (peer_alive(peer, 1))
+        cma_copy_jobs(peer, j, n, 1, err);
+    else
+        for (int i = 0; i < n; i++)
+            err[i] = ESRCH;
+    for (int i = 0; i < n; i++) {
+        struct cadre_request *s = ss[i];
+        int e = err[i];
+        s->cma = e ? CMA_FAILED : CMA_GRANTED;
+        if (e)
+            snprintf(s->errmsg, sizeof s->errmsg, "%s: cannot write the message into rank %d: %s",
+                     s->op, peer, e == EIO ? "no progress" : strerror(e));
+    }
+}
+
+void cadre__p2p_cma_flush(void)
+{
+    if (reads.n)
+        flush_reads();
+    if (writes.n)
+        flush_writes();
+}
+
 void cadre__p2p_cma_done(int peer, const struct cadre_p2p_hdr *h)
 {
     struct cadre_request *r = cadre__req_lookup(h->rreq);
-    if (!r || r->kind != REQ_RECV || r->state != RS_WAIT_DATA || !r->cma ||
+    /* A DONE comes only after our read report: never while the read waits. */
+    if (!r || r->kind != REQ_RECV || r->state != RS_WAIT_DATA || !r->cma || r->cma == CMA_QUEUED ||
         r->peer_world != peer || r->remote != h->sreq) {
         CADRE_WARN(P2P, "ignoring a DONE from rank %d for unknown receive %llx", peer,
                    (unsigned long long)h->rreq);
@@ -190,11 +375,12 @@ static void cma_grant(int peer, const struct cadre_p2p_hdr *h)
     }
     if (s->abandoned)
         return; /* the read report that follows answers NACK */
-    int e = peer_alive(peer, 1) ? cma_copy(peer, s->buf + h->ctx, h->off, h->len - h->ctx, 1) : ESRCH;
-    s->cma = e ? CMA_FAILED : CMA_GRANTED;
-    if (e)
-        snprintf(s->errmsg, sizeof s->errmsg, "%s: cannot write the message into rank %d: %s",
-                 s->op, peer, e == EIO ? "no progress" : strerror(e));
+    if (h->len == h->ctx) {
+        s->cma = CMA_GRANTED; /* nothing to write */
+        return;
+    }
+    s->cma = CMA_QUEUED;
+    cma_queue_add(&writes, peer, &(struct cma_job){s->id, h->off, s->buf + h->ctx, h->len - h->ctx});
 }
 
 /* The receiver read our buffer (a CTS flagged CMA). */
@@ -204,6 +390,9 @@ void cadre__p2p_cma_fin(int peer, const struct cadre_p2p_hdr *h)
         cma_grant(peer, h);
         return;
     }
+    /* The write the receiver granted before this report is done first. */
+    if (writes.n)
+        flush_writes();
     struct cadre_request *s = cadre__req_lookup(h->sreq);
     if (!s || s->kind != REQ_SEND || s->state != RS_WAIT_CTS || !s->cma ||
         s->peer_world != peer || h->len > s->bytes) {

@@ -230,6 +230,7 @@ struct cadre_engine {
     int finalizing;     /* in cadre_finalize: 1, no more poisoning; 2, farewells only */
 
     struct cadre_request *generic; /* collective requests polled by progress */
+    int cma_queued; /* single-copy reads and writes waiting in p2p_cma.c's queues */
 
     /* Moved by application threads as they enter cadre (cadre__app_active);
      * read by the progress thread. A line of its own. */
@@ -387,6 +388,10 @@ void cadre__p2p_abandon(struct cadre_request *req);
  * sender may still write into its buffer, until its answer or its death
  * (p2p_cma.c). */
 void cadre__p2p_cma_settle(struct cadre_request *r);
+/* The single copy's queued reads and writes (p2p_cma.c), moved and
+ * reported at the end of every progress pass; lock held. */
+void cadre__p2p_cma_flush(void);
+/* (Whether any wait there: cadre__eng.cma_queued, a hint without the lock.) */
 /* The CADRE_TIMEOUT failure of a wait: records the diagnosis, abandons the
  * request, returns CADRE_ERR_TIMEOUT. Lock NOT held. */
 int cadre__p2p_timed_out(struct cadre_request *req, const char *fn);

@@ -146,6 +146,7 @@ int cadre__p2p_progress_locked(void)
     }
     if (e->deaths_pending)
         cadre__p2p_deaths_settle();
+    cadre__p2p_cma_flush();
     return events;
 }
 
@@ -155,7 +156,8 @@ int cadre__p2p_progress(void)
     /* Nothing queued, no collective running and nothing in the rings: no
      * need for the lock (this is the spin of a blocking receive). */
     if (e->shm_only && !atomic_load_explicit(&e->outstanding, memory_order_relaxed) &&
-        !__atomic_load_n(&e->generic, __ATOMIC_RELAXED) && !cadre__p2p_shm_pending())
+        !__atomic_load_n(&e->generic, __ATOMIC_RELAXED) && !cadre__p2p_shm_pending() &&
+        !__atomic_load_n(&e->cma_queued, __ATOMIC_RELAXED))
         return 0;
     if (!eng_trylock())
         return 0;

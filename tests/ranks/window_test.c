@@ -3,7 +3,9 @@
  * CADRE_SHM_CMA_MIN into distinct buffers, receives posted before and after
  * the sends, both directions at once; a window into one receive buffer; a
  * truncated large message followed by a good one; CADRE_ANY_SOURCE from
- * every other rank with each source's order kept; and, with CADRE_TIMEOUT
+ * every other rank with each source's order kept; blocking receives posted
+ * after a window arrived (each must move its message itself, at once); and,
+ * with CADRE_TIMEOUT
  * of 5 s or less, a large send given up (its wait timed out) whose buffer is
  * rewritten before the receive is posted: that receive must fail, never
  * succeed with the rewritten data. Any number of ranks; pairs (0,1), (2,3)...
@@ -17,8 +19,16 @@
  * rank 0's wait for the second, which rank 1 is to write half of into rank
  * 0's buffer, times out; the buffer must then be rank 0's alone: rank 1,
  * once it runs again, must not write into it (the wait returns only after
- * rank 1 answered). */
+ * rank 1 answered).
+ * WINDOW_EFAULT=1 (2 ranks, shared memory with the single copy): rank 1
+ * sends a window of four 256 KiB messages whose third has its first page
+ * unmapped once sent (a buffer gone bad under the library); rank 0 receives
+ * them after they all arrived, so that the reads of the last three share
+ * one system call: the third must fail, the others arrive whole (a failed
+ * read in a batch fails its message only); rank 0 prints "window_test:
+ * efault ok". */
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -104,6 +114,48 @@ static void window_one(int partner, int sender)
             EXPECT(st[k].error == CADRE_SUCCESS && st[k].count == n, "one-buffer message %d", k);
     }
     free(b);
+}
+
+/* A window's messages received one by one with blocking receives posted
+ * after they all arrived: each but the first moves in one copy, matched
+ * when its receive is posted, its read queued (p2p_cma.c) with no
+ * nonblocking request of the receiver outstanding: the receive's own wait
+ * must move it (a wait that left the read queued hung here). */
+static void blocking_late(int partner, int sender)
+{
+    enum { NB = 8 };
+    const size_t n = 262147;
+    unsigned char *b[NB];
+    cadre_request_t rq[NB];
+    for (int k = 0; k < NB; k++) {
+        b[k] = malloc(n + 1);
+        if (sender)
+            ru_fill(b[k], n, me, partner, 300 + (uint64_t)k);
+        else
+            memset(b[k], 0, n + 1);
+    }
+    double t0 = ru_now();
+    unsigned char z = 0, y;
+    if (sender)
+        for (int k = 0; k < NB; k++)
+            OK(cadre_isend(b[k], n, CADRE_UINT8, partner, 13, W, &rq[k]));
+    /* Behind the RTS in the ring: they have all arrived when this has. */
+    OK(cadre_sendrecv(&z, 1, partner, 14, &y, 1, partner, 14, CADRE_UINT8, W, CADRE_STATUS_IGNORE));
+    if (sender) {
+        OK(cadre_waitall(NB, rq, NULL));
+    } else {
+        for (int k = 0; k < NB; k++) {
+            cadre_status_t st;
+            OK(cadre_recv(b[k], n, CADRE_UINT8, partner, 13, W, &st));
+            size_t bad = ru_check(b[k], n, partner, me, 300 + (uint64_t)k);
+            EXPECT(bad == n && st.count == n, "blocking receive %d: byte %zu wrong", k, bad);
+            EXPECT(b[k][n] == 0, "blocking receive %d: written past the buffer", k);
+        }
+    }
+    double el = ru_now() - t0;
+    EXPECT(el < 10.0, "blocking receives of a window took %.2f s", el);
+    for (int k = 0; k < NB; k++)
+        free(b[k]);
 }
 
 /* Three large messages in flight, the middle one longer than its receive. */
@@ -319,6 +371,61 @@ static int window_stopped(void)
     return ru_failures ? 1 : 0;
 }
 
+static int window_efault(void)
+{
+    enum { NM = 4, BAD = 2 };
+    const size_t n = 262144;
+    unsigned char *b[NM];
+    cadre_request_t rq[NM];
+    cadre_status_t st[NM];
+    for (int k = 0; k < NM; k++) {
+        b[k] = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (b[k] == MAP_FAILED) {
+            perror("window_test: mmap");
+            return 1;
+        }
+        if (me == 1)
+            ru_fill(b[k], n, 1, 0, 700 + (uint64_t)k);
+        else
+            memset(b[k], 0, n);
+    }
+    unsigned char z = 0, y;
+    if (me == 1) {
+        for (int k = 0; k < NM; k++)
+            OK(cadre_isend(b[k], n, CADRE_UINT8, 0, 13, W, &rq[k]));
+        /* Rank 0 reads the lower half; the sender writes the upper one. */
+        munmap(b[BAD], 4096);
+        OK(cadre_sendrecv(&z, 1, 0, 14, &y, 1, 0, 14, CADRE_UINT8, W, CADRE_STATUS_IGNORE));
+        cadre_waitall(NM, rq, st);
+        for (int k = 0; k < NM; k++)
+            if (k != BAD)
+                EXPECT(st[k].error == CADRE_SUCCESS, "send %d: %s", k,
+                       cadre_error_string(st[k].error));
+    } else {
+        OK(cadre_sendrecv(&z, 1, 1, 14, &y, 1, 1, 14, CADRE_UINT8, W, CADRE_STATUS_IGNORE));
+        for (int k = 0; k < NM; k++)
+            OK(cadre_irecv(b[k], n, CADRE_UINT8, 1, 13, W, &rq[k]));
+        int rc = cadre_waitall(NM, rq, st);
+        EXPECT(rc != CADRE_SUCCESS, "a window with an unreadable message succeeded");
+        for (int k = 0; k < NM; k++) {
+            if (k == BAD) {
+                EXPECT(st[k].error != CADRE_SUCCESS,
+                       "the message whose sender's buffer is unmapped succeeded");
+                continue;
+            }
+            size_t bad = ru_check(b[k], n, 1, 0, 700 + (uint64_t)k);
+            EXPECT(st[k].error == CADRE_SUCCESS && bad == n, "message %d: %s, byte %zu wrong", k,
+                   cadre_error_string(st[k].error), bad);
+        }
+    }
+    OK(cadre_barrier(W));
+    for (int k = 0; k < NM; k++)
+        munmap(me == 1 && k == BAD ? b[k] + 4096 : b[k], me == 1 && k == BAD ? n - 4096 : n);
+    if (me == 0 && ru_failures == 0)
+        printf("window_test: efault ok\n");
+    return ru_failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (cadre_init(&argc, &argv) != CADRE_SUCCESS) {
@@ -333,6 +440,11 @@ int main(int argc, char **argv)
         cadre_finalize();
         return rc;
     }
+    if (getenv("WINDOW_EFAULT") && np == 2) {
+        int rc = window_efault();
+        cadre_finalize();
+        return rc;
+    }
     if (getenv("WINDOW_KILL") && np == 2) {
         int rc = window_killed();
         cadre_finalize();
@@ -344,6 +456,7 @@ int main(int argc, char **argv)
         window_many(partner, 1, 2000);
         window_one(partner, me < partner);
         window_one(partner, me > partner);
+        blocking_late(partner, me < partner);
         truncate_then_good(partner, me < partner);
         given_up(partner, me < partner);
     }
