@@ -122,7 +122,8 @@ static void want_algo(const struct run_result *r, int w, const char *coll, const
 /* The allreduces of host_test (2, 100000 and 2^20 int32) take the leader
  * algorithm, then hier_split on hosts of equal size or hier_ring on hosts
  * of different sizes, whatever the placement; the barrier the leader one.
- * One rank per host, or one host, keeps the flat algorithms (no line). */
+ * One host keeps the flat algorithms (no line); so does one rank per host,
+ * but for the allreduce from 2 MiB, the ring in chunks (hier_ring). */
 static void test_algorithms(void)
 {
     static const struct {
@@ -150,8 +151,12 @@ static void test_algorithms(void)
             want_algo(&r, w, "allreduce", cases[i].big, 4194304, cases[i].n, cases[i].nh);
             want_algo(&r, w, "barrier", "hier_leader", 0, cases[i].n, cases[i].nh);
         }
+        int per_host = cases[i].nh > 1 && !cases[i].big; /* one rank per host */
+        for (int w = 0; w < cases[i].n && per_host; w++)
+            want_algo(&r, w, "allreduce", "hier_ring", 4194304, cases[i].n, cases[i].nh);
         if (!cases[i].big)
-            CHECK_MSG(count_matching(r.err, "algorithm hier_") == 0, SHOWW(r, "no hier_"));
+            CHECK_MSG(count_matching(r.err, "algorithm hier_") == (per_host ? cases[i].n : 0),
+                      SHOWW(r, per_host ? "hier_ring only for the 4 MiB allreduce" : "no hier_"));
         run_free(&r);
     }
     /* CADRE_ALGO forces one: hier_ring on equal hosts, for every size. */
