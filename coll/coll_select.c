@@ -191,11 +191,12 @@ enum coll_algo cadre__coll_select_device(enum coll_kind k, size_t bytes, int gpu
 #define HIER_LEADER_MAX_ALLREDUCE (64 * KiB)
 #define HIER_LEADER_MAX_BCAST (256 * KiB)
 /* With one rank per host, the allreduce from this size is the chunked ring
- * (hier_ring: the flat ring's steps, chunk c's step j in round c + j), which
- * keeps a chunk crossing the network while the last one is reduced: 2 hosts,
- * alternated in one run (2026-11-27), 4 MiB 3.1-4.7 ms against 4.1-5.8 flat,
- * 16 MiB 19.8-28.2 against 21.7-43.1. Below, it would be one chunk. */
-#define HIER_RING_MIN_ALLREDUCE_1PPN (2 * MiB)
+ * (hier_ring: the flat ring's steps in chunks of 64 KiB messages, chunk c's
+ * step j in round c + j), which keeps a chunk crossing the network while the
+ * last one is reduced: 2 hosts, alternated in one run (2026-11-27, 100
+ * iterations), 512 KiB 0.19-0.22 ms against 0.14-0.43 flat, 1 MiB 0.40-0.48
+ * against 0.76-0.86, 8 MiB 3.8-4.1 against 5.0-6.1. */
+#define HIER_RING_MIN_ALLREDUCE_1PPN (256 * KiB)
 
 enum coll_algo cadre__coll_select_hosts(enum coll_kind k, size_t bytes, int nhosts, int minl,
                                         int maxl, const char **why)
@@ -206,7 +207,7 @@ enum coll_algo cadre__coll_select_hosts(enum coll_kind k, size_t bytes, int nhos
     }
     if (maxl < 2) {
         if (k == COLL_ALLREDUCE && bytes >= HIER_RING_MIN_ALLREDUCE_1PPN) {
-            *why = "one rank per host, bytes>=2097152: the ring in chunks";
+            *why = "one rank per host, bytes>=262144: the ring in chunks";
             return COLL_ALGO_HIER_RING;
         }
         *why = "one rank per host: the flat algorithms cross the network once per host";

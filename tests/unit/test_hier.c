@@ -123,7 +123,7 @@ static void want_algo(const struct run_result *r, int w, const char *coll, const
  * algorithm, then hier_split on hosts of equal size or hier_ring on hosts
  * of different sizes, whatever the placement; the barrier the leader one.
  * One host keeps the flat algorithms (no line); so does one rank per host,
- * but for the allreduce from 2 MiB, the ring in chunks (hier_ring). */
+ * but for the allreduce from 256 KiB, the ring in chunks (hier_ring). */
 static void test_algorithms(void)
 {
     static const struct {
@@ -152,11 +152,13 @@ static void test_algorithms(void)
             want_algo(&r, w, "barrier", "hier_leader", 0, cases[i].n, cases[i].nh);
         }
         int per_host = cases[i].nh > 1 && !cases[i].big; /* one rank per host */
-        for (int w = 0; w < cases[i].n && per_host; w++)
+        for (int w = 0; w < cases[i].n && per_host; w++) {
+            want_algo(&r, w, "allreduce", "hier_ring", 400000, cases[i].n, cases[i].nh);
             want_algo(&r, w, "allreduce", "hier_ring", 4194304, cases[i].n, cases[i].nh);
+        }
         if (!cases[i].big)
-            CHECK_MSG(count_matching(r.err, "algorithm hier_") == (per_host ? cases[i].n : 0),
-                      SHOWW(r, per_host ? "hier_ring only for the 4 MiB allreduce" : "no hier_"));
+            CHECK_MSG(count_matching(r.err, "algorithm hier_") == (per_host ? 2 * cases[i].n : 0),
+                      SHOWW(r, per_host ? "hier_ring only for the large allreduces" : "no hier_"));
         run_free(&r);
     }
     /* CADRE_ALGO forces one: hier_ring on equal hosts, for every size. */

@@ -425,10 +425,10 @@ static void test_stages(void)
     /* Two-level: nothing on one host or one rank per host; leader, split or ring by size. */
     CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 8, 1, 4, 4, &why), COLL_ALGO_NONE);
     CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 8, 3, 1, 1, &why), COLL_ALGO_NONE);
-    /* one rank per host: the allreduce in chunks from 2 MiB */
-    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, (2 << 20) - 1, 2, 1, 1, &why),
+    /* one rank per host: the allreduce in chunks from 256 KiB */
+    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, (256 << 10) - 1, 2, 1, 1, &why),
                     COLL_ALGO_NONE);
-    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 2 << 20, 2, 1, 1, &why),
+    CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 256 << 10, 2, 1, 1, &why),
                     COLL_ALGO_HIER_RING);
     CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_BCAST, 2 << 20, 2, 1, 1, &why), COLL_ALGO_NONE);
     CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 2 << 20, 1, 4, 4, &why),
