@@ -384,26 +384,35 @@ int s_crowd(void)
     return end_pair();
 }
 
+/* This process as rank 1 of 2, its transport up, and rank 0 published at a
+ * loopback socket of ours (returned): listening (nonblocking) or only bound,
+ * which refuses connects. fake holds rank 0's blob until the scenario ends. */
+static int fake_rank0(uint8_t fake[BLOB_HDR + BLOB_ENT], int listening, double secs)
+{
+    me.rank = 1;
+    deadline = now() + secs;
+    cadre__proc.rank = 1;
+    cadre__proc.size = 2;
+    cadre__p2p_info.job_cookie = COOKIE;
+    CHECK(T->init() == CADRE_SUCCESS, "%s", cadre_last_error());
+    int l = socket(AF_INET, SOCK_STREAM | (listening ? SOCK_NONBLOCK : 0), 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    CHECK(l >= 0 && bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+          (!listening || listen(l, 8) == 0) && getsockname(l, (struct sockaddr *)&sa, &sl) == 0);
+    blob_one(fake, blob[1], sa.sin_port, sa.sin_addr.s_addr);
+    blob[0] = fake;
+    blob_len[0] = BLOB_HDR + BLOB_ENT;
+    return l;
+}
+
 /* A listener that resets our first two connections (as one crowded by
  * strangers' connections does) and takes the third: the send gets through,
  * connecting again after each reset instead of failing the peer. */
 int s_retry(void)
 {
-    me.rank = 1;
-    deadline = now() + 30;
-    cadre__proc.rank = 1;
-    cadre__proc.size = 2;
-    cadre__p2p_info.job_cookie = COOKIE;
-    CHECK(T->init() == CADRE_SUCCESS, "%s", cadre_last_error());
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    CHECK(l >= 0 && bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(l, 8) == 0 &&
-          getsockname(l, (struct sockaddr *)&sa, &sl) == 0);
     uint8_t fake[BLOB_HDR + BLOB_ENT];
-    blob_one(fake, blob[1], sa.sin_port, sa.sin_addr.s_addr);
-    blob[0] = fake;
-    blob_len[0] = sizeof fake;
+    int l = fake_rank0(fake, 1, 30);
     char payload[5] = "ping";
     struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .src = 1, .tag = 9, .len = sizeof payload};
     int accepted = 0, fd = -1, rc;
@@ -550,22 +559,8 @@ int s_decoy(void)
  * those retries held every such process's exit for a second. */
 int s_farewell(void)
 {
-    me.rank = 1;
-    deadline = now() + 20;
-    cadre__proc.rank = 1;
-    cadre__proc.size = 2;
-    cadre__p2p_info.job_cookie = COOKIE;
-    CHECK(T->init() == CADRE_SUCCESS, "%s", cadre_last_error());
-    /* A port nobody listens on: bound, never listening, refuses. */
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof sa;
-    CHECK(l >= 0 && bind(l, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-          getsockname(l, (struct sockaddr *)&sa, &sl) == 0);
     uint8_t fake[BLOB_HDR + BLOB_ENT];
-    blob_one(fake, blob[1], sa.sin_port, sa.sin_addr.s_addr);
-    blob[0] = fake;
-    blob_len[0] = sizeof fake;
+    int l = fake_rank0(fake, 0, 20); /* bound, never listening: refuses */
     eng.farewells = 1;
     struct cadre_p2p_hdr h = {.type = CADRE_P2P_BYE, .src = 1};
     int rc;
