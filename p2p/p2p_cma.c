@@ -220,6 +220,47 @@ static void cma_queue_add(struct cma_queue *q, int peer, const struct cma_job *j
     queued_note();
 }
 
+/* A receive's answer to the sender (a grant or a read report); one that
+ * cannot be sent fails the receive. */
+static int answer(struct cadre_request *r, int peer, const struct cadre_p2p_hdr *c)
+{
+    int rc = cadre__p2p_post(peer, c, NULL, NULL);
+    if (rc != CADRE_SUCCESS)
+        cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
+                            cadre_last_error());
+    return rc;
+}
+
+/* Empties q into j and rq: the jobs whose request (of kind, in state) still
+ * waits for them, in order. One that completed meanwhile (its peer died)
+ * may already be its user's again. */
+static int queue_take(struct cma_queue *q, int kind, int state, struct cma_job *j,
+                      struct cadre_request **rq)
+{
+    int n = 0;
+    for (int i = 0; i < q->n; i++) {
+        struct cadre_request *r = cadre__req_lookup(q->job[i].id);
+        if (r && r->kind == kind && r->state == state && r->cma == CMA_QUEUED &&
+            r->peer_world == q->peer) {
+            rq[n] = r;
+            j[n++] = q->job[i];
+        }
+    }
+    q->n = 0;
+    q->bytes = 0;
+    queued_note();
+    return n;
+}
+
+/* A queued copy's outcome on its request; what: "read the message of". */
+static void job_result(struct cadre_request *r, int e, int peer, const char *what)
+{
+    r->cma = e ? CMA_FAILED : CMA_GRANTED;
+    if (e)
+        snprintf(r->errmsg, sizeof r->errmsg, "%s: cannot %s rank %d: %s", r->op, what, peer,
+                 e == EIO ? "no progress" : strerror(e));
+}
+
 int cadre__p2p_cma_recv(struct cadre_request *r, int peer, const struct cadre_p2p_hdr *h)
 {
     if (cma_broken || !peer_alive(peer, 0))
@@ -241,12 +282,8 @@ int cadre__p2p_cma_recv(struct cadre_request *r, int peer, const struct cadre_p2
         g.flags |= CADRE_P2P_SPLIT;
         g.ctx = (uint32_t)k;
         g.off = (uint64_t)(uintptr_t)(r->buf + k);
-        int rc = cadre__p2p_post(peer, &g, NULL, NULL);
-        if (rc != CADRE_SUCCESS) {
-            cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
-                                cadre_last_error());
+        if (answer(r, peer, &g) != CADRE_SUCCESS)
             return 1;
-        }
         /* The read, and the report after it, wait in the queue. */
         r->cma = CMA_QUEUED;
         r->moved = r->xfer;
@@ -254,10 +291,7 @@ int cadre__p2p_cma_recv(struct cadre_request *r, int peer, const struct cadre_p2
         return 1;
     }
     r->moved = r->xfer;
-    int rc = cadre__p2p_post(peer, &c, NULL, NULL);
-    if (rc != CADRE_SUCCESS)
-        cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
-                            cadre_last_error());
+    answer(r, peer, &c);
     return 1;
 }
 
@@ -266,36 +300,17 @@ static void flush_reads(void)
 {
     struct cma_job j[CMA_BATCH];
     struct cadre_request *rs[CMA_BATCH];
-    int err[CMA_BATCH], n = 0, peer = reads.peer;
-    /* Only receives still waiting for their read: one completed meanwhile
-     * (its sender died) may already be its user's again. */
-    for (int i = 0; i < reads.n; i++) {
-        struct cadre_request *r = cadre__req_lookup(reads.job[i].id);
-        if (r && r->kind == REQ_RECV && r->state == RS_WAIT_DATA && r->cma == CMA_QUEUED &&
-            r->peer_world == peer) {
-            rs[n] = r;
-            j[n++] = reads.job[i];
-        }
-    }
-    reads.n = 0;
-    reads.bytes = 0;
-    queued_note();
+    int err[CMA_BATCH], peer = reads.peer;
+    int n = queue_take(&reads, REQ_RECV, RS_WAIT_DATA, j, rs);
     if (!n)
         return;
     cma_copy_jobs(peer, j, n, 0, err);
     for (int i = 0; i < n; i++) {
         struct cadre_request *r = rs[i];
-        int e = err[i];
-        r->cma = e ? CMA_FAILED : CMA_GRANTED;
-        if (e)
-            snprintf(r->errmsg, sizeof r->errmsg, "%s: cannot read the message of rank %d: %s",
-                     r->op, peer, e == EIO ? "no progress" : strerror(e));
+        job_result(r, err[i], peer, "read the message of");
         struct cadre_p2p_hdr c = {.type = CADRE_P2P_CTS, .flags = CADRE_P2P_CMA, .len = r->xfer,
                                   .sreq = r->remote, .rreq = r->id};
-        int rc = cadre__p2p_post(peer, &c, NULL, NULL);
-        if (rc != CADRE_SUCCESS)
-            cadre__req_complete(r, rc, "%s: cannot answer rank %d: %s", r->op, peer,
-                                cadre_last_error());
+        answer(r, peer, &c);
     }
 }
 
@@ -305,22 +320,16 @@ static void flush_writes(void)
 {
     struct cma_job j[CMA_BATCH];
     struct cadre_request *ss[CMA_BATCH];
-    int err[CMA_BATCH], n = 0, peer = writes.peer;
-    for (int i = 0; i < writes.n; i++) {
-        struct cadre_request *s = cadre__req_lookup(writes.job[i].id);
-        if (!s || s->kind != REQ_SEND || s->state != RS_WAIT_CTS || s->cma != CMA_QUEUED ||
-            s->peer_world != peer)
-            continue;
-        if (s->abandoned) {
-            s->cma = 1; /* not written: the read report that follows answers NACK */
+    int err[CMA_BATCH], peer = writes.peer;
+    int taken = queue_take(&writes, REQ_SEND, RS_WAIT_CTS, j, ss), n = 0;
+    for (int i = 0; i < taken; i++) {
+        if (ss[i]->abandoned) {
+            ss[i]->cma = 1; /* not written: the read report that follows answers NACK */
             continue;
         }
-        ss[n] = s;
-        j[n++] = writes.job[i];
+        ss[n] = ss[i];
+        j[n++] = j[i];
     }
-    writes.n = 0;
-    writes.bytes = 0;
-    queued_note();
     if (!n)
         return;
     if (peer_alive(peer, 1))
@@ -328,14 +337,8 @@ static void flush_writes(void)
     else
         for (int i = 0; i < n; i++)
             err[i] = ESRCH;
-    for (int i = 0; i < n; i++) {
-        struct cadre_request *s = ss[i];
-        int e = err[i];
-        s->cma = e ? CMA_FAILED : CMA_GRANTED;
-        if (e)
-            snprintf(s->errmsg, sizeof s->errmsg, "%s: cannot write the message into rank %d: %s",
-                     s->op, peer, e == EIO ? "no progress" : strerror(e));
-    }
+    for (int i = 0; i < n; i++)
+        job_result(ss[i], err[i], peer, "write the message into");
 }
 
 void cadre__p2p_cma_flush(void)

@@ -191,10 +191,10 @@ int cadre__p2p_init(void)
      * yielding; bench/RESULTS.md, across hosts). */
     int on_machine = cadre__p2p_machine_ranks();
     if (on_machine > cadre__proc.local_size) {
+        e->oversubscribed = on_machine > (ncores > 0 ? ncores : 1);
         CADRE_INFO(P2P, "%d ranks of the job share this machine's %ld cores (%d on this host): "
                    "%s", on_machine, ncores, cadre__proc.local_size,
-                   on_machine > ncores ? "oversubscribed, waits yield" : "not oversubscribed");
-        e->oversubscribed = on_machine > (ncores > 0 ? ncores : 1);
+                   e->oversubscribed ? "oversubscribed, waits yield" : "not oversubscribed");
     }
     for (int w = 0; w < nr; w++) {
         struct cadre_peer *p = &e->peers[w];
