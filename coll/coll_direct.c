@@ -198,13 +198,11 @@ static int allreduce_pair(struct coll_sched *s, struct direct *d)
 static void doze(_Atomic uint64_t *w, uint64_t key, uint32_t want, double nap)
 {
     struct cadre_p2p_doorbell *b = cadre__eng.bell;
-    atomic_fetch_add(&b->sleepers, 1);
-    atomic_thread_fence(memory_order_seq_cst);
-    uint32_t seq = atomic_load(&b->seq);
+    uint32_t seq = cadre__bell_sleep_begin(b);
     uint64_t v = atomic_load_explicit(w, memory_order_acquire);
     if ((v & ~0xffffffffull) != key || (uint32_t)v < want)
         cadre__futex_wait(&b->seq, seq, nap);
-    atomic_fetch_sub(&b->sleepers, 1);
+    cadre__bell_sleep_end(b);
 }
 
 /* Waits until rank q's flag (`which`: 0 produced, 1 consumed) reaches

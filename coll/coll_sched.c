@@ -543,8 +543,11 @@ static int start(struct coll_sched *s, struct cadre_request **out, cadre_request
         (void)cadre__coll_strays_locked(s->comm, s->tag, s->op_name);
     }
     sched_poll(r);
+    int kick = user && !atomic_load(&r->done);
+    if (kick)
+        cadre__req_wants_pt(r);
     eng_unlock();
-    if (user && !atomic_load(&r->done))
+    if (kick)
         cadre__p2p_kick();
     if (user)
         *handle = h;

@@ -137,8 +137,13 @@ static int start(struct cadre_request *r, int user)
         cadre__req_free(r);
         return rc;
     }
+    /* Counted under the lock, so that its completion (complete_tail, also
+     * under the lock) finds it counted. */
+    int kick = user && !atomic_load(&r->done) && wants_progress(r);
+    if (kick)
+        cadre__req_wants_pt(r);
     eng_unlock();
-    if (user && !atomic_load(&r->done) && wants_progress(r))
+    if (kick)
         cadre__p2p_kick();
     return CADRE_SUCCESS;
 }

@@ -144,6 +144,35 @@ static int busy_answer(int busy)
     return busy;
 }
 
+/* Whether a long yield (cadre__yield_brief) gave the core to a process of
+ * another job: more tasks want the cores than this job has ranks on the
+ * machine, or cores. With only the job's own ranks on the cores (4 ranks on
+ * 2 cores), a long yield means a peer had work to do, and yielding on is
+ * what hands the core over soonest: napping instead made every turn a
+ * wake-up, which preempts the waker (2 pairs of the 8-byte message rate
+ * 1.1-2.6 M messages/s napping against 8-9 yielding). One sample per
+ * BUSY_SAMPLE at most, shared by the callers; CADRE_WAIT=spin answers no,
+ * sleep yes. */
+int cadre__cores_foreign(void)
+{
+    if (busy_mode)
+        return busy_mode == 2;
+    static _Atomic long last_r = -1;
+    static _Atomic double next;
+    static _Atomic int sampling;
+    double now = cadre__now();
+    if (now >= atomic_load_explicit(&next, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&sampling, 1, memory_order_acquire)) {
+        atomic_store_explicit(&last_r, runnable(), memory_order_relaxed);
+        atomic_store_explicit(&next, now + BUSY_SAMPLE, memory_order_relaxed);
+        atomic_store_explicit(&sampling, 0, memory_order_release);
+    }
+    long r = atomic_load_explicit(&last_r, memory_order_relaxed);
+    long mine = cadre__p2p_machine_ranks();
+    /* No reading (no /proc/loadavg): as before, any long yield counts. */
+    return r < 0 || r > (mine > busy_cores ? mine : busy_cores);
+}
+
 int cadre__wait_doze(void)
 {
     return cadre__cores_busy() && busy_mode == 2;

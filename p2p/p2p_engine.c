@@ -120,6 +120,10 @@ int cadre__p2p_init(void)
     e->ndead = e->deaths_pending = e->finalizing = 0;
     atomic_store(&e->stop, 0);
     atomic_store(&e->outstanding, 0);
+    atomic_store(&e->pt_wanted, 0);
+    atomic_store(&e->n_wakes, 0);
+    atomic_store(&e->n_pt_wakes, 0);
+    atomic_store(&e->n_nap_turns, 0);
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
     e->oversubscribed = cadre__proc.local_size > (ncores > 0 ? ncores : 1);
     cadre__busy_init();
@@ -338,6 +342,9 @@ void cadre__p2p_finalize(void)
     }
     eng_unlock();
     drain(5.0);
+    CADRE_INFO(P2P, "wake-ups: %lu sent to peers' sleeping threads, %lu of the progress thread; "
+               "%lu turns of napping after a yield to another job's process",
+               atomic_load(&e->n_wakes), atomic_load(&e->n_pt_wakes), atomic_load(&e->n_nap_turns));
     if (e->pt_running) {
         atomic_store(&e->stop, 1);
         atomic_fetch_add(&e->pt_word, 1);

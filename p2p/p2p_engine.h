@@ -33,6 +33,7 @@ struct cadre_request {
     uint8_t state;
     uint8_t user;      /* handed to the user (nonblocking call): counts as outstanding */
     uint8_t abandoned; /* the user gave up on it (timeout): the engine frees it when done */
+    uint8_t pt_wants;  /* counted in cadre__eng.pt_wanted until done */
     uint8_t nt;        /* recv: land the data with streaming stores (cadre__copy_out) */
     uint8_t cma;       /* single copy (p2p_cma.c): send: offered, wrote; recv: read, granted */
     _Atomic int done;
@@ -188,7 +189,10 @@ struct cadre_p2p_doorbell {
      * which a futex wake does not reach: a peer that rings also sends a
      * datagram to the socket named by wake_key (0: none; cadre__p2p_wake_*). */
     _Atomic uint32_t pollers;
-    uint32_t pad;
+    /* 1 while some sleeper may wait on the present seq: a ring takes it
+     * (and only then bumps seq and wakes), so a burst of messages to a
+     * sleeping rank makes one wake-up system call, not one per message. */
+    _Atomic uint32_t armed;
     _Atomic uint64_t wake_key;
 };
 
@@ -217,6 +221,15 @@ struct cadre_engine {
     struct cadre_p2p_doorbell bell_local;
 
     _Atomic int outstanding; /* user requests not done + queued output */
+    /* Of those, the requests whose data moves only when some thread answers
+     * (api's wants_progress): the progress thread's business once the
+     * application leaves its wait. */
+    _Atomic int pt_wanted;
+    /* Counted for the INFO line of cadre__p2p_finalize (tests read it):
+     * wake-ups sent to peers' sleeping threads, kicks that woke the idle
+     * progress thread, and long yields that turned this process's waits to
+     * naps (cadre__yield_brief). */
+    _Atomic unsigned long n_wakes, n_pt_wakes, n_nap_turns;
     _Atomic int app_waiting; /* application threads inside a wait */
     _Atomic int stop;
     _Atomic uint32_t pt_word; /* the idle progress thread sleeps here */
@@ -287,16 +300,23 @@ int cadre__wait_doze(void);
  * pays for the question). */
 #define CADRE_BUSY_ASK 256
 
+/* p2p_busy.c: a long yield went to another job's process (more runnable
+ * tasks than this job's ranks on the machine). */
+int cadre__cores_foreign(void);
+
 /* One idle poll of a rank whose job has more ranks than the node has cores:
  * gives the core away (sched_yield), which on a quiet machine hands it to
  * another rank of the job at once (4 ranks on 2 cores: an 8-byte allreduce
  * in 2.5 us, against 50 us when every wait naps on its doorbell instead).
- * Returns 0, and the waiter should nap now, when a yield took long: another
- * process held the core (a CPU hog keeps it for its slice, milliseconds),
- * and a rank woken from its nap by a peer's ring runs before such a process.
- * Then no rank of this process yields for the next 0.1 s, since each yield
- * would cost a slice again (5 ranks and two hogs on 2 cores, 8-byte
- * allreduce: 2.6 ms yielding on every idle poll, 0.12-0.3 ms napping). */
+ * Returns 0, and the waiter should nap now, when a yield took long and
+ * another job's process held the core (a CPU hog keeps it for its slice,
+ * milliseconds; cadre__cores_foreign), since a rank woken from its nap by
+ * a peer's ring runs before such a process. Then no rank of this process
+ * yields for the next 0.1 s, since each yield would cost a slice again (5
+ * ranks and two hogs on 2 cores, 8-byte allreduce: 2.6 ms yielding on every
+ * idle poll, 0.12-0.3 ms napping). A long yield to the job's own ranks
+ * changes nothing: they had work, and yielding hands the core back
+ * soonest. */
 static inline int cadre__yield_brief(void)
 {
     double t0 = cadre__now();
@@ -304,8 +324,9 @@ static inline int cadre__yield_brief(void)
         return 0;
     sched_yield();
     double dt = cadre__now() - t0;
-    if (dt < 500e-6)
+    if (dt < 500e-6 || !cadre__cores_foreign())
         return 1;
+    atomic_fetch_add_explicit(&cadre__eng.n_nap_turns, 1, memory_order_relaxed);
     atomic_store_explicit(&cadre__eng.yield_off_until, t0 + dt + 0.1, memory_order_relaxed);
     return 0;
 }
@@ -334,6 +355,16 @@ struct cadre_p2p_direct {
  * it, reads it straight into the buffer, without a request. Returns 1 when
  * done (status filled), 0 to take the general path. Lock NOT held. */
 int cadre__p2p_recv_direct(const struct cadre_p2p_direct *d, cadre_status_t *status);
+/* Lock held: request r, handed to the user and not done, moves only when
+ * some thread answers: the progress thread's business while the application
+ * is away (cadre__eng.pt_wanted; complete_tail uncounts it). */
+static inline void cadre__req_wants_pt(struct cadre_request *r)
+{
+    if (!r->pt_wants) {
+        r->pt_wants = 1;
+        atomic_fetch_add(&cadre__eng.pt_wanted, 1);
+    }
+}
 /* Progress with the lock already held. */
 int cadre__p2p_progress_locked(void);
 /* Sleeps until a peer or local thread rings our doorbell, a socket is
@@ -482,13 +513,40 @@ void cadre__p2p_wake_open(void);
 void cadre__p2p_wake_close(void);
 void cadre__p2p_wake_peer(struct cadre_p2p_doorbell *b);
 
-static inline void cadre__bell_ring(struct cadre_p2p_doorbell *b)
+/* Rings a doorbell after a store the sleepers look for: wakes them when
+ * some may sleep on its present seq. Returns 1 when it did (the caller then
+ * also owes poll() sleepers their datagram), 0 when nobody sleeps or an
+ * earlier ring since they went to sleep woke them already. */
+static inline int cadre__bell_ring(struct cadre_p2p_doorbell *b)
 {
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&b->sleepers, memory_order_relaxed)) {
-        atomic_fetch_add(&b->seq, 1);
-        cadre__futex_wake(&b->seq);
-    }
+    if (!atomic_load_explicit(&b->sleepers, memory_order_relaxed) ||
+        !atomic_load_explicit(&b->armed, memory_order_relaxed) ||
+        !atomic_exchange_explicit(&b->armed, 0, memory_order_acquire))
+        return 0;
+    atomic_fetch_add(&b->seq, 1);
+    cadre__futex_wake(&b->seq);
+    return 1;
+}
+
+/* A thread about to sleep on doorbell b: counted among its sleepers, and
+ * the bell armed, before its last look for work (the fence orders the two),
+ * so that a store the look misses finds it to wake. Returns the seq to
+ * sleep on (cadre__futex_wait); cadre__bell_sleep_end when awake. */
+static inline uint32_t cadre__bell_sleep_begin(struct cadre_p2p_doorbell *b)
+{
+    atomic_fetch_add(&b->sleepers, 1);
+    /* seq before armed: a ring that takes our armed bumps seq after this
+     * read, so our wait on v returns. */
+    uint32_t v = atomic_load_explicit(&b->seq, memory_order_acquire);
+    atomic_store_explicit(&b->armed, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    return v;
+}
+
+static inline void cadre__bell_sleep_end(struct cadre_p2p_doorbell *b)
+{
+    atomic_fetch_sub(&b->sleepers, 1);
 }
 
 #endif

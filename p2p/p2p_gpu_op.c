@@ -84,6 +84,7 @@ int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req)
     eng_lock();
     r->user = 1;
     atomic_fetch_add(&cadre__eng.outstanding, 1);
+    cadre__req_wants_pt(r);
     r->next = cadre__eng.generic;
     if (r->next)
         r->next->prev = r;

@@ -195,10 +195,10 @@ void cadre__p2p_sleep(double timeout_s)
             timeout_s = 1e-3;
         struct cadre_p2p_doorbell *b = e->bell;
         atomic_fetch_add(&b->pollers, 1);
-        atomic_fetch_add(&b->sleepers, 1);
+        (void)cadre__bell_sleep_begin(b);
         if (cadre__p2p_progress() == 0)
             poll(fds, (nfds_t)n, (int)(timeout_s * 1e3) + 1);
-        atomic_fetch_sub(&b->sleepers, 1);
+        cadre__bell_sleep_end(b);
         atomic_fetch_sub(&b->pollers, 1);
         uint64_t v;
         if (fds[n - 1].revents & POLLIN)
@@ -210,14 +210,12 @@ void cadre__p2p_sleep(double timeout_s)
         }
         return;
     }
-    atomic_fetch_add(&e->bell->sleepers, 1);
-    atomic_thread_fence(memory_order_seq_cst);
-    uint32_t v = atomic_load(&e->bell->seq);
+    uint32_t v = cadre__bell_sleep_begin(e->bell);
     /* A message published before we counted ourselves a sleeper would find
      * nobody to wake: look once more before sleeping. */
     if (cadre__p2p_progress() == 0)
         cadre__futex_wait(&e->bell->seq, v, timeout_s);
-    atomic_fetch_sub(&e->bell->sleepers, 1);
+    cadre__bell_sleep_end(e->bell);
 }
 
 /* ---- the wake socket ------------------------------------------------------ */
@@ -270,7 +268,8 @@ void cadre__p2p_wake_close(void)
     e->wake_fd = e->wake_tx = -1;
 }
 
-/* After cadre__bell_ring(b) (its fence orders our message before this look). */
+/* After cadre__bell_ring(b) returned 1 (its fence orders our message before
+ * this look). */
 void cadre__p2p_wake_peer(struct cadre_p2p_doorbell *b)
 {
     struct cadre_engine *e = &cadre__eng;
@@ -290,6 +289,7 @@ void cadre__p2p_kick(void)
     struct cadre_engine *e = &cadre__eng;
     /* One wake-up per nap of the progress thread, not one per request. */
     if (atomic_load_explicit(&e->pt_idle, memory_order_relaxed) && atomic_exchange(&e->pt_idle, 0)) {
+        atomic_fetch_add_explicit(&e->n_pt_wakes, 1, memory_order_relaxed);
         atomic_fetch_add(&e->pt_word, 1);
         cadre__futex_wake(&e->pt_word);
     }

@@ -243,6 +243,10 @@ static inline void complete_tail(struct cadre_request *r)
     req_unregister(r);
     if (r->user && !r->abandoned)
         atomic_fetch_sub(&cadre__eng.outstanding, 1);
+    if (r->pt_wants) {
+        r->pt_wants = 0;
+        atomic_fetch_sub(&cadre__eng.pt_wanted, 1);
+    }
     if (r->abandoned) {
         cadre__req_free(r);
         return;
@@ -280,7 +284,7 @@ void cadre__req_complete_ok(struct cadre_request *r)
  * another process holds the core (cadre__yield_brief); with CADRE_WAIT=sleep
  * the others sleep after a few idle polls (cadre__wait_doze). */
 #define SPIN_POLLS 20000
-#define SPIN_POLLS_OVERSUB 64
+#define SPIN_POLLS_OVERSUB 2048
 
 int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_timeout)
 {
@@ -295,7 +299,8 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
      * progress thread to stand aside (an atomic add and sub on every wait
      * would cost a ping-pong more than they save). */
     int registered = 0;
-    for (int i = 0; i < 256; i++) {
+    int quick = e->oversubscribed ? 16 : 256;
+    for (int i = 0; i < quick; i++) {
         cadre__p2p_progress();
         if (atomic_load_explicit(&r->done, memory_order_acquire))
             return CADRE_SUCCESS;
@@ -352,7 +357,12 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
     }
     if (registered)
         atomic_fetch_sub(&e->app_waiting, 1);
-    if (atomic_load(&e->outstanding) > 0)
+    /* The progress thread stood aside while we waited: work that moves only
+     * when some thread answers is its business again. Not for other work
+     * (a window of small receives, whose messages wait whole in the
+     * transport): waking it after every wait of a waitall cost each window
+     * a wake-up and, with ranks sharing cores, a turn on the core. */
+    if (registered && atomic_load(&e->pt_wanted) > 0)
         cadre__p2p_kick();
     return rc;
 }

@@ -178,8 +178,10 @@ void *cadre__shm_coll_area(int w)
 static void ring_peer(struct shm_peer *p)
 {
     struct cadre_p2p_doorbell *b = peer_bell(p);
-    cadre__bell_ring(b);
-    cadre__p2p_wake_peer(b);
+    if (cadre__bell_ring(b)) {
+        atomic_fetch_add_explicit(&cadre__eng.n_wakes, 1, memory_order_relaxed);
+        cadre__p2p_wake_peer(b);
+    }
 }
 
 void cadre__shm_wake(int w)
