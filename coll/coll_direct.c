@@ -28,42 +28,8 @@
 
 #include <sched.h>
 
-#include "coll_algos.h"
-#include "coll_fast.h"
+#include "coll_direct.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
-/* Bytes reduced at a time: two such buffers stay in a core's 1 MiB L2. */
-#define DIRECT_CHUNK ((size_t)256 << 10)
-/* Chunks in the ring of allreduce_pair_stream (DIRECT_RING_BYTES in all). */
-#define RING_K 4
-/* From this size the two-rank allreduce streams its halves (below). */
-#define DIRECT_STREAM_MIN ((size_t)64 << 10)
-/* ... and writes its output with streaming stores from this size. */
-#define DIRECT_NT_MIN ((size_t)8 << 20)
-
-/* What each rank tells the others in round 1. */
-struct direct_addr {
-    uint64_t s, r;  /* its send and receive buffer addresses */
-    uint64_t busy;  /* 1: other processes want its node's cores (cadre__cores_busy) */
-};
-
-struct direct {
-    struct direct_addr mine;
-    struct direct_addr *peer; /* every rank's, this one's included */
-    const void *sbuf;
-    void *rbuf;
-    size_t count;       /* allreduce: the vector; reduce_scatter: the block; bcast: buf */
-    int root;           /* bcast */
-    const size_t *counts, *displs; /* allgatherv: copies owned by the schedule */
-};
-
-static int world_of(const struct cadre_comm *c, int rank)
-{
-    return c->world_ranks ? c->world_ranks[rank] : rank;
-}
 
 int cadre__direct_usable(const struct cadre_comm *c)
 {
@@ -92,18 +58,16 @@ int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, s
                         err == EIO ? "no progress" : strerror(err));
 }
 
-/* Copies n bytes between local memory and rank `rank`'s address space. */
-static int cma(struct coll_sched *s, int rank, void *local, uint64_t remote, size_t n, int write)
+int cadre__direct_cma(struct coll_sched *s, int rank, void *local, uint64_t remote, size_t n,
+                      int write)
 {
     int err = cadre__cma(world_of(s->comm, rank), local, remote, n, write);
     return err ? cadre__cma_failed(s->comm, s->op_name, rank, err, n, write) : CADRE_SUCCESS;
 }
 
-/* Two chunk buffers. Local steps run under the engine lock, one at a time,
- * so one pair serves every schedule of the process. */
 static unsigned char *scratch;
 
-static int get_scratch(struct coll_sched *s, unsigned char **acc, unsigned char **tmp)
+int cadre__direct_scratch(struct coll_sched *s, unsigned char **acc, unsigned char **tmp)
 {
     if (!scratch && posix_memalign((void **)&scratch, 4096, 2 * DIRECT_CHUNK))
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name), scratch = NULL,
@@ -125,7 +89,7 @@ static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine
         if (q == me)
             continue;
         unsigned char *dst = first ? acc : tmp;
-        CADRE_CHECK(cma(s, q, dst, d->peer[q].s + sboff, bytes, 0));
+        CADRE_CHECK(cadre__direct_cma(s, q, dst, d->peer[q].s + sboff, bytes, 0));
         if (!first)
             cadre__coll_reduce(acc, tmp, m, s->dt, s->op);
         first = 0;
@@ -134,10 +98,6 @@ static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine
     return CADRE_SUCCESS;
 }
 
-static int allreduce_pair(struct coll_sched *s, struct direct *d);
-static int allreduce_pair_stream(struct coll_sched *s, struct direct *d);
-static int allreduce_pair_loose(struct coll_sched *s, struct direct *d);
-
 static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
 {
     struct direct *d = st->arg;
@@ -145,19 +105,12 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
     /* The pair algorithm reads the peer's input while the peer writes its
      * output: only where no rank works in place. Every rank decides from
      * the same addresses. */
-    if (n == 2 && d->peer[0].s != d->peer[0].r && d->peer[1].s != d->peer[1].r) {
-        if (d->count * s->elsize >= DIRECT_STREAM_MIN && (d->peer[0].busy || d->peer[1].busy))
-            return allreduce_pair_loose(s, d);
-        return d->count * s->elsize >= DIRECT_STREAM_MIN &&
-                       cadre__direct_ring(world_of(s->comm, 0)) &&
-                       cadre__direct_ring(world_of(s->comm, 1))
-                   ? allreduce_pair_stream(s, d)
-                   : allreduce_pair(s, d);
-    }
+    if (n == 2 && d->peer[0].s != d->peer[0].r && d->peer[1].s != d->peer[1].r)
+        return cadre__direct_pair_allreduce(s, d);
     size_t es = s->elsize, lo, hi;
     cadre__share(d->count, es, n, me, &lo, &hi);
     unsigned char *acc, *tmp;
-    CADRE_CHECK(get_scratch(s, &acc, &tmp));
+    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
     size_t step = DIRECT_CHUNK / es;
     for (size_t off = lo; off < hi; off += step) {
         size_t m = hi - off < step ? hi - off : step, bytes = m * es;
@@ -165,252 +118,8 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
         cadre__copy_nt((char *)d->rbuf + off * es, acc, bytes);
         for (int q = 0; q < n; q++)
             if (q != me)
-                CADRE_CHECK(cma(s, q, acc, d->peer[q].r + off * es, bytes, 1));
+                CADRE_CHECK(cadre__direct_cma(s, q, acc, d->peer[q].r + off * es, bytes, 1));
     }
-    return CADRE_SUCCESS;
-}
-
-/* Two ranks: each reads the other's whole input and computes the whole
- * result itself, so that nobody writes into another process's memory: a
- * write there costs the kernel a read of the line first, while the reads
- * land in this core's cache. a+b and b+a are the same bits, so both ranks
- * still get the same result. */
-static int allreduce_pair(struct coll_sched *s, struct direct *d)
-{
-    int peer = !s->comm->rank;
-    size_t es = s->elsize;
-    unsigned char *acc, *tmp;
-    CADRE_CHECK(get_scratch(s, &acc, &tmp));
-    size_t step = DIRECT_CHUNK / es;
-    for (size_t off = 0; off < d->count; off += step) {
-        size_t m = d->count - off < step ? d->count - off : step, bytes = m * es;
-        CADRE_CHECK(cma(s, peer, acc, d->peer[peer].s + off * es, bytes, 0));
-        cadre__coll_reduce(acc, (const char *)d->sbuf + off * es, m, s->dt, s->op);
-        cadre__copy_nt((char *)d->rbuf + off * es, acc, bytes);
-    }
-    return CADRE_SUCCESS;
-}
-
-/* Sleeps on this process's doorbell for at most `nap` seconds unless *w is
- * already key|want or more; the peer rings it after each store to its flags
- * (cadre__shm_wake). Counted a sleeper before the last look, so that a store
- * between that look and the sleep finds someone to wake. */
-static void doze(_Atomic uint64_t *w, uint64_t key, uint32_t want, double nap)
-{
-    struct cadre_p2p_doorbell *b = cadre__eng.bell;
-    uint32_t seq = cadre__bell_sleep_begin(b);
-    uint64_t v = atomic_load_explicit(w, memory_order_acquire);
-    if ((v & ~0xffffffffull) != key || (uint32_t)v < want)
-        cadre__futex_wait(&b->seq, seq, nap);
-    cadre__bell_sleep_end(b);
-}
-
-/* Waits until rank q's flag (`which`: 0 produced, 1 consumed) reaches
- * key|want. Lock held: the engine's checks run from here. Spins, yielding
- * when ranks outnumber the cores; sleeps on the doorbell instead when a
- * yield shows another process holding the core (cadre__yield_brief), or
- * soon with CADRE_WAIT=sleep (cadre__wait_doze). */
-static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint32_t want)
-{
-    struct cadre_engine *e = &cadre__eng;
-    struct direct_flags *f = cadre__direct_flags(world_of(s->comm, q));
-    _Atomic uint64_t *w = which ? &f->cons : &f->prod;
-    double since = 0, nap = 50e-6;
-    int sleep = 0;
-    for (unsigned spins = 0;; spins++) {
-        uint64_t v = atomic_load_explicit(w, memory_order_acquire);
-        if ((v & ~0xffffffffull) == key && (uint32_t)v >= want)
-            return CADRE_SUCCESS;
-        if (!sleep) {
-            if (e->oversubscribed)
-                sleep = !cadre__yield_brief();
-            else if (spins == CADRE_BUSY_ASK)
-                sleep = cadre__wait_doze();
-        }
-        if (sleep) {
-            doze(w, key, want, nap);
-            if (nap < 10e-3)
-                nap *= 2;
-        } else if ((spins & 0xffff) != 0xffff) {
-            continue;
-        }
-        cadre__p2p_check_peers();
-        if (e->peers[world_of(s->comm, q)].state == PEER_DEAD) {
-            /* Its news before its leaving (coll_poison.c). */
-            if (cadre__coll_any_poisoned())
-                CADRE_CHECK(cadre__coll_poisoned(s->ctx, s->op_name));
-            cadre__coll_poison_peer_locked(s->comm, q);
-            return cadre__error(CADRE_ERR_PEER, "%s: rank %d failed", s->op_name, q);
-        }
-        double now = cadre__now();
-        if (!since)
-            since = now;
-        else if (now - since > e->timeout)
-            return cadre__error(CADRE_ERR_TIMEOUT, "%s: rank %d made no progress for %g s",
-                                s->op_name, q, e->timeout);
-    }
-}
-
-static void copy_plain(void *dst, const void *src, size_t n)
-{
-    cadre__copy(dst, src, n);
-}
-
-/* acc[i] += src[i] and out[i] = acc[i] in one pass, out with streaming
- * stores; 1 when done, 0 when this type and op have no fused loop. */
-static int reduce_out(void *out, void *acc, const void *src, size_t n, cadre_datatype_t dt,
-                      cadre_op_t op)
-{
-#if defined(__SSE2__)
-    if (dt == CADRE_FLOAT32 && (op == CADRE_SUM || op == CADRE_AVG) && !((uintptr_t)out & 15) &&
-        !((uintptr_t)acc & 15)) {
-        float *o = out, *a = acc;
-        const float *b = src;
-        size_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            __m128 x = _mm_add_ps(_mm_load_ps(a + i), _mm_loadu_ps(b + i));
-            __m128 y = _mm_add_ps(_mm_load_ps(a + i + 4), _mm_loadu_ps(b + i + 4));
-            _mm_store_ps(a + i, x);
-            _mm_store_ps(a + i + 4, y);
-            _mm_stream_ps(o + i, x);
-            _mm_stream_ps(o + i + 4, y);
-        }
-        for (; i < n; i++)
-            o[i] = a[i] = a[i] + b[i];
-        _mm_sfence();
-        return 1;
-    }
-#endif
-    (void)out, (void)acc, (void)src, (void)n, (void)dt, (void)op;
-    return 0;
-}
-
-/* The chunk key of allreduce_pair_stream and allreduce_pair_loose's flags. */
-static uint64_t pair_key(const struct coll_sched *s)
-{
-    uint64_t key = ((uint64_t)(uint32_t)s->tag << 32) ^ ((uint64_t)s->ctx << 62);
-    return key & ~0xffffffffull;
-}
-
-/* Two ranks: elements [off, off+m) of the result into this rank's output,
- * through acc (which keeps them): the peer's input read into acc, this
- * rank's added; with streaming stores where nt. */
-static int pair_reduce_out(struct coll_sched *s, struct direct *d, unsigned char *acc, size_t off,
-                           size_t m, int nt)
-{
-    int peer = !s->comm->rank;
-    size_t es = s->elsize;
-    char *out = (char *)d->rbuf + off * es;
-    const char *own = (const char *)d->sbuf + off * es;
-    CADRE_CHECK(cma(s, peer, acc, d->peer[peer].s + off * es, m * es, 0));
-    if (!nt || !reduce_out(out, acc, own, m, s->dt, s->op)) {
-        cadre__coll_reduce(acc, own, m, s->dt, s->op);
-        (nt ? cadre__copy_nt : copy_plain)(out, acc, m * es);
-    }
-    return CADRE_SUCCESS;
-}
-
-/* Two ranks, large vectors: each rank reduces its half in chunks into a
- * ring of chunk buffers in its shm segment and streams each chunk into its
- * output; the other rank, right behind, streams the chunk from that ring
- * (still in the cache) into its own output. Counters in the segments pace
- * the two. Memory sees each input read once and each output written once,
- * the least an allreduce can do, and only the peer's input crosses with a
- * system call. */
-static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
-{
-    int me = s->comm->rank, peer = !me;
-    int wme = world_of(s->comm, me), wpeer = world_of(s->comm, peer);
-    size_t es = s->elsize, lo, hi, plo, phi;
-    cadre__share(d->count, es, 2, me, &lo, &hi);
-    cadre__share(d->count, es, 2, peer, &plo, &phi);
-    unsigned char *ring = cadre__direct_ring(wme), *pring = cadre__direct_ring(wpeer);
-    struct direct_flags *mine = cadre__direct_flags(wme);
-    uint64_t key = pair_key(s);
-    size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
-    /* Streaming stores only where the output would not stay in the cache. */
-    int nt = d->count * es >= DIRECT_NT_MIN;
-    void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
-    uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
-    uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step);
-    for (uint32_t i = 0; i < nme || i < npeer; i++) {
-        if (i < nme) {
-            size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
-            if (i >= RING_K)
-                CADRE_CHECK(wait_flag(s, peer, 1, key, i - RING_K + 1));
-            CADRE_CHECK(pair_reduce_out(s, d, ring + (size_t)(i % RING_K) * chunk, off, m, nt));
-            atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
-            cadre__shm_wake(wpeer);
-        }
-        if (i < npeer) {
-            size_t off = plo + (size_t)i * step, m = phi - off < step ? phi - off : step;
-            CADRE_CHECK(wait_flag(s, peer, 0, key, i + 1));
-            out_copy((char *)d->rbuf + off * es, pring + (size_t)(i % RING_K) * chunk, m * es);
-            atomic_store_explicit(&mine->cons, key | (i + 1), memory_order_release);
-            cadre__shm_wake(wpeer);
-        }
-    }
-    /* The ring is reused by the next call: the peer must be done with it. */
-    return wait_flag(s, peer, 1, key, nme);
-}
-
-/* Reads into this rank's output the chunks of the peer's half that the
- * peer's counter says it has written into its own output, from chunk *got
- * on, in one system call. */
-static int take_written(struct coll_sched *s, struct direct *d, uint64_t key, size_t plo,
-                        size_t phi, size_t step, uint32_t *got)
-{
-    int peer = !s->comm->rank;
-    uint64_t v = atomic_load_explicit(&cadre__direct_flags(world_of(s->comm, peer))->prod,
-                                      memory_order_acquire);
-    if ((v & ~0xffffffffull) != key || (uint32_t)v <= *got)
-        return CADRE_SUCCESS;
-    size_t es = s->elsize, off = plo + (size_t)*got * step, end = plo + (size_t)(uint32_t)v * step;
-    if (end > phi)
-        end = phi;
-    CADRE_CHECK(cma(s, peer, (char *)d->rbuf + off * es, d->peer[peer].r + off * es,
-                    (end - off) * es, 0));
-    *got = (uint32_t)v;
-    return CADRE_SUCCESS;
-}
-
-/* Two ranks, large vectors, on a busy machine (either rank's
- * cadre__cores_busy in round 1): the unpaced variant. As in allreduce_pair_stream each rank
- * reduces its half into its own output, but the peer then reads that half
- * straight from there, as far as the counter says it is written, not
- * through the ring: nothing makes a rank wait for its peer to read. With
- * other processes on the cores each rank runs in slices the scheduler gives
- * it; the ring's pacing made the two meet every RING_K chunks, each meeting
- * a wait for a rank the scheduler had set aside (2-rank allreduce beside six
- * `yes`, 32 MiB: 150-190 ms paced, 34-41 ms here). Here they meet once,
- * when one has nothing left but reading. */
-static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
-{
-    int me = s->comm->rank, peer = !me;
-    int wme = world_of(s->comm, me), wpeer = world_of(s->comm, peer);
-    size_t es = s->elsize, lo, hi, plo, phi;
-    cadre__share(d->count, es, 2, me, &lo, &hi);
-    cadre__share(d->count, es, 2, peer, &plo, &phi);
-    struct direct_flags *mine = cadre__direct_flags(wme);
-    uint64_t key = pair_key(s);
-    unsigned char *acc, *tmp;
-    CADRE_CHECK(get_scratch(s, &acc, &tmp));
-    size_t step = DIRECT_CHUNK / es;
-    int nt = d->count * es >= DIRECT_NT_MIN;
-    uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
-    uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step), got = 0;
-    for (uint32_t i = 0; i < nme; i++) {
-        size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
-        CADRE_CHECK(pair_reduce_out(s, d, acc, off, m, nt));
-        atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
-        cadre__shm_wake(wpeer);
-        CADRE_CHECK(take_written(s, d, key, plo, phi, step, &got));
-    }
-    while (got < npeer) {
-        CADRE_CHECK(wait_flag(s, peer, 0, key, got + 1));
-        CADRE_CHECK(take_written(s, d, key, plo, phi, step, &got));
-    }
-    /* Round 3 keeps the peer from returning while this rank reads its output. */
     return CADRE_SUCCESS;
 }
 
@@ -419,7 +128,7 @@ static int reduce_scatter_call(struct coll_sched *s, const struct coll_step *st)
     struct direct *d = st->arg;
     size_t es = s->elsize, base = (size_t)s->comm->rank * d->count * es;
     unsigned char *acc, *tmp;
-    CADRE_CHECK(get_scratch(s, &acc, &tmp));
+    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
     size_t step = DIRECT_CHUNK / es;
     for (size_t off = 0; off < d->count; off += step) {
         size_t m = d->count - off < step ? d->count - off : step;
@@ -447,7 +156,7 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
         if (d->counts[q])
-            CADRE_CHECK(cma(s, q, rb + d->displs[q] * es, d->peer[q].s, d->counts[q] * es, 0));
+            CADRE_CHECK(cadre__direct_cma(s, q, rb + d->displs[q] * es, d->peer[q].s, d->counts[q] * es, 0));
     }
     return CADRE_SUCCESS;
 }
@@ -466,12 +175,12 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
          * better still where c2c read ~110 ns (bench/RESULTS.md). */
         size_t half = bytes / 5 * 3 / 64 * 64;
         if (me == root)
-            return cma(s, !me, buf, d->peer[!me].r, half, 1);
-        return cma(s, root, buf + half, d->peer[root].r + half, bytes - half, 0);
+            return cadre__direct_cma(s, !me, buf, d->peer[!me].r, half, 1);
+        return cadre__direct_cma(s, root, buf + half, d->peer[root].r + half, bytes - half, 0);
     }
     if (me == root)
         return CADRE_SUCCESS;
-    return cma(s, root, buf, d->peer[root].r, bytes, 0);
+    return cadre__direct_cma(s, root, buf, d->peer[root].r, bytes, 0);
 }
 
 /* Rounds 1 and 3 around the CS_CALL of round 2. */

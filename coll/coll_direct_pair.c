@@ -1,0 +1,434 @@
+/* The two-rank allreduce of the direct algorithms (coll_direct.c), out of
+ * place: the pair reads the peer's input with process_vm_readv and reduces
+ * in chunks that stay in cache. On an idle machine each rank computes the
+ * whole result (small vectors) or its half, streamed to the peer through a
+ * small ring in its shm segment that paces the two; on a busy machine
+ * (either rank's cadre__cores_busy in round 1) nothing paces them: fixed
+ * halves, or from LOOSE_CLAIM_MIN chunks claimed from either end. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_direct.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* Two ranks: each reads the other's whole input and computes the whole
+ * result itself, so that nobody writes into another process's memory: a
+ * write there costs the kernel a read of the line first, while the reads
+ * land in this core's cache. a+b and b+a are the same bits, so both ranks
+ * still get the same result. */
+static int allreduce_pair(struct coll_sched *s, struct direct *d)
+{
+    int peer = !s->comm->rank;
+    size_t es = s->elsize;
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
+    size_t step = DIRECT_CHUNK / es;
+    for (size_t off = 0; off < d->count; off += step) {
+        size_t m = d->count - off < step ? d->count - off : step, bytes = m * es;
+        CADRE_CHECK(cadre__direct_cma(s, peer, acc, d->peer[peer].s + off * es, bytes, 0));
+        cadre__coll_reduce(acc, (const char *)d->sbuf + off * es, m, s->dt, s->op);
+        cadre__copy_nt((char *)d->rbuf + off * es, acc, bytes);
+    }
+    return CADRE_SUCCESS;
+}
+
+/* Sleeps on this process's doorbell for at most `nap` seconds unless *w is
+ * already key|want or more; the peer rings it after each store to its flags
+ * (cadre__shm_wake). Counted a sleeper before the last look, so that a store
+ * between that look and the sleep finds someone to wake. */
+static void doze(_Atomic uint64_t *w, uint64_t key, uint32_t want, double nap)
+{
+    struct cadre_p2p_doorbell *b = cadre__eng.bell;
+    uint32_t seq = cadre__bell_sleep_begin(b);
+    uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+    if ((v & ~0xffffffffull) != key || (uint32_t)v < want)
+        cadre__futex_wait(&b->seq, seq, nap);
+    cadre__bell_sleep_end(b);
+}
+
+/* Waits until rank q's flag (`which`: 0 produced, 1 consumed) reaches
+ * key|want. Lock held: the engine's checks run from here. Spins, yielding
+ * when ranks outnumber the cores; sleeps on the doorbell instead when a
+ * yield shows another process holding the core (cadre__yield_brief), or
+ * soon with CADRE_WAIT=sleep (cadre__wait_doze). */
+static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint32_t want)
+{
+    struct cadre_engine *e = &cadre__eng;
+    struct direct_flags *f = cadre__direct_flags(world_of(s->comm, q));
+    _Atomic uint64_t *w = which ? &f->cons : &f->prod;
+    double since = 0, nap = 50e-6;
+    int sleep = 0;
+    for (unsigned spins = 0;; spins++) {
+        uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+        if ((v & ~0xffffffffull) == key && (uint32_t)v >= want)
+            return CADRE_SUCCESS;
+        if (!sleep) {
+            if (e->oversubscribed)
+                sleep = !cadre__yield_brief();
+            else if (spins == CADRE_BUSY_ASK)
+                sleep = cadre__wait_doze();
+        }
+        if (sleep) {
+            doze(w, key, want, nap);
+            if (nap < 10e-3)
+                nap *= 2;
+        } else if ((spins & 0xffff) != 0xffff) {
+            continue;
+        }
+        cadre__p2p_check_peers();
+        if (e->peers[world_of(s->comm, q)].state == PEER_DEAD) {
+            /* Its news before its leaving (coll_poison.c). */
+            if (cadre__coll_any_poisoned())
+                CADRE_CHECK(cadre__coll_poisoned(s->ctx, s->op_name));
+            cadre__coll_poison_peer_locked(s->comm, q);
+            return cadre__error(CADRE_ERR_PEER, "%s: rank %d failed", s->op_name, q);
+        }
+        double now = cadre__now();
+        if (!since)
+            since = now;
+        else if (now - since > e->timeout)
+            return cadre__error(CADRE_ERR_TIMEOUT, "%s: rank %d made no progress for %g s",
+                                s->op_name, q, e->timeout);
+    }
+}
+
+static void copy_plain(void *dst, const void *src, size_t n)
+{
+    cadre__copy(dst, src, n);
+}
+
+/* acc[i] += src[i] and out[i] = acc[i] in one pass, out with streaming
+ * stores; 1 when done, 0 when this type and op have no fused loop. */
+static int reduce_out(void *out, void *acc, const void *src, size_t n, cadre_datatype_t dt,
+                      cadre_op_t op)
+{
+#if defined(__SSE2__)
+    if (dt == CADRE_FLOAT32 && (op == CADRE_SUM || op == CADRE_AVG) && !((uintptr_t)out & 15) &&
+        !((uintptr_t)acc & 15)) {
+        float *o = out, *a = acc;
+        const float *b = src;
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m128 x = _mm_add_ps(_mm_load_ps(a + i), _mm_loadu_ps(b + i));
+            __m128 y = _mm_add_ps(_mm_load_ps(a + i + 4), _mm_loadu_ps(b + i + 4));
+            _mm_store_ps(a + i, x);
+            _mm_store_ps(a + i + 4, y);
+            _mm_stream_ps(o + i, x);
+            _mm_stream_ps(o + i + 4, y);
+        }
+        for (; i < n; i++)
+            o[i] = a[i] = a[i] + b[i];
+        _mm_sfence();
+        return 1;
+    }
+#endif
+    (void)out, (void)acc, (void)src, (void)n, (void)dt, (void)op;
+    return 0;
+}
+
+/* The chunk key of allreduce_pair_stream and allreduce_pair_loose's flags. */
+/* Both halves are odd multiples, one-to-one on 32 bits: calls of one
+ * communicator, and calls of the same number on two communicators, never
+ * share a key (the context's low 2 bits alone, as before, let the k-th
+ * calls of communicators 1 and 5 read each other's counters). */
+static uint64_t pair_key(const struct coll_sched *s)
+{
+    uint32_t k = (uint32_t)s->tag * 0x9e3779b1u ^ (uint32_t)s->ctx * 0x85ebca77u;
+    return (uint64_t)k << 32;
+}
+
+/* Two ranks: elements [off, off+m) of the result into this rank's output,
+ * through acc (which keeps them): the peer's input read into acc, this
+ * rank's added; with streaming stores where nt. */
+static int pair_reduce_out(struct coll_sched *s, struct direct *d, unsigned char *acc, size_t off,
+                           size_t m, int nt)
+{
+    int peer = !s->comm->rank;
+    size_t es = s->elsize;
+    char *out = (char *)d->rbuf + off * es;
+    const char *own = (const char *)d->sbuf + off * es;
+    CADRE_CHECK(cadre__direct_cma(s, peer, acc, d->peer[peer].s + off * es, m * es, 0));
+    if (!nt || !reduce_out(out, acc, own, m, s->dt, s->op)) {
+        cadre__coll_reduce(acc, own, m, s->dt, s->op);
+        (nt ? cadre__copy_nt : copy_plain)(out, acc, m * es);
+    }
+    return CADRE_SUCCESS;
+}
+
+/* Two ranks, large vectors: each rank reduces its half in chunks into a
+ * ring of chunk buffers in its shm segment and streams each chunk into its
+ * output; the other rank, right behind, streams the chunk from that ring
+ * (still in the cache) into its own output. Counters in the segments pace
+ * the two. Memory sees each input read once and each output written once,
+ * the least an allreduce can do, and only the peer's input crosses with a
+ * system call. */
+static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
+{
+    int me = s->comm->rank, peer = !me;
+    int wme = world_of(s->comm, me), wpeer = world_of(s->comm, peer);
+    size_t es = s->elsize, lo, hi, plo, phi;
+    cadre__share(d->count, es, 2, me, &lo, &hi);
+    cadre__share(d->count, es, 2, peer, &plo, &phi);
+    unsigned char *ring = cadre__direct_ring(wme), *pring = cadre__direct_ring(wpeer);
+    struct direct_flags *mine = cadre__direct_flags(wme);
+    uint64_t key = pair_key(s);
+    size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
+    /* Streaming stores only where the output would not stay in the cache. */
+    int nt = d->count * es >= DIRECT_NT_MIN;
+    void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
+    uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
+    uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step);
+    for (uint32_t i = 0; i < nme || i < npeer; i++) {
+        if (i < nme) {
+            size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
+            if (i >= RING_K)
+                CADRE_CHECK(wait_flag(s, peer, 1, key, i - RING_K + 1));
+            CADRE_CHECK(pair_reduce_out(s, d, ring + (size_t)(i % RING_K) * chunk, off, m, nt));
+            atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
+            cadre__shm_wake(wpeer);
+        }
+        if (i < npeer) {
+            size_t off = plo + (size_t)i * step, m = phi - off < step ? phi - off : step;
+            CADRE_CHECK(wait_flag(s, peer, 0, key, i + 1));
+            out_copy((char *)d->rbuf + off * es, pring + (size_t)(i % RING_K) * chunk, m * es);
+            atomic_store_explicit(&mine->cons, key | (i + 1), memory_order_release);
+            cadre__shm_wake(wpeer);
+        }
+    }
+    /* The ring is reused by the next call: the peer must be done with it. */
+    return wait_flag(s, peer, 1, key, nme);
+}
+
+/* Reads into this rank's output the chunks of the peer's half that the
+ * peer's counter says it has written into its own output, from chunk *got
+ * on, in one system call. */
+static int take_half(struct coll_sched *s, struct direct *d, uint64_t key, size_t plo,
+                        size_t phi, size_t step, uint32_t *got)
+{
+    int peer = !s->comm->rank;
+    uint64_t v = atomic_load_explicit(&cadre__direct_flags(world_of(s->comm, peer))->prod,
+                                      memory_order_acquire);
+    if ((v & ~0xffffffffull) != key || (uint32_t)v <= *got)
+        return CADRE_SUCCESS;
+    size_t es = s->elsize, off = plo + (size_t)*got * step, end = plo + (size_t)(uint32_t)v * step;
+    if (end > phi)
+        end = phi;
+    CADRE_CHECK(cadre__direct_cma(s, peer, (char *)d->rbuf + off * es, d->peer[peer].r + off * es,
+                    (end - off) * es, 0));
+    *got = (uint32_t)v;
+    return CADRE_SUCCESS;
+}
+
+/* Two ranks on a busy machine, up to LOOSE_CLAIM_MIN: the unpaced
+ * variant in fixed halves. Each rank reduces its half into its own output,
+ * and the peer reads that half straight from there, as far as the counter
+ * says it is written: nothing makes a rank wait for its peer to read. (In
+ * chunks claimed from either end, as allreduce_pair_loose does above this
+ * size, each chunk costs a system call and a ring: 128 KiB 132-172 us
+ * against 116-122 in halves, beside six `yes`.) */
+static int allreduce_pair_halves(struct coll_sched *s, struct direct *d)
+{
+    int me = s->comm->rank, peer = !me;
+    int wme = world_of(s->comm, me), wpeer = world_of(s->comm, peer);
+    size_t es = s->elsize, lo, hi, plo, phi;
+    cadre__share(d->count, es, 2, me, &lo, &hi);
+    cadre__share(d->count, es, 2, peer, &plo, &phi);
+    struct direct_flags *mine = cadre__direct_flags(wme);
+    uint64_t key = pair_key(s);
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
+    size_t step = DIRECT_CHUNK / es;
+    int nt = d->count * es >= DIRECT_NT_MIN;
+    uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
+    uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step), got = 0;
+    for (uint32_t i = 0; i < nme; i++) {
+        size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
+        CADRE_CHECK(pair_reduce_out(s, d, acc, off, m, nt));
+        atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
+        cadre__shm_wake(wpeer);
+        CADRE_CHECK(take_half(s, d, key, plo, phi, step, &got));
+    }
+    while (got < npeer) {
+        CADRE_CHECK(wait_flag(s, peer, 0, key, got + 1));
+        CADRE_CHECK(take_half(s, d, key, plo, phi, step, &got));
+    }
+    /* Round 3 keeps the peer from returning while this rank reads its output. */
+    return CADRE_SUCCESS;
+}
+
+/* The claim word of allreduce_pair_loose: a call's key in the top 32 bits
+ * (pair_key), then the chunks rank 0 has claimed from the front and those
+ * rank 1 has claimed from the back, 16 bits each. */
+#define CLAIM_BITS 16
+#define CLAIM_MAX (((uint64_t)1 << CLAIM_BITS) - 1)
+#define LOOSE_CHUNKS 16
+#define LOOSE_MIN_CHUNK ((size_t)16 << 10)
+
+static uint64_t claim_key(const struct coll_sched *s)
+{
+    return pair_key(s); /* the top 32 bits */
+}
+
+/* The next of n chunks for rank `me` (rank 0 from the front, rank 1 from the
+ * back), or -1 when `limit` are claimed; *front and *back: the claims
+ * seen. Only rank 0 sets the word to the call's key (claim_open); rank 1
+ * claims only under that key, so that a word another call still uses is
+ * never taken over. */
+static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n, uint64_t limit,
+                       uint64_t *front, uint64_t *back)
+{
+    uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
+    for (;;) {
+        if ((v & ~(((uint64_t)1 << (2 * CLAIM_BITS)) - 1)) != key)
+            return -2;
+        uint64_t f = (v >> CLAIM_BITS) & CLAIM_MAX, b = v & CLAIM_MAX;
+        *front = f;
+        *back = b;
+        if (f + b >= limit)
+            return -1;
+        uint64_t nv = v + (me == 0 ? (uint64_t)1 << CLAIM_BITS : 1);
+        if (atomic_compare_exchange_weak_explicit(w, &v, nv, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return me == 0 ? (long)f : (long)(n - 1 - b);
+    }
+}
+
+/* Reads into this rank's output the peer's chunks that its counter says it
+ * has written into its own output, past the *got already read, in one
+ * system call: rank 0's run from chunk 0 up, rank 1's from the last chunk
+ * down. */
+static int take_written(struct coll_sched *s, struct direct *d, uint64_t key, size_t step,
+                        uint64_t n, uint32_t *got)
+{
+    int peer = !s->comm->rank;
+    uint64_t v = atomic_load_explicit(&cadre__direct_flags(world_of(s->comm, peer))->prod,
+                                      memory_order_acquire);
+    if ((v & ~0xffffffffull) != key || (uint32_t)v <= *got)
+        return CADRE_SUCCESS;
+    size_t es = s->elsize, lo, hi;
+    if (peer == 0) {
+        lo = (size_t)*got * step;
+        hi = (size_t)(uint32_t)v * step;
+    } else {
+        lo = (size_t)(n - (uint32_t)v) * step;
+        hi = (size_t)(n - *got) * step;
+    }
+    if (hi > d->count)
+        hi = d->count;
+    CADRE_CHECK(cadre__direct_cma(s, peer, (char *)d->rbuf + lo * es, d->peer[peer].r + lo * es, (hi - lo) * es,
+                    0));
+    *got = (uint32_t)v;
+    return CADRE_SUCCESS;
+}
+
+/* Two ranks, large vectors, on a busy machine (either rank's
+ * cadre__cores_busy in round 1): the unpaced variant. With other processes
+ * on the cores each rank runs in the slices the scheduler gives it, and
+ * the ring's pacing made the two meet every RING_K chunks, each meeting a
+ * wait for a rank the scheduler had set aside (2-rank allreduce beside six
+ * `yes`, 32 MiB: 150-190 ms paced, 34-41 ms unpaced). Here the chunks go
+ * to whichever rank runs: rank 0 claims them from the front, rank 1 from
+ * the back (the claim word in rank 0's segment), and each reduces what it
+ * claims into its own output, where the other reads it as far as the
+ * owner's counter says it is written. A rank the scheduler sets aside
+ * holds up at most the chunk it is on: before, each rank reduced a fixed
+ * half and spent a fifth of its time beside six `yes` waiting for its
+ * peer's half (perf, 16 MiB). Each chunk is still computed once, so both
+ * ranks get the same bits. */
+static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
+{
+    int me = s->comm->rank, peer = !me;
+    int wme = world_of(s->comm, me), w1 = world_of(s->comm, 1);
+    struct direct_flags *mine = cadre__direct_flags(wme);
+    uint64_t key = pair_key(s), ckey = claim_key(s);
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
+    /* At least LOOSE_CHUNKS chunks, so that both ranks get work at every
+     * size (one 256 KiB chunk of a 64 KiB vector went to one rank alone:
+     * 104-122 us against 73-87 for halves, beside six `yes`); none smaller
+     * than LOOSE_MIN_CHUNK, each a system call. */
+    size_t piece = DIRECT_CHUNK / s->elsize, step = piece;
+    size_t fine = (d->count / LOOSE_CHUNKS + 63) & ~(size_t)63;
+    if (fine * s->elsize < LOOSE_MIN_CHUNK)
+        fine = LOOSE_MIN_CHUNK / s->elsize;
+    if (fine < step)
+        step = fine;
+    uint64_t n = (d->count + step - 1) / step;
+    if (n > CLAIM_MAX)
+        step = (d->count + CLAIM_MAX - 1) / CLAIM_MAX, n = (d->count + step - 1) / step;
+    int nt = d->count * s->elsize >= DIRECT_NT_MIN;
+    /* The pair's claim word; past DIRECT_CLAIM_SLOTS world ranks, a word
+     * of this process's own: a fixed split (each rank claims its half). */
+    _Atomic uint64_t own_word, *w = &own_word;
+    int shared = w1 < DIRECT_CLAIM_SLOTS;
+    if (shared)
+        w = &cadre__direct_flags(world_of(s->comm, 0))->claim[w1];
+    /* Rank 0 opens the word for this call: its last user, the call before
+     * on this pair, is done with it (a rank leaves a call only after its
+     * peer's round 3), and rank 1 claims only after it sees the key. */
+    uint64_t h = n / 2; /* the fixed split: rank 0 chunks [0, h), rank 1 [h, n) */
+    if (me == 0 || !shared)
+        atomic_store_explicit(w, ckey, memory_order_release);
+    uint64_t limit = shared ? n : me == 0 ? h : n - h;
+    uint32_t done = 0, got = 0;
+    uint64_t front = 0, back = 0, ahead = 0;
+    long j;
+    for (;;) {
+        j = claim_next(w, ckey, me, n, limit, &front, &back);
+        if (j == -2) {
+            /* Rank 0 has not opened the word yet. Rather than wait, reduce
+             * the chunks rank 1 would claim next, from the back, into its
+             * own output: it most likely gets them; and if rank 0 takes
+             * one, rank 1 has written the same bits that it will read from
+             * rank 0 over them. Once none is left, wait for rank 0's first
+             * chunk, which it reduces after opening the word. */
+            if (ahead < n) {
+                size_t off = (size_t)(n - 1 - ahead) * step;
+                size_t m = d->count - off < step ? d->count - off : step;
+                for (size_t p = 0; p < m; p += piece)
+                    CADRE_CHECK(
+                        pair_reduce_out(s, d, acc, off + p, m - p < piece ? m - p : piece, nt));
+                ahead++;
+            } else {
+                CADRE_CHECK(wait_flag(s, 0, 0, key, 1));
+            }
+            continue;
+        }
+        if (j < 0)
+            break;
+        size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
+        /* Chunks past the scratch go in pieces; one reduced ahead is done. */
+        if (!(me == 1 && (uint64_t)(n - 1 - (uint64_t)j) < ahead))
+            for (size_t p = 0; p < m; p += piece)
+                CADRE_CHECK(
+                    pair_reduce_out(s, d, acc, off + p, m - p < piece ? m - p : piece, nt));
+        atomic_store_explicit(&mine->prod, key | ++done, memory_order_release);
+        cadre__shm_wake(world_of(s->comm, peer));
+        CADRE_CHECK(take_written(s, d, key, step, n, &got));
+    }
+    /* Every chunk is claimed: the peer's share is fixed. */
+    uint32_t theirs = (uint32_t)(shared ? (me == 0 ? back : front) : me == 0 ? n - h : h);
+    while (got < theirs) {
+        CADRE_CHECK(wait_flag(s, peer, 0, key, got + 1));
+        CADRE_CHECK(take_written(s, d, key, step, n, &got));
+    }
+    /* Round 3 keeps the peer from returning while this rank reads its output. */
+    return CADRE_SUCCESS;
+}
+
+int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)
+{
+    /* Every rank decides from the same addresses and busy flags. */
+    if (d->count * s->elsize >= DIRECT_STREAM_MIN && (d->peer[0].busy || d->peer[1].busy))
+        return d->count * s->elsize >= LOOSE_CLAIM_MIN ? allreduce_pair_loose(s, d)
+                                                      : allreduce_pair_halves(s, d);
+    return d->count * s->elsize >= DIRECT_STREAM_MIN && cadre__direct_ring(world_of(s->comm, 0)) &&
+                   cadre__direct_ring(world_of(s->comm, 1))
+               ? allreduce_pair_stream(s, d)
+               : allreduce_pair(s, d);
+}
