@@ -33,7 +33,8 @@
 # The checks (--verify, and at the end of the other modes), each failing the
 # script: every ELF file of the bundle resolves every library it needs inside
 # the bundle or among the libraries above, with LD_LIBRARY_PATH at the bundle
-# only; no static archives or libtool files; the required files are there;
+# only; no static archives, libtool files or symbolic links; the required
+# files are there;
 # the size stays under 48 MiB. Then, as root where unshare works (skipped
 # with a line otherwise, or with --no-simulate), the bundle runs as on the GPU
 # machine: in a private mount namespace where the system's copies of every
@@ -131,8 +132,10 @@ stage() {
         f=$(real_program "$b/$(dirname $p)" "$(basename $p)") || die "no program $b/$p (run make)"
         cp "$f" "$d/bin/$(basename $p)"
     done
-    ls "$b"/.libs/libcadre.so.* >/dev/null 2>&1 || die "no $b/.libs/libcadre.so.* (run make)"
-    cp -P "$b"/.libs/libcadre.so.* "$d/lib/"
+    # Regular files only, under the names the loader asks for (sonames):
+    # no symbolic links to survive the trip.
+    [ -e "$b/.libs/libcadre.so.0" ] || die "no $b/.libs/libcadre.so.0 (run make)"
+    cp -L "$b/.libs/libcadre.so.0" "$d/lib/libcadre.so.0"
     local t n=0
     for t in kernel_test coll_gpu_test ipc_gpu_test copy_bw; do
         if f=$(real_program "$b/tests/gpu" $t); then
@@ -256,9 +259,12 @@ verify() {
         echo "$me: FAIL: libpmix.so.2 is bundled but not its plugins (lib/pmix)"
         bad=1
     fi
-    # no static archives, no libtool files
+    # no static archives, no libtool files, no links (regular files travel
+    # best)
     f=$(find "$d" -name '*.a' -o -name '*.la' | head -5)
     [ -z "$f" ] || { echo "$me: FAIL: static archives or libtool files: $f"; bad=1; }
+    f=$(find "$d" -type l | head -5)
+    [ -z "$f" ] || { echo "$me: FAIL: symbolic links: $f"; bad=1; }
     # every ELF resolves in the bundle or among the libraries the GPU machine has
     local nelf=0
     for f in $(elf_files "$d"); do
