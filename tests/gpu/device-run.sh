@@ -5,6 +5,7 @@
 #
 #   bash tests/gpu/device-run.sh gpu-bundle/dist
 #   bash tests/gpu/device-run.sh --dry-run gpu-bundle/dist     (anywhere: see below)
+#   bash tests/gpu/device-run.sh --figures OUTDIR   (the figures of an earlier run's logs)
 #
 # In order: the environment (nvidia-smi, driver and CUDA versions, the
 # commit and the bundle's), the reduction kernels (kernel_test), the
@@ -37,9 +38,11 @@ usage() { sed -n '2,/^set -u/p' "$0" | sed -e '/^set -u/d' -e 's/^# \{0,1\}//'; 
 
 dry=0
 bundle=
+figures_only=0
 while [ $# -gt 0 ]; do
     case $1 in
     --dry-run) dry=1 ;;
+    --figures) figures_only=1; O=${2:?--figures needs the output folder of a run}; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "device-run: unknown option '$1'" >&2; exit 2 ;;
     *) [ -z "$bundle" ] || { echo "device-run: one bundle only" >&2; exit 2; }; bundle=$1 ;;
@@ -47,19 +50,26 @@ while [ $# -gt 0 ]; do
     shift
 done
 bundle=${bundle:-gpu-bundle/dist}
-if [ ! -f "$bundle/env.sh" ]; then
+if [ $figures_only = 0 ] && [ ! -f "$bundle/env.sh" ]; then
     echo "device-run: $bundle/env.sh: no bundle there (make it with tests/gpu/device-bundle.sh and carry gpu-bundle/dist)" >&2
     exit 2
 fi
-B=$(cd "$bundle" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-O=${OUT:-/tmp/out}
-mkdir -p "$O/steps" || { echo "device-run: cannot write $O" >&2; exit 2; }
-: > "$O/summary.txt"
 budget=${DEVICE_RUN_BUDGET:-$([ $dry = 1 ] && echo 120 || echo 530)}
-
-# shellcheck source=/dev/null
-. "$B/env.sh"
+if [ $figures_only = 0 ]; then
+    B=$(cd "$bundle" && pwd)
+    O=${OUT:-/tmp/out}
+    mkdir -p "$O/steps" || { echo "device-run: cannot write $O" >&2; exit 2; }
+    : > "$O/summary.txt"
+    # shellcheck source=/dev/null
+    . "$B/env.sh"
+    # Should the trip have lost the execute bits: the programs get them back.
+    for f in "$B"/bin/* "$B"/tests/gpu/*; do
+        if [ -f "$f" ] && [ ! -x "$f" ]; then
+            chmod u+x "$f" && echo "device-run: NOTE: $f was not executable: chmod u+x"
+        fi
+    done
+fi
 
 now_ms() { date +%s%3N; }
 first() { # the first of its arguments that exists
@@ -71,7 +81,7 @@ T_START=$(now_ms)
 left_s() { echo $(( budget - ($(now_ms) - T_START) / 1000 )); }
 
 have_gpu=0
-if command -v nvidia-smi >/dev/null 2>&1 && timeout 20 nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+if [ $figures_only = 0 ] && command -v nvidia-smi >/dev/null 2>&1 && timeout 20 nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
     have_gpu=1
 fi
 
@@ -172,10 +182,25 @@ main() {
     if [ $have_gpu = 1 ]; then
         timeout 20 nvidia-smi
         timeout 20 nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_mode,mig.mode.current,clocks.max.memory,power.limit --format=csv
-        echo "driver supports CUDA: $(timeout 20 nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p')" \
-            "(the bundle's runtime: $(first "$B"/lib/libcudart.so.* | sed 's/.*libcudart.so.//'); CUDA 13 needs driver >= 580)"
+        local dcuda rt
+        dcuda=$(timeout 20 nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p')
+        rt=$(first "$B"/lib/libcudart.so.* | sed 's/.*libcudart.so.//')
+        echo "driver supports CUDA: ${dcuda:-?} (the bundle's runtime: CUDA ${rt:-?}; CUDA 13 needs driver >= 580)"
+        if [ -n "$dcuda" ] && [ -n "$rt" ] && [ "${dcuda%%.*}" -lt "$rt" ]; then
+            echo "WARNING: this driver supports CUDA $dcuda only: the bundle's CUDA $rt programs will fail every CUDA call (insufficient driver); build the bundle with an older toolkit"
+        fi
     else
         echo "no GPU: nvidia-smi $(command -v nvidia-smi >/dev/null && echo 'lists none' || echo 'is not installed'); the GPU steps skip"
+    fi
+    # cadrerun counts the GPUs in /proc/driver/nvidia/gpus; a container may
+    # not show it: then the count nvidia-smi gives is forced.
+    local nproc_gpus nsmi
+    nproc_gpus=$(find /proc/driver/nvidia/gpus -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+    nsmi=$(timeout 20 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+    echo "GPUs: $nsmi listed by nvidia-smi, $nproc_gpus in /proc/driver/nvidia/gpus"
+    if [ "$nsmi" -gt 0 ] && [ "$nproc_gpus" = 0 ] && [ -z "${CADRE_LAUNCHER_NGPUS:-}" ]; then
+        export CADRE_LAUNCHER_NGPUS=$nsmi
+        echo "NOTE: cadrerun cannot count them here: CADRE_LAUNCHER_NGPUS=$nsmi"
     fi
     echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>}; MPS: $(command -v nvidia-cuda-mps-control >/dev/null && echo 'control present' || echo 'no control'), $(pgrep -x nvidia-cuda-mps >/dev/null 2>&1 && echo 'server running' || echo 'no server running')"
     echo "CUDA toolkits: $(for d in /usr/local/cuda*; do [ -e "$d" ] && printf '%s ' "$d"; done)"
@@ -232,38 +257,49 @@ main() {
     return $failed
 }
 
-# The figures of the goals, from the steps' logs: the copy bandwidth, the
-# 4-rank 256 MiB and 8 KiB allreduce times (out of place, in place), NCCL's
-# 1-rank copy beside cadre's 1-rank allreduce.
+# The figures of the goals, from the steps' logs in $O/steps: the copy
+# bandwidth, the 4-rank 256 MiB and 8 KiB allreduce times (out of place, in
+# place) against the floor and the goals, cadre's 1-rank allreduce beside
+# NCCL's (out of place: a copy) and torch's copy. cadrerun's "[rank] "
+# prefixes are dropped first. Also alone: device-run.sh --figures OUTDIR.
 figures() {
     local s="$O/steps"
     local traffic
     traffic=$(sed -n 's/^copy_bw: memory traffic at [0-9]* MiB: \([0-9.]*\) GB.*/\1/p' "$s"/*-copy_bw.log 2>/dev/null | head -1)
     echo "copy_bw memory traffic (read + write): ${traffic:-none} GB/s"
-    local f4
-    f4=$(first "$s"/*-perf-G-allreduce-4.log)
-    if [ -n "$f4" ]; then
-        awk -v tr="${traffic:-0}" '
-            !/^#/ && ($1 == 8192 || $1 == 268435456) && NF >= 13 {
-                printf "cadre 4 ranks allreduce %9d B: out of place %s us, in place %s us", $1, $6, $10
-                if ($1 == 8192) printf " (goal: under 15 us)"
-                if ($1 == 268435456 && tr > 0) {
-                    fl = 2 * 4 * $1 / (tr * 1e9) * 1e6
-                    printf " (floor %.0f us, goal under %.0f us: %.2f and %.2f of the floor)", fl, fl / 0.7, fl / $6, fl / $10
-                }
-                printf "\n"
-            }' "$f4"
+    local f
+    # shellcheck disable=SC2016
+    local perf_awk='{ sub(/^\[[0-9]+\] /, "") }
+        !/^#/ && ($1 == 8192 || $1 == 268435456) && NF >= 13 {
+            printf "cadre %s allreduce %9d B: out of place %s us, in place %s us", who, $1, $6, $10
+            if ($1 == 8192 && who ~ /^4/) printf " (goal: under 15 us)"
+            if ($1 == 268435456 && who ~ /^4/ && tr > 0) {
+                fl = 2 * 4 * $1 / (tr * 1e9) * 1e6
+                printf " (floor %.0f us, goal under %.0f us; %.2f and %.2f of the floor speed, goal 0.7)", fl, fl / 0.7, fl / $6, fl / $10
+            }
+            printf "\n"
+        }'
+    f=$(first "$s"/*-perf-G-allreduce-4.log)
+    [ -n "$f" ] && awk -v tr="${traffic:-0}" -v who="4 ranks" "$perf_awk" "$f"
+    f=$(first "$s"/*-perf-G-allreduce-1.log)
+    [ -n "$f" ] && awk -v tr="${traffic:-0}" -v who="1 rank " "$perf_awk" "$f"
+    f=$(first "$s"/*-torch-nccl-1.log)
+    if [ -n "$f" ]; then
+        awk '/^# NCCL .*out of place/ { sec = "NCCL out of place"; next }
+             /^# NCCL .*in place/ { sec = "NCCL in place"; next }
+             /^# torch.distributed/ { sec = "torch.distributed in place"; next }
+             /^#/ { next }
+             sec != "" && ($1 == 8192 || $1 == 268435456) {
+                 printf "%s, 1 rank, allreduce %9d B: %s us\n", sec, $1, $6 }' "$f"
+        grep -h '^torch_ref: torch D2D' "$f"
     fi
-    local f1 fn
-    f1=$(first "$s"/*-perf-G-allreduce-1.log)
-    fn=$(first "$s"/*-torch-nccl-1.log)
-    [ -n "$f1" ] && awk '!/^#/ && ($1 == 8192 || $1 == 268435456) && NF >= 13 {
-            printf "cadre 1 rank  allreduce %9d B: out of place %s us, in place %s us\n", $1, $6, $10 }' "$f1"
-    [ -n "$fn" ] && awk '/^# NCCL .*out of place/ { oop = 1; next } /^# / { if (oop && !/^# *size/ && !/^# *\(B\)/) oop = 0; next }
-            oop && ($1 == 8192 || $1 == 268435456) { printf "NCCL  1 rank  allreduce %9d B: out of place %s us\n", $1, $6 }' "$fn"
-    grep -h '^torch_ref: torch D2D' "$s"/*-torch-nccl-1.log 2>/dev/null
     return 0
 }
+
+if [ "$figures_only" = 1 ]; then
+    figures
+    exit 0
+fi
 
 set -o pipefail
 main 2>&1 | tee "$O/device-run.log"

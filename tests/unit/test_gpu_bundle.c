@@ -7,7 +7,8 @@
  * shellcheck is installed), and its dry run against the bundle runs its
  * self-test steps (a host allreduce; a hang, caught at its limit as rc 124;
  * cadre-perf -G refused with a clear line), skips the GPU steps saying why,
- * writes its logs, and skips every step once its budget is spent.
+ * writes its logs, and skips every step once its budget is spent; and it
+ * reads the figures of the goals out of a run's logs.
  *
  * The full CUDA build of device-bundle.sh (copy of the checkout, autogen,
  * configure, make: about 35 s on 2 cores from scratch) runs only with
@@ -202,6 +203,64 @@ static void test_dry_run(void)
     run_free(&r);
 }
 
+/* device-run.sh --figures: the figures of the goals from a run's logs
+ * (made up here, in the formats of copy_bw, cadre-perf under cadrerun
+ * --tag-output and torch_ref.py). */
+static void test_figures(void)
+{
+    static const char *const logs[][2] = {
+        {"05-copy_bw.log",
+         "copy_bw: memory traffic at 256 MiB: 3000.0 GB/s (read + write); floor of a 4-rank 256 MiB "
+         "allreduce: 0.716 ms (goal: within 1/0.7 of it, 1.023 ms)\n"},
+        {"12-perf-G-allreduce-4.log",
+         "[0] # cadre-perf allreduce: 4 ranks, float32 sum\n"
+         "[0] #        (B)    (elements)     (us)  (GB/s)\n"
+         "[0]         8192          2048   float32     sum      -1    12.50    0.66    0.98    N/A    11.00    0.74    1.12    N/A\n"
+         "[0]    268435456      67108864   float32     sum      -1    900.0  298.26  447.39    N/A    1000    268.44  402.65    N/A\n"
+         "[2] a line of rank 2\n"},
+        {"08-perf-G-allreduce-1.log",
+         "        8192          2048   float32     sum      -1    9.000    0.91    0.00    N/A    8.000    1.02    0.00    N/A\n"},
+        {"09-torch-nccl-1.log",
+         "torch_ref: torch D2D copy of 256 MiB: 0.200 ms, 1342.2 GB/s copied, 2684.4 GB/s memory traffic (read + write)\n"
+         "# NCCL 22105 (ctypes) allreduce, 1 rank, float32 sum, out of place (a copy); time: mean of one call\n"
+         "#       size         count      type   redop    root       time    algbw\n"
+         "   268435456      67108864   float32     sum      -1     200.00  1342.18\n"
+         "# NCCL 22105 (ctypes) allreduce, 1 rank, float32 sum, in place; time: mean of one call\n"
+         "   268435456      67108864   float32     sum      -1       3.00  89478.49\n"},
+    };
+    char dir[256], path[512];
+    snprintf(dir, sizeof dir, "%s/fig/steps", tmpdir);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+    CU_ASSERT_FATAL(system(cmd) == 0);
+    for (size_t i = 0; i < sizeof logs / sizeof logs[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, logs[i][0]);
+        FILE *f = fopen(path, "w");
+        CU_ASSERT_FATAL(f != NULL);
+        fputs(logs[i][1], f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "bash '%s' --figures '%s/fig'", RUN_SH, tmpdir);
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+    CHECK_MSG(r.exit_code == 0 &&
+                  count_lines(r.out, "copy_bw memory traffic (read + write): 3000.0 GB/s") == 1 &&
+                  count_lines(r.out, "cadre 4 ranks allreduce      8192 B: out of place 12.50 us, in "
+                                     "place 11.00 us (goal: under 15 us)") == 1 &&
+                  count_matching(r.out, "cadre 4 ranks allreduce 268435456 B: out of place 900.0 us, in "
+                                        "place 1000 us (floor 716 us, goal under 1023 us; 0.80 and 0.72 "
+                                        "of the floor speed") == 1 &&
+                  count_lines(r.out, "cadre 1 rank  allreduce      8192 B: out of place 9.000 us, in "
+                                     "place 8.000 us") == 1 &&
+                  count_lines(r.out, "NCCL out of place, 1 rank, allreduce 268435456 B: 200.00 us") == 1 &&
+                  count_lines(r.out, "NCCL in place, 1 rank, allreduce 268435456 B: 3.00 us") == 1 &&
+                  count_matching(r.out, "torch_ref: torch D2D copy of 256 MiB") == 1 &&
+                  count_matching(r.out, "rank 2") == 0,
+              "device-run.sh --figures: exit %d\n--- stdout\n%s--- stderr\n%s", r.exit_code, r.out,
+              r.err);
+    run_free(&r);
+}
+
 /* The whole of device-bundle.sh: a CUDA build of a copy of the checkout,
  * staged and checked; opt-in (CADRE_TEST_BUNDLE_BUILD=1). */
 static void test_full_build(void)
@@ -238,5 +297,6 @@ void suite_gpubundle(void)
                 test_verify_fails_incomplete);
     CU_add_test(s, "device-run.sh --dry-run: self-tests, GPU steps skipped, logs, budget",
                 test_dry_run);
+    CU_add_test(s, "device-run.sh --figures: the goals' figures from a run's logs", test_figures);
     CU_add_test(s, "device-bundle.sh builds with CUDA (CADRE_TEST_BUNDLE_BUILD=1)", test_full_build);
 }
