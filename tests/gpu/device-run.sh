@@ -134,7 +134,11 @@ step() {
         cat "$log"
         case $rc in
         0) verdict=ok outcome=ok ;;
-        77) verdict="SKIP (the program found no GPU)" ;;
+        77) if [ $have_gpu = 1 ]; then # nvidia-smi lists one: the program should see it
+                verdict="FAILED (the program found no GPU)" outcome=fail
+            else
+                verdict="SKIP (the program found no GPU)"
+            fi ;;
         124|137) verdict="HANG (killed at its ${limit} s limit)" outcome=hang
             [ -n "$key" ] && hung[$key]=1 ;;
         *) verdict="FAILED" outcome=fail ;;
@@ -174,9 +178,10 @@ main() {
     fi
     echo "bundle: $B"
     sed -n '1,5p' "$B/MANIFEST" 2>/dev/null | sed 's/^/  /'
-    local bc
+    local bc head
     bc=$(sed -n 's/^commit: \([0-9a-f]*\).*/\1/p' "$B/MANIFEST" 2>/dev/null)
-    if [ -n "$bc" ] && [ "$bc" != "$(git rev-parse HEAD 2>/dev/null)" ]; then
+    head=$(git rev-parse HEAD 2>/dev/null)
+    if [ -n "$bc" ] && [ -n "$head" ] && [ "$bc" != "$head" ]; then
         echo "NOTE: the bundle was built from $bc, not from this checkout's HEAD"
     fi
     if [ $have_gpu = 1 ]; then
