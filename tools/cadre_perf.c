@@ -11,7 +11,9 @@
  * the message rate summed over the pairs). Each size runs out of place, then
  * in place (sendrecv: the reply goes out of the buffer the message came into;
  * stream: the window is sent from one buffer). Options as nccl-tests'; exit
- * status 2 on a usage error, 1 when any element was wrong. */
+ * status 2 on a usage error, 1 when any element was wrong. With -G the calls
+ * get device buffers (perf_dev.c); the patterns are still written and
+ * checked in host memory and copied up and down around the calls. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -111,6 +113,9 @@ static void usage(FILE *f)
             "  -W N      window of messages in flight for stream mode [64]\n"
             "  -R one|many  stream: receive the window into one buffer (osu_bw) or one per\n"
             "            message (osu_mbw_mr) [many]\n"
+            "  -G        device buffers (cudaMalloc on the GPU cadre_init bound), on a\n"
+            "            stream of cadre-perf's own; times include the wait for that stream\n"
+            "            (builds with CUDA only)\n"
             "The size is that of nccl-tests: count*typesize for allreduce, reduce and bcast, the\n"
             "whole buffer (count per rank * ranks * typesize) for the others. Each size runs out\n"
             "of place and in place (CADRE_IN_PLACE), side by side on its line. Times are the\n"
@@ -127,6 +132,15 @@ static int parse(int argc, char **argv, struct perf_opts *o)
     o->mode = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-G")) { /* the one option without a value */
+            if (!perf_dev_built()) {
+                fprintf(stderr, "cadre-perf: -G: this cadre was built without CUDA "
+                                "(configure --with-cuda)\n");
+                return -1;
+            }
+            perf_dev = 1;
+            continue;
+        }
         if (a[0] != '-' || !a[1] || a[2] || !strchr("befinwcdorWRT", a[1])) {
             fprintf(stderr, "cadre-perf: unknown option '%s'\n", a);
             return -1;
@@ -241,34 +255,50 @@ static long wrong(const unsigned char *b, size_t n, int iter, int from)
     return w;
 }
 
+/* A rank's send and receive buffers: the host ones the patterns are written
+ * and checked in, and those the calls get (the same, or with -G their
+ * device twins). In place, s and r are one buffer. */
+struct bufs {
+    unsigned char *hs, *hr, *ds, *dr;
+};
+
 /* One size: returns one-way seconds per message; *nwrong counts bad bytes.
  * Out of place a rank receives into rbuf and replies from sbuf; in place
- * both are one buffer. */
-static double run_sendrecv(const struct perf_opts *o, unsigned char *sbuf, unsigned char *rbuf,
-                           size_t n, long *nwrong)
+ * both are one buffer. With -G the calls only enqueue: the clock stops
+ * after the stream has drained. */
+static double run_sendrecv(const struct perf_opts *o, const struct bufs *b, size_t n, long *nwrong)
 {
     int iters = o->iters > 0 ? o->iters : perf_default_iters(n);
     int warm = o->warmup >= 0 ? o->warmup : iters / 10 + 1;
     double t0 = 0;
     for (int it = -warm; it < iters; it++) {
-        if (it == 0)
+        if (it == 0) {
+            perf_dev_sync();
             t0 = perf_now();
+        }
         if (perf_me == 0) {
-            if (o->check)
-                fill(sbuf, n, it, 0);
-            PERF_CK(cadre_send(sbuf, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD));
-            PERF_CK(cadre_recv(rbuf, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
-            if (o->check)
-                *nwrong += wrong(rbuf, n, it, 1);
-        } else if (perf_me == 1) {
-            PERF_CK(cadre_recv(rbuf, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
             if (o->check) {
-                *nwrong += wrong(rbuf, n, it, 0);
-                fill(sbuf, n, it, 1);
+                fill(b->hs, n, it, 0);
+                perf_dev_put(b->ds, b->hs, n);
             }
-            PERF_CK(cadre_send(sbuf, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD));
+            PERF_CK(cadre_send(b->ds, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD));
+            PERF_CK(cadre_recv(b->dr, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+            if (o->check) {
+                perf_dev_get(b->hr, b->dr, n);
+                *nwrong += wrong(b->hr, n, it, 1);
+            }
+        } else if (perf_me == 1) {
+            PERF_CK(cadre_recv(b->dr, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+            if (o->check) {
+                perf_dev_get(b->hr, b->dr, n);
+                *nwrong += wrong(b->hr, n, it, 0);
+                fill(b->hs, n, it, 1);
+                perf_dev_put(b->ds, b->hs, n);
+            }
+            PERF_CK(cadre_send(b->ds, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD));
         }
     }
+    perf_dev_sync();
     /* With checking on, the fills and checks are inside the loop, as in
      * nccl-tests' -c 1; time without them with -c 0. */
     return (perf_now() - t0) / iters / 2;
@@ -304,30 +334,42 @@ static double run_stream(const struct perf_opts *o, int inpl, size_t n, long *nw
     size_t nbufs = (sender ? inpl : o->one_rbuf) ? 1 : (size_t)win;
     cadre_request_t *reqs = malloc((size_t)win * sizeof *reqs);
     unsigned char *bufs = malloc(n * nbufs + 1);
-    if (!reqs || !bufs) {
-        fprintf(stderr, "cadre-perf: rank %d: no memory for a window of %d messages of %zu bytes "
-                        "(use a smaller -W or -e)\n", perf_me, win, n);
+    /* what the calls get: bufs, or with -G its device twin */
+    unsigned char *dbufs = perf_dev ? perf_dev_alloc(n * nbufs + 1) : bufs;
+    if (!reqs || !bufs || !dbufs) {
+        fprintf(stderr, "cadre-perf: rank %d: no %smemory for a window of %d messages of %zu bytes "
+                        "(use a smaller -W or -e)\n", perf_me, perf_dev && !dbufs ? "device " : "",
+                win, n);
         cadre_abort(CADRE_COMM_WORLD, 1);
     }
     char ack = 0;
     double t0 = 0;
     for (int it = -warm; it < iters; it++) {
-        if (it == 0)
+        if (it == 0) {
+            perf_dev_sync();
             t0 = perf_now();
+        }
         if (sender) {
             for (int k = 0; k < win; k++) {
-                unsigned char *b = bufs + (inpl ? 0 : n * (size_t)k);
-                if (o->check && (!inpl || k == 0))
-                    fill(b, n, it * win + (inpl ? 0 : k), from);
-                PERF_CK(cadre_isend(b, n, CADRE_UINT8, peer, 2, CADRE_COMM_WORLD, &reqs[k]));
+                size_t off = inpl ? 0 : n * (size_t)k;
+                if (o->check && (!inpl || k == 0)) {
+                    fill(bufs + off, n, it * win + (inpl ? 0 : k), from);
+                    perf_dev_put(dbufs + off, bufs + off, n);
+                }
+                PERF_CK(cadre_isend(dbufs + off, n, CADRE_UINT8, peer, 2, CADRE_COMM_WORLD, &reqs[k]));
             }
             PERF_CK(cadre_waitall(win, reqs, NULL));
             PERF_CK(cadre_recv(&ack, 1, CADRE_UINT8, peer, 3, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
         } else {
             for (int k = 0; k < win; k++)
-                PERF_CK(cadre_irecv(bufs + (o->one_rbuf ? 0 : n * (size_t)k), n, CADRE_UINT8, peer,
+                PERF_CK(cadre_irecv(dbufs + (o->one_rbuf ? 0 : n * (size_t)k), n, CADRE_UINT8, peer,
                                     2, CADRE_COMM_WORLD, &reqs[k]));
             PERF_CK(cadre_waitall(win, reqs, NULL));
+            /* On device buffers waitall only orders the stream after the
+             * receives: the acknowledgment waits for them to land. */
+            perf_dev_sync();
+            if (o->check)
+                perf_dev_get(bufs, dbufs, n * nbufs);
             if (o->check && o->one_rbuf)
                 *nwrong += wrong(bufs, n, it * win + (inpl ? 0 : win - 1), from);
             else if (o->check)
@@ -336,8 +378,11 @@ static double run_stream(const struct perf_opts *o, int inpl, size_t n, long *nw
             PERF_CK(cadre_send(&ack, 1, CADRE_UINT8, peer, 3, CADRE_COMM_WORLD));
         }
     }
+    perf_dev_sync();
     double t = (perf_now() - t0) / iters / win;
     free(reqs);
+    if (perf_dev)
+        perf_dev_free(dbufs);
     free(bufs);
     return t;
 }
@@ -384,6 +429,20 @@ int main(int argc, char **argv)
     }
     cadre_comm_rank(CADRE_COMM_WORLD, &perf_me);
     cadre_comm_size(CADRE_COMM_WORLD, &perf_np);
+    /* -G: every rank needs its GPU; any rank without one ends the job
+     * (each says why), all ranks alike. */
+    const char *nodev = perf_dev_setup();
+    int any_nodev = nodev != NULL;
+    if (perf_dev)
+        PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &any_nodev, 1, CADRE_INT32, CADRE_MAX,
+                                CADRE_COMM_WORLD));
+    if (any_nodev) {
+        if (nodev)
+            fprintf(stderr, "cadre-perf: -G: %s\n", nodev);
+        cadre_barrier(CADRE_COMM_WORLD);
+        cadre_finalize();
+        return 1;
+    }
     int coll = perf_coll_known(o.mode);
     const char *bad = NULL;
     if (!coll && perf_np < 2)
@@ -403,12 +462,17 @@ int main(int argc, char **argv)
     long total_wrong = 0;
     if (coll) {
         total_wrong = perf_coll_run(&o);
+        perf_dev_finish();
         cadre_finalize();
         return total_wrong ? 1 : 0;
     }
-    unsigned char *sbuf = malloc(o.maxb ? o.maxb : 1), *rbuf = malloc(o.maxb ? o.maxb : 1);
-    if (!sbuf || !rbuf) {
-        fprintf(stderr, "cadre-perf: no memory for 2 x %zu bytes\n", o.maxb);
+    size_t bufsize = o.maxb ? o.maxb : 1;
+    unsigned char *sbuf = malloc(bufsize), *rbuf = malloc(bufsize);
+    unsigned char *dsbuf = perf_dev ? perf_dev_alloc(bufsize) : sbuf;
+    unsigned char *drbuf = perf_dev ? perf_dev_alloc(bufsize) : rbuf;
+    if (!sbuf || !rbuf || !dsbuf || !drbuf) {
+        fprintf(stderr, "cadre-perf: no %smemory for 2 x %zu bytes\n",
+                sbuf && rbuf ? "device " : "", o.maxb);
         cadre_abort(CADRE_COMM_WORLD, 1);
     }
     int stream = !strcmp(o.mode, "stream");
@@ -435,7 +499,8 @@ int main(int argc, char **argv)
                 PERF_CK(cadre_barrier(CADRE_COMM_WORLD));
                 t = run_stream(&o, inpl, n, &nwrong);
             } else {
-                t = run_sendrecv(&o, sbuf, inpl ? sbuf : rbuf, n, &nwrong);
+                struct bufs b = {sbuf, inpl ? sbuf : rbuf, dsbuf, inpl ? dsbuf : drbuf};
+                t = run_sendrecv(&o, &b, n, &nwrong);
             }
             res[inpl] = gather_result(&o, stream, n, t, nwrong, &rate[inpl]);
             total_wrong += res[inpl].wrong > 0 ? res[inpl].wrong : 0;
@@ -450,8 +515,13 @@ int main(int argc, char **argv)
     } while (perf_next_size(&o, &n));
     if (perf_me == 0)
         perf_print_footer();
+    if (perf_dev) {
+        perf_dev_free(dsbuf);
+        perf_dev_free(drbuf);
+    }
     free(sbuf);
     free(rbuf);
+    perf_dev_finish();
     cadre_finalize();
     return total_wrong ? 1 : 0;
 }

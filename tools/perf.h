@@ -53,6 +53,24 @@ int perf_coll_known(const char *mode);
 int perf_coll_needs_op(const char *mode);
 long perf_coll_run(const struct perf_opts *o);
 
+/* -G: the calls' buffers in device memory (perf_dev.c). perf_dev is 1 with
+ * -G. perf_dev_built: whether this build has CUDA (-G is a usage error
+ * otherwise). perf_dev_setup, after cadre_init: binds the device cadre_init
+ * chose and gives WORLD a stream of cadre-perf's own; NULL, or why -G
+ * cannot run on this rank. perf_dev_alloc: n bytes of device memory, zeroed
+ * (NULL on failure). perf_dev_put enqueues a copy up; perf_dev_get copies
+ * down and waits; perf_dev_sync waits for the stream (the calls on device
+ * buffers only enqueue); each is a no-op without -G. */
+extern int perf_dev;
+int perf_dev_built(void);
+const char *perf_dev_setup(void);
+void *perf_dev_alloc(size_t n);
+void perf_dev_free(void *p);
+void perf_dev_put(void *dev, const void *host, size_t n);
+void perf_dev_get(void *host, const void *dev, size_t n);
+void perf_dev_sync(void);
+void perf_dev_finish(void);
+
 #define PERF_CK(call)                                                                     \
     do {                                                                                  \
         int ck_rc_ = (call);                                                              \

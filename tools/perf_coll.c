@@ -21,7 +21,12 @@
  * reference is computed from the same formula, and a result element counts
  * as wrong unless its bits equal the reference's. Integer sums and products
  * wrap modulo 2^bits, as the library's do; float16 products overflow past
- * 15 ranks. */
+ * 15 ranks.
+ *
+ * -G: the calls get device twins of the two buffers (perf_dev.c); inputs and
+ * poison are prepared in the host buffers and copied up, results copied down
+ * before the check, and the clock stops only after the stream has drained
+ * (calls on device buffers return once enqueued). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,7 +98,8 @@ struct run {
     cadre_op_t op;
     int root, inpl, check, me, n;
     size_t c;                /* count per rank */
-    unsigned char *sbuf, *rbuf;
+    unsigned char *sbuf, *rbuf; /* host: prepared and checked here */
+    unsigned char *dsbuf, *drbuf; /* what the calls get: sbuf and rbuf, or their device twins */
     int64_t range;           /* inputs of max, min and the data-moving modes: range values */
     int sgn;                 /* signed or floating: inputs may be negative */
     double mintime;          /* -T */
@@ -283,12 +289,34 @@ static void prepare(const struct run *R, uint32_t it)
     }
 }
 
+/* Bytes of either buffer the calls of this size read or write: a whole
+ * buffer of count per rank * ranks elements, or count elements. */
+static size_t used(const struct run *R)
+{
+    return (R->m->whole ? R->c * (size_t)R->n : R->c) * R->ts;
+}
+
+/* -G: the prepared buffers up to the device (enqueued on the stream the calls
+ * use, so ordered before them). */
+static void upload(const struct run *R)
+{
+    perf_dev_put(R->dsbuf, R->sbuf, used(R));
+    perf_dev_put(R->drbuf, R->rbuf, used(R));
+}
+
+/* -G: the results down to the host buffers, after the calls. */
+static void download(const struct run *R)
+{
+    perf_dev_get(R->sbuf, R->dsbuf, used(R));
+    perf_dev_get(R->rbuf, R->drbuf, used(R));
+}
+
 static void call(const struct run *R)
 {
     size_t c = R->c;
     cadre_datatype_t dt = R->dt;
     int root = R->root, at_root = R->me == root, inpl = R->inpl;
-    void *s = R->sbuf, *r = R->rbuf;
+    void *s = R->dsbuf, *r = R->drbuf;
     switch (R->m->kind) {
     case ALLREDUCE: PERF_CK(cadre_allreduce(inpl ? CADRE_IN_PLACE : s, r, c, dt, R->op, W)); break;
     case REDUCE:
@@ -350,6 +378,7 @@ static double time_for(const struct run *R, int iters, double mintime)
         double t0 = perf_now();
         for (int k = 0; k < iters; k++)
             call(R);
+        perf_dev_sync();
         double dt = perf_now() - t0;
         PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &dt, 1, CADRE_FLOAT64, CADRE_MAX, W));
         if (dt >= mintime || iters >= 1 << 30)
@@ -366,29 +395,38 @@ static double time_size(const struct run *R, int iters, int warm, long *wrong)
     double total = 0;
     if (R->mintime > 0) {
         prepare(R, 0);
+        upload(R);
         for (int k = 0; k < warm; k++)
             call(R);
+        perf_dev_sync();
         return time_for(R, iters, R->mintime);
     }
     if (!R->check) {
         prepare(R, 0);
+        upload(R);
         for (int k = 0; k < warm; k++)
             call(R);
+        perf_dev_sync();
         PERF_CK(cadre_barrier(W));
         double t0 = perf_now();
         for (int k = 0; k < iters; k++)
             call(R);
+        perf_dev_sync();
         total = perf_now() - t0;
     } else {
         for (int k = -warm; k < iters; k++) {
             uint32_t it = (uint32_t)(k + warm);
             prepare(R, it);
+            upload(R);
+            perf_dev_sync();
             PERF_CK(cadre_barrier(W));
             double t0 = perf_now();
             call(R);
+            perf_dev_sync();
             double dt = perf_now() - t0;
             if (k >= 0)
                 total += dt;
+            download(R);
             *wrong += check(R, it);
         }
     }
@@ -417,6 +455,17 @@ long perf_coll_run(const struct perf_opts *o)
     }
     memset(R.sbuf, 0, bufsize); /* fault the pages in before timing */
     memset(R.rbuf, 0, bufsize);
+    R.dsbuf = R.sbuf;
+    R.drbuf = R.rbuf;
+    if (perf_dev) {
+        R.dsbuf = perf_dev_alloc(bufsize);
+        R.drbuf = perf_dev_alloc(bufsize);
+        if (!R.dsbuf || !R.drbuf) {
+            fprintf(stderr, "cadre-perf: rank %d: -G: no device memory for 2 x %zu bytes\n",
+                    perf_me, bufsize);
+            cadre_abort(W, 1);
+        }
+    }
     const char *type = barrier ? "none" : perf_type_name(o->dt);
     const char *redop = m->reduces ? perf_op_name(o->op) : "none";
     char what[160];
@@ -459,6 +508,10 @@ long perf_coll_run(const struct perf_opts *o)
     } while (!barrier && perf_next_size(o, &size));
     if (perf_me == 0)
         perf_print_footer();
+    if (perf_dev) {
+        perf_dev_free(R.dsbuf);
+        perf_dev_free(R.drbuf);
+    }
     free(R.sbuf);
     free(R.rbuf);
     return total;

@@ -54,9 +54,11 @@ void perf_print_header(const struct perf_opts *o, const char *what)
            dev >= 0, o->minb, o->maxb, step, warm, iters, o->check);
     printf("#\n# Using devices\n");
     for (int r = 0; r < perf_np; r++)
-        printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d [host] %s\n", all[r].rank,
-               all[r].pid, all[r].host, all[r].device,
-               all[r].device >= 0 ? "host buffers (GPU bound, not used)" : "host buffers");
+        printf("#  Rank %2d Group  0 Pid %6d on %10s device %2d [%s] %s\n", all[r].rank,
+               all[r].pid, all[r].host, all[r].device, perf_dev ? "cuda" : "host",
+               perf_dev                 ? "device buffers (cudaMalloc, -G)"
+               : all[r].device >= 0     ? "host buffers (GPU bound, not used)"
+                                        : "host buffers");
     free(all);
     printf("#\n");
     printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n",

@@ -3,7 +3,8 @@
  * place and in place, in nccl-tests' layout (header block with a line per
  * rank, 13 columns, closing lines); a few datatype, op and root variants
  * likewise; stream's pairs on more ranks and its one receive buffer; bad
- * command lines exit 2. */
+ * command lines exit 2; -G (device buffers) refused clearly where it cannot
+ * run, and checked like the host runs where a GPU is. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,7 @@ static void test_usage_errors(void)
         "allreduce -d int32 -o avg", "allreduce -b 1K -e 8", "bcast -r 2",
         "allreduce -T 1", "allreduce -T 0 -c 0", "sendrecv -T 1 -c 0", "allreduce -T x -c 0",
         "stream -R two",   "stream -R",
+        "allreduce -Gx",   "allreduce -G 1",  "sendrecv -G -W",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[1024];
@@ -192,6 +194,37 @@ static void test_mintime(void)
     run_free(&r);
 }
 
+/* -G: in a build without CUDA a usage error (exit 2) that says so; in a CUDA
+ * build on a machine without a GPU, exit 1 with a line saying why; with a
+ * GPU, every mode on device buffers with -c 1: #wrong 0. */
+static void test_device_buffers(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "grep -q '^#define HAVE_CUDA 1' '%s'", build_path("config.h"));
+    int cuda = system(cmd) == 0;
+    int gpu = cuda && system("nvidia-smi -L 2>/dev/null | grep -q '^GPU '") == 0;
+    if (gpu) {
+        static const char *const modes[] = {"allreduce", "reduce_scatter", "allgather", "bcast",
+                                            "sendrecv", "stream"};
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+            char args[256];
+            snprintf(args, sizeof args, "%s -G " SMALL, modes[i]);
+            perf_ok(args, 8);
+        }
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "%s -n 2 %s allreduce -G -b 8 -e 64 -n 1 -w 0", CADRERUN, PERF);
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    const char *want = cuda ? "cadre-perf: -G: no CUDA device bound to rank "
+                            : "cadre-perf: -G: this cadre was built without CUDA (configure --with-cuda)";
+    CHECK_MSG(r.exit_code == (cuda ? 1 : 2) && count_matching(r.err, want) >= 1 &&
+                  count_matching(r.out, "# Out of bounds") == 0,
+              "cadre-perf allreduce -G (%s, no GPU): exit %d, want %d and '%s'\n--- stdout\n%s--- stderr\n%s",
+              cuda ? "CUDA build" : "no CUDA", r.exit_code, cuda ? 1 : 2, want, r.out, r.err);
+    run_free(&r);
+}
+
 void suite_perf(void)
 {
     CU_pSuite s = CU_add_suite("perf", NULL, NULL);
@@ -200,4 +233,5 @@ void suite_perf(void)
     CU_add_test(s, "bad command lines exit 2", test_usage_errors);
     CU_add_test(s, "-T: each size timed for a while", test_mintime);
     CU_add_test(s, "stream: pairs on 2 to 5 ranks, one receive buffer: #wrong 0", test_stream_pairs);
+    CU_add_test(s, "-G: device buffers, or a clear refusal without CUDA or a GPU", test_device_buffers);
 }
