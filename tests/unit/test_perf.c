@@ -147,6 +147,19 @@ static void test_stream_pairs(void)
     }
 }
 
+/* -R one at sizes whose messages move in one copy, in halves that may land
+ * in either order (64 KiB to 256 KiB): every byte left is one of the
+ * window's messages'. Checking for the window's last message only, as
+ * before, counted 131072-196608 bytes wrong at 64 KiB. */
+static void test_stream_one_buffer_large(void)
+{
+    const char *args = "stream -b 64K -e 256K -f 2 -n 5 -w 1 -c 1 -R one";
+    char *out = perf_ok_np(2, args, 3);
+    CHECK_MSG(count_matching(out, "# msgrate  size ") == 3,
+              "cadre-perf %s: want 3 '# msgrate' lines\n--- stdout\n%s", args, out);
+    free(out);
+}
+
 static void test_usage_errors(void)
 {
     static const char *const bad[] = {
@@ -154,7 +167,7 @@ static void test_usage_errors(void)
         "allreduce -P 1",  "allreduce -n 0",      "nosuchmode",        "allreduce -b",
         "allreduce -d int32 -o avg", "allreduce -b 1K -e 8", "bcast -r 2",
         "allreduce -T 1", "allreduce -T 0 -c 0", "sendrecv -T 1 -c 0", "allreduce -T x -c 0",
-        "stream -R two",   "stream -R",
+        "stream -R two",   "stream -R",           "stream -R one -W 129",
         "allreduce -Gx",   "allreduce -G 1",  "sendrecv -G -W",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -233,5 +246,7 @@ void suite_perf(void)
     CU_add_test(s, "bad command lines exit 2", test_usage_errors);
     CU_add_test(s, "-T: each size timed for a while", test_mintime);
     CU_add_test(s, "stream: pairs on 2 to 5 ranks, one receive buffer: #wrong 0", test_stream_pairs);
+    CU_add_test(s, "stream: one receive buffer, messages in one copy: #wrong 0",
+                test_stream_one_buffer_large);
     CU_add_test(s, "-G: device buffers, or a clear refusal without CUDA or a GPU", test_device_buffers);
 }
