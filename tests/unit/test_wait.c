@@ -81,19 +81,26 @@ static int perf_lines(const char *out, int *wrong)
     return lines;
 }
 
-static void run_loaded(const char *wait, int want_line)
+/* cmd run beside CPU hogs (start_hogs); returns how many hogs ran. */
+static int run_beside_hogs(const char *cmd, struct run_result *r)
 {
     pid_t pids[64];
     int n = start_hogs(pids, 64);
+    int rc = run_cmd(cmd, NULL, 240, r);
+    stop_hogs(pids, n);
+    CU_ASSERT_FATAL(rc == 0);
+    return n;
+}
+
+static void run_loaded(const char *wait, int want_line)
+{
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "CADRE_WAIT=%s CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P %s -n 2 %s allreduce -b 4M -e 16M "
              "-f 2 -n 6 -w 1 -c 1",
              wait, CADRERUN, build_path("tools/cadre-perf"));
     struct run_result r;
-    int rc = run_cmd(cmd, NULL, 240, &r);
-    stop_hogs(pids, n);
-    CU_ASSERT_FATAL(rc == 0);
+    int n = run_beside_hogs(cmd, &r);
     /* the result lines: 4, 8 and 16 MiB, #wrong 0 out of place and in place */
     int wrong, lines = perf_lines(r.out, &wrong);
     int said = count_matching(r.err, BUSY_LINE), sliced = count_matching(r.err, SLICE_LINE);
@@ -168,8 +175,6 @@ static void test_burst_wakes_once(void)
  * bench/msgrate.sh measures it.) */
 static void test_hogs_turn_to_naps(void)
 {
-    pid_t pids[64];
-    int n = start_hogs(pids, 64);
     char cmd[2048];
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int np = (int)(cores > 0 ? cores : 1) + 2;
@@ -178,9 +183,7 @@ static void test_hogs_turn_to_naps(void)
              "-w 1 -c 1",
              CADRERUN, np, build_path("tools/cadre-perf"));
     struct run_result r;
-    int rc = run_cmd(cmd, NULL, 240, &r);
-    stop_hogs(pids, n);
-    CU_ASSERT_FATAL(rc == 0);
+    int n = run_beside_hogs(cmd, &r);
     unsigned long naps = 0;
     int lines = 0;
     for (int q = 0; q < np; q++) {
