@@ -44,6 +44,7 @@ static long busy_cores = 1;
 static _Atomic double busy_next;
 static _Atomic int busy_state, busy_streak;
 static _Atomic int busy_sampling;
+static _Atomic long busy_last = -1; /* the last sample of runnable() */
 
 /* The runnable tasks now, or -1. */
 static long runnable(void)
@@ -144,68 +145,66 @@ static int busy_answer(int busy)
     return busy;
 }
 
-/* Whether a long yield (cadre__yield_brief) gave the core to a process of
- * another job: more tasks want the cores than this job has ranks on the
- * machine, or cores. With only the job's own ranks on the cores (4 ranks on
- * 2 cores), a long yield means a peer had work to do, and yielding on is
- * what hands the core over soonest: napping instead made every turn a
- * wake-up, which preempts the waker (2 pairs of the 8-byte message rate
- * 1.1-2.6 M messages/s napping against 8-9 yielding). One sample per
- * BUSY_SAMPLE at most, shared by the callers; CADRE_WAIT=spin answers no,
- * sleep yes. */
-int cadre__cores_foreign(void)
-{
-    if (busy_mode)
-        return busy_mode == 2;
-    static _Atomic long last_r = -1;
-    static _Atomic double next;
-    static _Atomic int sampling;
-    double now = cadre__now();
-    if (now >= atomic_load_explicit(&next, memory_order_relaxed) &&
-        !atomic_exchange_explicit(&sampling, 1, memory_order_acquire)) {
-        atomic_store_explicit(&last_r, runnable(), memory_order_relaxed);
-        atomic_store_explicit(&next, now + BUSY_SAMPLE, memory_order_relaxed);
-        atomic_store_explicit(&sampling, 0, memory_order_release);
-    }
-    long r = atomic_load_explicit(&last_r, memory_order_relaxed);
-    long mine = cadre__p2p_machine_ranks();
-    /* No reading (no /proc/loadavg): as before, any long yield counts. */
-    return r < 0 || r > (mine > busy_cores ? mine : busy_cores);
-}
-
 int cadre__wait_doze(void)
 {
     return cadre__cores_busy() && busy_mode == 2;
 }
 
-int cadre__cores_busy(void)
+/* The runnable tasks at the last sample, taking a new one when that is
+ * BUSY_SAMPLE old (by one caller at a time; the others read the last), and
+ * moving busy_state on each new one: two samples in a row that disagree
+ * with the state change it. */
+static long busy_sample(void)
 {
-    if (busy_mode)
-        return busy_answer(busy_mode == 2);
     double now = cadre__now();
     if (now < atomic_load_explicit(&busy_next, memory_order_relaxed) ||
         atomic_exchange_explicit(&busy_sampling, 1, memory_order_acquire))
-        return busy_answer(atomic_load_explicit(&busy_state, memory_order_relaxed));
+        return atomic_load_explicit(&busy_last, memory_order_relaxed);
     long r = runnable();
     int state = atomic_load_explicit(&busy_state, memory_order_relaxed);
     if (r >= 0) {
         int over = r > busy_cores;
-        /* Two samples in a row that disagree with the state change it. */
         if (over != state) {
             if (atomic_fetch_add_explicit(&busy_streak, 1, memory_order_relaxed) >= 1) {
-                state = over;
                 CADRE_INFO(P2P, "%ld runnable tasks on %ld cores: %s", r, busy_cores,
                            over ? "the cores are busy: short scheduler slices, the 2-rank "
                                   "allreduce unpaced"
                                 : "the cores are free again");
-                atomic_store_explicit(&busy_state, state, memory_order_relaxed);
+                atomic_store_explicit(&busy_state, over, memory_order_relaxed);
                 atomic_store_explicit(&busy_streak, 0, memory_order_relaxed);
             }
         } else {
             atomic_store_explicit(&busy_streak, 0, memory_order_relaxed);
         }
     }
+    atomic_store_explicit(&busy_last, r, memory_order_relaxed);
     atomic_store_explicit(&busy_next, now + BUSY_SAMPLE, memory_order_relaxed);
     atomic_store_explicit(&busy_sampling, 0, memory_order_release);
-    return busy_answer(state);
+    return r;
+}
+
+int cadre__cores_busy(void)
+{
+    if (busy_mode)
+        return busy_answer(busy_mode == 2);
+    busy_sample();
+    return busy_answer(atomic_load_explicit(&busy_state, memory_order_relaxed));
+}
+
+/* Whether a long yield (cadre__yield_brief) gave the core to a process of
+ * another job: more tasks want the cores than this job has ranks on the
+ * machine, or cores. With only the job's own ranks on the cores (4 ranks on
+ * 2 cores), a long yield means a peer had work to do, and yielding on is
+ * what hands the core over soonest: napping instead made every turn a
+ * wake-up, which preempts the waker (2 pairs of the 8-byte message rate
+ * 1.1-2.6 M messages/s napping against 8-9 yielding). The samples are
+ * cadre__cores_busy's; CADRE_WAIT=spin answers no, sleep yes. */
+int cadre__cores_foreign(void)
+{
+    if (busy_mode)
+        return busy_mode == 2;
+    long r = busy_sample();
+    long mine = cadre__p2p_machine_ranks();
+    /* No reading (no /proc/loadavg): as before, any long yield counts. */
+    return r < 0 || r > (mine > busy_cores ? mine : busy_cores);
 }

@@ -539,7 +539,7 @@ static inline uint32_t cadre__bell_sleep_begin(struct cadre_p2p_doorbell *b)
     /* seq before armed: a ring that takes our armed bumps seq after this
      * read, so our wait on v returns. */
     uint32_t v = atomic_load_explicit(&b->seq, memory_order_acquire);
-    atomic_store_explicit(&b->armed, 1, memory_order_seq_cst);
+    atomic_store_explicit(&b->armed, 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);
     return v;
 }
