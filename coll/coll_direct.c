@@ -156,7 +156,8 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
         if (d->counts[q])
-            CADRE_CHECK(cadre__direct_cma(s, q, rb + d->displs[q] * es, d->peer[q].s, d->counts[q] * es, 0));
+            CADRE_CHECK(cadre__direct_cma(s, q, rb + d->displs[q] * es, d->peer[q].s,
+                                          d->counts[q] * es, 0));
     }
     return CADRE_SUCCESS;
 }

@@ -204,28 +204,38 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
     return wait_flag(s, peer, 1, key, nme);
 }
 
-/* Reads into this rank's output the chunks of the peer's half that the
- * peer's counter says it has written into its own output, from chunk *got
- * on, in one system call. */
-static int take_half(struct coll_sched *s, struct direct *d, uint64_t key, size_t plo,
-                        size_t phi, size_t step, uint32_t *got)
+/* Reads into this rank's output, in one system call, the peer's chunks of
+ * `step` elements that its counter says it has written into its own output
+ * past the *got already read: chunks counted from element `base` up to
+ * `end`, or with `back` set (rank 1 of allreduce_pair_loose) counted down
+ * from the last of the n chunks of [0, end). */
+static int take_peer(struct coll_sched *s, struct direct *d, uint64_t key, size_t base, size_t end,
+                     size_t step, int back, uint64_t n, uint32_t *got)
 {
     int peer = !s->comm->rank;
     uint64_t v = atomic_load_explicit(&cadre__direct_flags(world_of(s->comm, peer))->prod,
                                       memory_order_acquire);
     if ((v & ~0xffffffffull) != key || (uint32_t)v <= *got)
         return CADRE_SUCCESS;
-    size_t es = s->elsize, off = plo + (size_t)*got * step, end = plo + (size_t)(uint32_t)v * step;
-    if (end > phi)
-        end = phi;
-    CADRE_CHECK(cadre__direct_cma(s, peer, (char *)d->rbuf + off * es, d->peer[peer].r + off * es,
-                    (end - off) * es, 0));
+    size_t es = s->elsize, lo, hi;
+    if (!back) {
+        lo = base + (size_t)*got * step;
+        hi = base + (size_t)(uint32_t)v * step;
+    } else {
+        lo = (size_t)(n - (uint32_t)v) * step;
+        hi = (size_t)(n - *got) * step;
+    }
+    if (hi > end)
+        hi = end;
+    CADRE_CHECK(cadre__direct_cma(s, peer, (char *)d->rbuf + lo * es, d->peer[peer].r + lo * es,
+                                  (hi - lo) * es, 0));
     *got = (uint32_t)v;
     return CADRE_SUCCESS;
 }
 
-/* Two ranks on a busy machine, up to LOOSE_CLAIM_MIN: the unpaced
- * variant in fixed halves. Each rank reduces its half into its own output,
+/* Two ranks on a busy machine, up to LOOSE_CLAIM_MIN (and for pairs whose
+ * rank 1 has no claim word, world rank DIRECT_CLAIM_SLOTS or more): the
+ * unpaced variant in fixed halves. Each rank reduces its half into its own output,
  * and the peer reads that half straight from there, as far as the counter
  * says it is written: nothing makes a rank wait for its peer to read. (In
  * chunks claimed from either end, as allreduce_pair_loose does above this
@@ -251,11 +261,11 @@ static int allreduce_pair_halves(struct coll_sched *s, struct direct *d)
         CADRE_CHECK(pair_reduce_out(s, d, acc, off, m, nt));
         atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
         cadre__shm_wake(wpeer);
-        CADRE_CHECK(take_half(s, d, key, plo, phi, step, &got));
+        CADRE_CHECK(take_peer(s, d, key, plo, phi, step, 0, 0, &got));
     }
     while (got < npeer) {
         CADRE_CHECK(wait_flag(s, peer, 0, key, got + 1));
-        CADRE_CHECK(take_half(s, d, key, plo, phi, step, &got));
+        CADRE_CHECK(take_peer(s, d, key, plo, phi, step, 0, 0, &got));
     }
     /* Round 3 keeps the peer from returning while this rank reads its output. */
     return CADRE_SUCCESS;
@@ -269,18 +279,13 @@ static int allreduce_pair_halves(struct coll_sched *s, struct direct *d)
 #define LOOSE_CHUNKS 16
 #define LOOSE_MIN_CHUNK ((size_t)16 << 10)
 
-static uint64_t claim_key(const struct coll_sched *s)
-{
-    return pair_key(s); /* the top 32 bits */
-}
-
 /* The next of n chunks for rank `me` (rank 0 from the front, rank 1 from the
- * back), or -1 when `limit` are claimed; *front and *back: the claims
- * seen. Only rank 0 sets the word to the call's key (claim_open); rank 1
- * claims only under that key, so that a word another call still uses is
- * never taken over. */
-static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n, uint64_t limit,
-                       uint64_t *front, uint64_t *back)
+ * back), -1 when all are claimed, -2 while the word is not open for this
+ * call; *front and *back: the claims seen. Only rank 0 opens the word (sets
+ * it to the call's key, allreduce_pair_loose); rank 1 claims only under
+ * that key, so that a word another call still uses is never taken over. */
+static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n, uint64_t *front,
+                       uint64_t *back)
 {
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
     for (;;) {
@@ -289,7 +294,7 @@ static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n, ui
         uint64_t f = (v >> CLAIM_BITS) & CLAIM_MAX, b = v & CLAIM_MAX;
         *front = f;
         *back = b;
-        if (f + b >= limit)
+        if (f + b >= n)
             return -1;
         uint64_t nv = v + (me == 0 ? (uint64_t)1 << CLAIM_BITS : 1);
         if (atomic_compare_exchange_weak_explicit(w, &v, nv, memory_order_relaxed,
@@ -298,31 +303,15 @@ static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n, ui
     }
 }
 
-/* Reads into this rank's output the peer's chunks that its counter says it
- * has written into its own output, past the *got already read, in one
- * system call: rank 0's run from chunk 0 up, rank 1's from the last chunk
- * down. */
-static int take_written(struct coll_sched *s, struct direct *d, uint64_t key, size_t step,
-                        uint64_t n, uint32_t *got)
+/* Chunk j (of `step` elements) into this rank's output, in pieces that fit
+ * the scratch (a chunk is larger only past CLAIM_MAX chunks). */
+static int loose_chunk(struct coll_sched *s, struct direct *d, unsigned char *acc, uint64_t j,
+                       size_t step, int nt)
 {
-    int peer = !s->comm->rank;
-    uint64_t v = atomic_load_explicit(&cadre__direct_flags(world_of(s->comm, peer))->prod,
-                                      memory_order_acquire);
-    if ((v & ~0xffffffffull) != key || (uint32_t)v <= *got)
-        return CADRE_SUCCESS;
-    size_t es = s->elsize, lo, hi;
-    if (peer == 0) {
-        lo = (size_t)*got * step;
-        hi = (size_t)(uint32_t)v * step;
-    } else {
-        lo = (size_t)(n - (uint32_t)v) * step;
-        hi = (size_t)(n - *got) * step;
-    }
-    if (hi > d->count)
-        hi = d->count;
-    CADRE_CHECK(cadre__direct_cma(s, peer, (char *)d->rbuf + lo * es, d->peer[peer].r + lo * es, (hi - lo) * es,
-                    0));
-    *got = (uint32_t)v;
+    size_t piece = DIRECT_CHUNK / s->elsize;
+    size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
+    for (size_t p = 0; p < m; p += piece)
+        CADRE_CHECK(pair_reduce_out(s, d, acc, off + p, m - p < piece ? m - p : piece, nt));
     return CADRE_SUCCESS;
 }
 
@@ -345,14 +334,14 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
     int me = s->comm->rank, peer = !me;
     int wme = world_of(s->comm, me), w1 = world_of(s->comm, 1);
     struct direct_flags *mine = cadre__direct_flags(wme);
-    uint64_t key = pair_key(s), ckey = claim_key(s);
+    uint64_t key = pair_key(s); /* the claim word's key too: its top 32 bits */
     unsigned char *acc, *tmp;
     CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
     /* At least LOOSE_CHUNKS chunks, so that both ranks get work at every
      * size (one 256 KiB chunk of a 64 KiB vector went to one rank alone:
      * 104-122 us against 73-87 for halves, beside six `yes`); none smaller
      * than LOOSE_MIN_CHUNK, each a system call. */
-    size_t piece = DIRECT_CHUNK / s->elsize, step = piece;
+    size_t step = DIRECT_CHUNK / s->elsize;
     size_t fine = (d->count / LOOSE_CHUNKS + 63) & ~(size_t)63;
     if (fine * s->elsize < LOOSE_MIN_CHUNK)
         fine = LOOSE_MIN_CHUNK / s->elsize;
@@ -362,24 +351,18 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
     if (n > CLAIM_MAX)
         step = (d->count + CLAIM_MAX - 1) / CLAIM_MAX, n = (d->count + step - 1) / step;
     int nt = d->count * s->elsize >= DIRECT_NT_MIN;
-    /* The pair's claim word; past DIRECT_CLAIM_SLOTS world ranks, a word
-     * of this process's own: a fixed split (each rank claims its half). */
-    _Atomic uint64_t own_word, *w = &own_word;
-    int shared = w1 < DIRECT_CLAIM_SLOTS;
-    if (shared)
-        w = &cadre__direct_flags(world_of(s->comm, 0))->claim[w1];
-    /* Rank 0 opens the word for this call: its last user, the call before
-     * on this pair, is done with it (a rank leaves a call only after its
-     * peer's round 3), and rank 1 claims only after it sees the key. */
-    uint64_t h = n / 2; /* the fixed split: rank 0 chunks [0, h), rank 1 [h, n) */
-    if (me == 0 || !shared)
-        atomic_store_explicit(w, ckey, memory_order_release);
-    uint64_t limit = shared ? n : me == 0 ? h : n - h;
+    /* The pair's claim word (cadre__direct_pair_allreduce sends pairs whose
+     * rank 1 has no word to allreduce_pair_halves). Rank 0 opens it for
+     * this call: its last user, the call before on this pair, is done with
+     * it (a rank leaves a call only after its peer's round 3), and rank 1
+     * claims only after it sees the key. */
+    _Atomic uint64_t *w = &cadre__direct_flags(world_of(s->comm, 0))->claim[w1];
+    if (me == 0)
+        atomic_store_explicit(w, key, memory_order_release);
     uint32_t done = 0, got = 0;
     uint64_t front = 0, back = 0, ahead = 0;
     long j;
-    for (;;) {
-        j = claim_next(w, ckey, me, n, limit, &front, &back);
+    while ((j = claim_next(w, key, me, n, &front, &back)) != -1) {
         if (j == -2) {
             /* Rank 0 has not opened the word yet. Rather than wait, reduce
              * the chunks rank 1 would claim next, from the back, into its
@@ -387,35 +370,24 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
              * one, rank 1 has written the same bits that it will read from
              * rank 0 over them. Once none is left, wait for rank 0's first
              * chunk, which it reduces after opening the word. */
-            if (ahead < n) {
-                size_t off = (size_t)(n - 1 - ahead) * step;
-                size_t m = d->count - off < step ? d->count - off : step;
-                for (size_t p = 0; p < m; p += piece)
-                    CADRE_CHECK(
-                        pair_reduce_out(s, d, acc, off + p, m - p < piece ? m - p : piece, nt));
-                ahead++;
-            } else {
+            if (ahead < n)
+                CADRE_CHECK(loose_chunk(s, d, acc, n - 1 - ahead++, step, nt));
+            else
                 CADRE_CHECK(wait_flag(s, 0, 0, key, 1));
-            }
             continue;
         }
-        if (j < 0)
-            break;
-        size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
-        /* Chunks past the scratch go in pieces; one reduced ahead is done. */
-        if (!(me == 1 && (uint64_t)(n - 1 - (uint64_t)j) < ahead))
-            for (size_t p = 0; p < m; p += piece)
-                CADRE_CHECK(
-                    pair_reduce_out(s, d, acc, off + p, m - p < piece ? m - p : piece, nt));
+        /* A chunk reduced ahead is done. */
+        if (!(me == 1 && n - 1 - (uint64_t)j < ahead))
+            CADRE_CHECK(loose_chunk(s, d, acc, (uint64_t)j, step, nt));
         atomic_store_explicit(&mine->prod, key | ++done, memory_order_release);
         cadre__shm_wake(world_of(s->comm, peer));
-        CADRE_CHECK(take_written(s, d, key, step, n, &got));
+        CADRE_CHECK(take_peer(s, d, key, 0, d->count, step, peer == 1, n, &got));
     }
     /* Every chunk is claimed: the peer's share is fixed. */
-    uint32_t theirs = (uint32_t)(shared ? (me == 0 ? back : front) : me == 0 ? n - h : h);
+    uint32_t theirs = (uint32_t)(me == 0 ? back : front);
     while (got < theirs) {
         CADRE_CHECK(wait_flag(s, peer, 0, key, got + 1));
-        CADRE_CHECK(take_written(s, d, key, step, n, &got));
+        CADRE_CHECK(take_peer(s, d, key, 0, d->count, step, peer == 1, n, &got));
     }
     /* Round 3 keeps the peer from returning while this rank reads its output. */
     return CADRE_SUCCESS;
@@ -425,8 +397,10 @@ int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)
 {
     /* Every rank decides from the same addresses and busy flags. */
     if (d->count * s->elsize >= DIRECT_STREAM_MIN && (d->peer[0].busy || d->peer[1].busy))
-        return d->count * s->elsize >= LOOSE_CLAIM_MIN ? allreduce_pair_loose(s, d)
-                                                      : allreduce_pair_halves(s, d);
+        return d->count * s->elsize >= LOOSE_CLAIM_MIN &&
+                       world_of(s->comm, 1) < DIRECT_CLAIM_SLOTS
+                   ? allreduce_pair_loose(s, d)
+                   : allreduce_pair_halves(s, d);
     return d->count * s->elsize >= DIRECT_STREAM_MIN && cadre__direct_ring(world_of(s->comm, 0)) &&
                    cadre__direct_ring(world_of(s->comm, 1))
                ? allreduce_pair_stream(s, d)
