@@ -20,17 +20,9 @@ static double input(int rank, size_t i, int salt)
 
 int main(int argc, char **argv)
 {
-    int me, np;
-    OK(cadre_init(&argc, &argv));
-    OK(cadre_comm_rank(W, &me));
-    OK(cadre_comm_size(W, &np));
-    ru_rank = me;
-    if (np != 2) {
-        if (me == 0)
-            fprintf(stderr, "loose_test: needs 2 ranks, has %d\n", np);
-        cadre_finalize();
+    int me;
+    if (!ru_init_np(&argc, &argv, "loose_test", 2, &me))
         return 2;
-    }
     static const size_t counts[] = {16384, 16385, 65536 + 3, 262144 + 17, 1048576 + 5, 4194304 + 1};
     static const cadre_datatype_t types[] = {CADRE_FLOAT32, CADRE_INT32, CADRE_FLOAT64};
     int call = 0;

@@ -79,6 +79,24 @@ static inline size_t ru_check(const unsigned char *b, size_t n, int from, int to
     return n;
 }
 
+/* cadre_init for a program of exactly `want` ranks: sets *me and ru_rank
+ * and returns 1; with another count, says so (rank 0), finalizes and
+ * returns 0, and the caller exits with 2. */
+static inline int ru_init_np(int *argc, char ***argv, const char *prog, int want, int *me)
+{
+    int np = 0;
+    OK(cadre_init(argc, argv));
+    OK(cadre_comm_rank(CADRE_COMM_WORLD, me));
+    OK(cadre_comm_size(CADRE_COMM_WORLD, &np));
+    ru_rank = *me;
+    if (np == want)
+        return 1;
+    if (*me == 0)
+        fprintf(stderr, "%s: needs %d ranks, has %d\n", prog, want, np);
+    cadre_finalize();
+    return 0;
+}
+
 /* Resident set size of this process in KiB (/proc/self/status VmRSS). */
 static inline long ru_rss_kib(void)
 {

@@ -19,17 +19,9 @@ int main(int argc, char **argv)
 {
     int windows = argc > 1 ? atoi(argv[1]) : 20;
     int pause_us = argc > 2 ? atoi(argv[2]) : 3000;
-    int me, np;
-    OK(cadre_init(&argc, &argv));
-    OK(cadre_comm_rank(W, &me));
-    OK(cadre_comm_size(W, &np));
-    ru_rank = me;
-    if (np != 2) {
-        if (me == 0)
-            fprintf(stderr, "wake_test: needs 2 ranks, has %d\n", np);
-        cadre_finalize();
+    int me;
+    if (!ru_init_np(&argc, &argv, "wake_test", 2, &me))
         return 2;
-    }
     uint64_t buf[WIN];
     cadre_request_t reqs[WIN];
     char ack = 0;
