@@ -184,13 +184,35 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
     return cadre__direct_cma(s, root, buf, d->peer[root].r, bytes, 0);
 }
 
-/* Rounds 1 and 3 around the CS_CALL of round 2. */
+/* The direct schedules alive in this process. */
+static _Atomic int live;
+
+void cadre__direct_gone(void)
+{
+    atomic_fetch_sub(&live, 1);
+}
+
+/* Rounds 1 and 3 around the CS_CALL of round 2.
+ *
+ * A process runs the CS_CALLs of its schedules one at a time, and the
+ * two-rank allreduce's variants (coll_direct_pair.c) wait in theirs for
+ * the peer's progress in the same call. Two such calls in flight on one
+ * pair of processes (nonblocking calls, or threads, on two communicators),
+ * their CS_CALLs run in opposite orders in the two, would wait for each
+ * other until CADRE_TIMEOUT. So a schedule built while another is alive in
+ * its process says so in round 1 (DIRECT_OVERLAP), and a call that either
+ * rank flags takes the variant that never waits. In each process at most
+ * one alive schedule is unflagged, and a call waits only where both its
+ * ranks left it unflagged: no two waiting calls can hold up each other,
+ * nor a cycle of them over more processes. */
 static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
 {
     int n = s->comm->size, me = s->comm->rank;
     d->mine.s = (uint64_t)(uintptr_t)d->sbuf;
     d->mine.r = (uint64_t)(uintptr_t)d->rbuf;
-    d->mine.busy = (uint64_t)cadre__cores_busy();
+    int others = atomic_fetch_add(&live, 1);
+    s->direct_live = 1;
+    d->mine.busy = (cadre__cores_busy() ? DIRECT_BUSY : 0) | (others ? DIRECT_OVERLAP : 0);
     d->peer = cadre__sched_alloc(s, (size_t)n * sizeof *d->peer);
     if (!d->peer)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);

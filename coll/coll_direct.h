@@ -19,10 +19,17 @@
  * (allreduce_pair_loose); below it they reduce fixed halves. */
 #define LOOSE_CLAIM_MIN ((size_t)2 << 20)
 
+/* Other processes want its node's cores (cadre__cores_busy). */
+#define DIRECT_BUSY 1
+/* Another direct schedule of its process was alive when this one was
+ * built: this call's round 2 must not wait for the peer (build in
+ * coll_direct.c). */
+#define DIRECT_OVERLAP 2
+
 /* What each rank tells the others in round 1. */
 struct direct_addr {
     uint64_t s, r;  /* its send and receive buffer addresses */
-    uint64_t busy;  /* 1: other processes want its node's cores (cadre__cores_busy) */
+    uint64_t busy;  /* DIRECT_BUSY, DIRECT_OVERLAP */
 };
 
 struct direct {

@@ -395,7 +395,11 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
 
 int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)
 {
-    /* Every rank decides from the same addresses and busy flags. */
+    /* Every rank decides from the same addresses and flags. Overlapping
+     * another call (build, coll_direct.c): the one variant that never
+     * waits for the peer. */
+    if ((d->peer[0].busy | d->peer[1].busy) & DIRECT_OVERLAP)
+        return allreduce_pair(s, d);
     if (d->count * s->elsize >= DIRECT_STREAM_MIN && (d->peer[0].busy || d->peer[1].busy))
         return d->count * s->elsize >= LOOSE_CLAIM_MIN &&
                        world_of(s->comm, 1) < DIRECT_CLAIM_SLOTS

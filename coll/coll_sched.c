@@ -102,6 +102,8 @@ static void scratch_put(void *p)
 
 void cadre__sched_free(struct coll_sched *s)
 {
+    if (s->direct_live)
+        cadre__direct_gone();
     for (int i = 0; i < s->ntmp; i++)
         scratch_put(s->tmp[i]);
     free(s->tmp);

@@ -1,0 +1,106 @@
+/* Nonblocking allreduces in flight together on communicators that share a
+ * pair of processes, started in opposite orders by the two: the two-rank
+ * allreduce's variants that wait in round 2 for the peer (coll_direct_pair.c)
+ * once held each other up until CADRE_TIMEOUT, one process inside each.
+ * With 2 ranks, two duplicates of the world; with 3, the three pairs, each
+ * rank starting its two pairs' calls in an order that would close a cycle
+ * (pair r, r+1 first at rank r). Sizes from 64 KiB (the paced stream) to
+ * 4 MiB (the claimed chunks with CADRE_WAIT=sleep), float32 sum; every
+ * element is checked against the sum of the pair's inputs computed here. */
+#include "rank_util.h"
+
+#define ROUNDS 12
+
+static float input(int rank, size_t i, int call)
+{
+    return (float)(int)((i * 3 + (size_t)rank * 11 + (size_t)call * 7) % 512);
+}
+
+/* The communicator of world ranks a and b (a split over the world). */
+static cadre_comm_t pair_of(int me, int a, int b)
+{
+    cadre_comm_t c = CADRE_COMM_NULL;
+    int in = me == a || me == b;
+    OK(cadre_comm_split(CADRE_COMM_WORLD, in ? 0 : CADRE_UNDEFINED, me, &c));
+    return c;
+}
+
+int main(int argc, char **argv)
+{
+    int me, np = 0;
+    OK(cadre_init(&argc, &argv));
+    OK(cadre_comm_rank(CADRE_COMM_WORLD, &me));
+    OK(cadre_comm_size(CADRE_COMM_WORLD, &np));
+    ru_rank = me;
+    if (np != 2 && np != 3) {
+        if (me == 0)
+            fprintf(stderr, "overlap_test: needs 2 or 3 ranks, has %d\n", np);
+        cadre_finalize();
+        return 2;
+    }
+    /* c[0] is started first, c[1] second; peer[k]: the other rank on c[k]
+     * (world rank). */
+    cadre_comm_t c[2], all[3] = {CADRE_COMM_NULL, CADRE_COMM_NULL, CADRE_COMM_NULL};
+    int peer[2], idx[2]; /* idx[k]: c[k] is all[idx[k]] */
+    if (np == 2) {
+        cadre_comm_t d[2];
+        OK(cadre_comm_dup(CADRE_COMM_WORLD, &d[0]));
+        OK(cadre_comm_dup(CADRE_COMM_WORLD, &d[1]));
+        idx[0] = me;
+        idx[1] = !me;
+        c[0] = d[me];
+        c[1] = d[!me];
+        peer[0] = peer[1] = !me;
+        all[0] = d[0], all[1] = d[1];
+    } else {
+        for (int k = 0; k < 3; k++)
+            all[k] = pair_of(me, k, (k + 1) % 3);
+        idx[0] = me;
+        idx[1] = (me + 2) % 3;
+        c[0] = all[idx[0]];
+        c[1] = all[idx[1]];
+        peer[0] = (me + 1) % 3;
+        peer[1] = (me + 2) % 3;
+    }
+    static const size_t counts[] = {16384 + 1, 262144 + 3, 1048576 + 7};
+    int call = 0;
+    for (size_t z = 0; z < sizeof counts / sizeof *counts; z++) {
+        size_t n = counts[z];
+        float *in[2], *out[2];
+        for (int k = 0; k < 2; k++) {
+            in[k] = malloc(n * sizeof(float));
+            out[k] = malloc(n * sizeof(float));
+            EXPECT(in[k] && out[k], "no memory for %zu elements", n);
+            if (!in[k] || !out[k])
+                return 1;
+        }
+        for (int r = 0; r < ROUNDS; r++, call++) {
+            cadre_request_t q[2];
+            for (int k = 0; k < 2; k++) {
+                for (size_t i = 0; i < n; i++)
+                    in[k][i] = input(me, i, call * 3 + idx[k]);
+                memset(out[k], 0xa5, n * sizeof(float));
+            }
+            for (int k = 0; k < 2; k++)
+                OK(cadre_iallreduce(in[k], out[k], n, CADRE_FLOAT32, CADRE_SUM, c[k], &q[k]));
+            OK(cadre_waitall(2, q, NULL));
+            for (int k = 0; k < 2; k++) {
+                int salt = call * 3 + idx[k];
+                long wrong = 0;
+                for (size_t i = 0; i < n; i++)
+                    wrong += out[k][i] != input(me, i, salt) + input(peer[k], i, salt);
+                EXPECT(wrong == 0, "%zu elements, round %d, with rank %d: %ld wrong", n, r,
+                       peer[k], wrong);
+            }
+        }
+        for (int k = 0; k < 2; k++)
+            free(in[k]), free(out[k]);
+    }
+    for (int k = 0; k < 3; k++)
+        if (all[k] != CADRE_COMM_NULL)
+            OK(cadre_comm_free(&all[k]));
+    OK(cadre_finalize());
+    if (ru_failures)
+        fprintf(stderr, "[rank %d] overlap_test: %d checks failed\n", me, ru_failures);
+    return ru_failures != 0;
+}
