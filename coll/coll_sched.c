@@ -468,6 +468,13 @@ static int sched_poll(struct cadre_request *r)
     if (events)
         r->last_activity = cadre__now();
     if (finished) {
+        /* Past its rounds it waits for nobody: later calls need not give
+         * way to it (coll_direct.c, build), though the user may free its
+         * request much later. */
+        if (s->direct_live) {
+            s->direct_live = 0;
+            cadre__direct_gone();
+        }
         cadre__req_unlink_generic(r);
         if (s->error)
             cadre__req_complete(r, s->error, "%s", s->errmsg);
