@@ -537,7 +537,7 @@ static int start(struct coll_sched *s, struct cadre_request **out, cadre_request
     eng_lock();
     r->user = (uint8_t)user;
     if (user)
-        atomic_fetch_add(&cadre__eng.outstanding, 1);
+        eng_outstanding_add(1);
     r->next = cadre__eng.generic;
     if (r->next)
         r->next->prev = r;

@@ -127,11 +127,11 @@ static int start(struct cadre_request *r, int user)
     eng_lock();
     r->user = (uint8_t)user;
     if (user)
-        atomic_fetch_add(&cadre__eng.outstanding, 1);
+        eng_outstanding_add(1);
     int rc = r->kind == REQ_SEND ? cadre__p2p_start_send(r) : cadre__p2p_start_recv(r);
     if (rc != CADRE_SUCCESS && !atomic_load(&r->done)) {
         if (user)
-            atomic_fetch_sub(&cadre__eng.outstanding, 1);
+            eng_outstanding_add(-1);
         r->user = 0;
         eng_unlock();
         cadre__req_free(r);
@@ -537,7 +537,7 @@ static void drop_outq_entries(struct cadre_request *r)
         struct outq_entry *q = *pp;
         if (q->req == r) {
             *pp = q->next;
-            atomic_fetch_sub(&cadre__eng.outstanding, 1);
+            eng_outstanding_add(-1);
             free(q);
         } else {
             last = q;
@@ -558,7 +558,7 @@ void cadre__p2p_abandon(struct cadre_request *r)
         return;
     }
     if (r->user)
-        atomic_fetch_sub(&cadre__eng.outstanding, 1);
+        eng_outstanding_add(-1);
     r->user = 0;
     if (r->cancel) {
         r->cancel(r);

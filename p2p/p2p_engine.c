@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -76,6 +77,33 @@ void cadre__eng_lock_slow(void)
     atomic_fetch_sub(&l->waiters, 1);
 }
 
+int cadre__membarrier;
+
+void cadre__membarrier_init(void)
+{
+    if (cadre__membarrier)
+        return;
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (cmds < 0 || !(cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED))
+        return;
+    cadre__membarrier =
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+    CADRE_INFO(P2P, "membarrier: %s", cadre__membarrier
+                                          ? "registered for the global expedited barrier: "
+                                            "doorbell rings take no fence"
+                                          : "not available: doorbell rings take a fence");
+}
+
+void cadre__membarrier_all(void)
+{
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) {
+        /* Registered, so the kernel does not refuse it; were it to, a
+         * fence here still orders this side, and the sleeper's naps are
+         * bounded. */
+        atomic_thread_fence(memory_order_seq_cst);
+    }
+}
+
 void cadre__eng_unlock_wake(void)
 {
     syscall(SYS_futex, (uint32_t *)&cadre__eng.lock.word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
@@ -113,7 +141,9 @@ int cadre__p2p_init(void)
     int nr = cadre__proc.size, me = cadre__proc.rank;
     e->nranks = nr;
     e->timeout = cadre__config_dbl(CADRE_CFG_TIMEOUT);
+    cadre__membarrier_init();
     e->bell = &e->bell_local;
+    atomic_store(&e->bell_local.asym, (uint32_t)cadre__membarrier);
     e->ntps = 0;
     e->poll_mode = e->shm_active = 0;
     e->next_peer_check = 0;

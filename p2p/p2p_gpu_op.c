@@ -83,7 +83,7 @@ int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req)
     r->last_activity = cadre__now();
     eng_lock();
     r->user = 1;
-    atomic_fetch_add(&cadre__eng.outstanding, 1);
+    eng_outstanding_add(1);
     cadre__req_wants_pt(r);
     r->next = cadre__eng.generic;
     if (r->next)

@@ -45,7 +45,7 @@ int cadre__p2p_fail_peer_requests(int w)
         failed++;
         struct outq_entry *q = p->outq;
         p->outq = q->next;
-        atomic_fetch_sub(&cadre__eng.outstanding, 1);
+        eng_outstanding_add(-1);
         if (q->req)
             cadre__req_complete(q->req, CADRE_ERR_PEER, "%s: peer rank %d %s", q->req->op, w,
                                 p->why);

@@ -82,7 +82,7 @@ static int flush_peer(int w)
                 p->outq_tail = q;
             break;
         }
-        atomic_fetch_sub(&cadre__eng.outstanding, 1);
+        eng_outstanding_add(-1);
         entry_done(q, rc);
         free(q);
         events++;
@@ -121,7 +121,7 @@ int cadre__p2p_post(int w, const struct cadre_p2p_hdr *h, const void *payload,
     else
         p->outq = q;
     p->outq_tail = q;
-    atomic_fetch_add(&cadre__eng.outstanding, 1);
+    eng_outstanding_add(1);
     if (p->outq == q)
         flush_peer(w);
     return CADRE_SUCCESS;

@@ -242,7 +242,7 @@ static inline void complete_tail(struct cadre_request *r)
     r->state = RS_DONE;
     req_unregister(r);
     if (r->user && !r->abandoned)
-        atomic_fetch_sub(&cadre__eng.outstanding, 1);
+        eng_outstanding_add(-1);
     if (r->pt_wants) {
         r->pt_wants = 0;
         atomic_fetch_sub(&cadre__eng.pt_wanted, 1);

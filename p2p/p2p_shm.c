@@ -236,6 +236,7 @@ static int shm_init(void)
     /* The memfd starts zeroed: every slot's seq is 0, and slot i holds
      * message pos = i + k*n only when its seq is pos + 1, never 0. The
      * receivers' counters start at 0 too. */
+    atomic_store(&h->bell.asym, (uint32_t)cadre__membarrier);
     cadre__eng.bell = &h->bell;
 
     struct shm_blob blob = {.node_id = cadre__proc.node_id,
@@ -386,7 +387,8 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
     lane_next(l);
     /* A window of small messages writes one slot after another, each a
      * line the receiver holds from the lap before, and each message's
-     * locked instructions (the engine lock, the doorbell's fence) wait
+     * locked instructions (the engine lock; the doorbell's fence where
+     * membarrier is not there, cadre__bell_ring) wait
      * until its slot's line is ours: ask for the line after next now
      * (prefetchw), so that taking it from the receiver's cache overlaps
      * this message's way out. Only a slot the receiver is known to be done
@@ -535,6 +537,7 @@ static void shm_finalize(void)
     if (cadre__eng.bell != &cadre__eng.bell_local) {
         /* Threads may still look at the bell until the engine stops them. */
         cadre__eng.bell_local = (struct cadre_p2p_doorbell){0};
+        atomic_store(&cadre__eng.bell_local.asym, (uint32_t)cadre__membarrier);
         cadre__eng.bell = &cadre__eng.bell_local;
     }
     if (S.seg)
