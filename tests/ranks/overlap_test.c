@@ -17,6 +17,19 @@ static float input(int rank, size_t i, int call)
     return (float)(int)((i * 3 + (size_t)rank * 11 + (size_t)call * 7) % 512);
 }
 
+/* k input and k output buffers of n floats; 0 (reported) when memory ran out. */
+static int alloc_bufs(float **in, float **out, int k, size_t n)
+{
+    for (int i = 0; i < k; i++) {
+        in[i] = malloc(n * sizeof(float));
+        out[i] = malloc(n * sizeof(float));
+        EXPECT(in[i] && out[i], "no memory for %zu elements", n);
+        if (!in[i] || !out[i])
+            return 0;
+    }
+    return 1;
+}
+
 /* The communicator of world ranks a and b (a split over the world). */
 static cadre_comm_t pair_of(int me, int a, int b)
 {
@@ -68,13 +81,8 @@ int main(int argc, char **argv)
     for (size_t z = 0; z < sizeof counts / sizeof *counts; z++) {
         size_t n = counts[z];
         float *in[2], *out[2];
-        for (int k = 0; k < 2; k++) {
-            in[k] = malloc(n * sizeof(float));
-            out[k] = malloc(n * sizeof(float));
-            EXPECT(in[k] && out[k], "no memory for %zu elements", n);
-            if (!in[k] || !out[k])
-                return 1;
-        }
+        if (!alloc_bufs(in, out, 2, n))
+            return 1;
         for (int r = 0; r < ROUNDS; r++, call++) {
             cadre_request_t q[2];
             for (int k = 0; k < 2; k++) {
@@ -105,13 +113,8 @@ int main(int argc, char **argv)
     if (np == 2) {
         size_t n = 262144 + 5;
         float *sin[SAME], *sout[SAME];
-        for (int k = 0; k < SAME; k++) {
-            sin[k] = malloc(n * sizeof(float));
-            sout[k] = malloc(n * sizeof(float));
-            EXPECT(sin[k] && sout[k], "no memory for %zu elements", n);
-            if (!sin[k] || !sout[k])
-                return 1;
-        }
+        if (!alloc_bufs(sin, sout, SAME, n))
+            return 1;
         for (int r = 0; r < ROUNDS; r++, call++) {
             cadre_request_t q[SAME];
             for (int k = 0; k < SAME; k++) {
