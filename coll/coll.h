@@ -72,7 +72,8 @@ struct coll_sched {
     void *scale_buf;
     size_t scale_n;
     int scale_div;
-    /* counted among the direct schedules alive (coll_direct.c) until freed */
+    /* counted among the direct schedules alive (coll_direct.c, build) until
+     * it finishes (sched_poll) or is freed */
     int direct_live;
 };
 
@@ -80,7 +81,7 @@ struct coll_sched {
 int cadre__sched_init(struct coll_sched *s, struct cadre_comm *comm, const char *op_name,
                       cadre_datatype_t dt, cadre_op_t op);
 void cadre__sched_free(struct coll_sched *s);
-/* cadre__sched_free of a schedule counted alive (direct_live, coll_direct.c). */
+/* A schedule counted alive (direct_live, coll_direct.c) finished or was freed. */
 void cadre__direct_gone(void);
 int cadre__sched_send(struct coll_sched *s, int peer, const void *buf, size_t bytes);
 int cadre__sched_recv(struct coll_sched *s, int peer, void *buf, size_t bytes);

@@ -16,27 +16,6 @@
 #include <emmintrin.h>
 #endif
 
-/* Two ranks: each reads the other's whole input and computes the whole
- * result itself, so that nobody writes into another process's memory: a
- * write there costs the kernel a read of the line first, while the reads
- * land in this core's cache. a+b and b+a are the same bits, so both ranks
- * still get the same result. */
-static int allreduce_pair(struct coll_sched *s, struct direct *d)
-{
-    int peer = !s->comm->rank;
-    size_t es = s->elsize;
-    unsigned char *acc, *tmp;
-    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
-    size_t step = DIRECT_CHUNK / es;
-    for (size_t off = 0; off < d->count; off += step) {
-        size_t m = d->count - off < step ? d->count - off : step, bytes = m * es;
-        CADRE_CHECK(cadre__direct_cma(s, peer, acc, d->peer[peer].s + off * es, bytes, 0));
-        cadre__coll_reduce(acc, (const char *)d->sbuf + off * es, m, s->dt, s->op);
-        cadre__copy_nt((char *)d->rbuf + off * es, acc, bytes);
-    }
-    return CADRE_SUCCESS;
-}
-
 /* Sleeps on this process's doorbell for at most `nap` seconds unless *w is
  * already key|want or more; the peer rings it after each store to its flags
  * (cadre__shm_wake). Counted a sleeper before the last look, so that a store
@@ -160,6 +139,49 @@ static int pair_reduce_out(struct coll_sched *s, struct direct *d, unsigned char
     return CADRE_SUCCESS;
 }
 
+/* Two ranks: each reads the other's whole input and computes the whole
+ * result itself, so that nobody writes into another process's memory: a
+ * write there costs the kernel a read of the line first, while the reads
+ * land in this core's cache. a+b and b+a are the same bits, so both ranks
+ * still get the same result. */
+static int allreduce_pair(struct coll_sched *s, struct direct *d)
+{
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
+    size_t step = DIRECT_CHUNK / s->elsize;
+    for (size_t off = 0; off < d->count; off += step) {
+        size_t m = d->count - off < step ? d->count - off : step;
+        CADRE_CHECK(pair_reduce_out(s, d, acc, off, m, 1));
+    }
+    return CADRE_SUCCESS;
+}
+
+/* Streaming stores only where the output would not stay in the cache. */
+static int pair_nt(const struct coll_sched *s, const struct direct *d)
+{
+    return d->count * s->elsize >= DIRECT_NT_MIN;
+}
+
+/* What the variants in fixed halves share: this rank's half [lo, hi) and
+ * the peer's [plo, phi), in elements; this rank's flags, the call's key. */
+struct pair_halves {
+    int peer, wpeer;
+    size_t lo, hi, plo, phi;
+    struct direct_flags *mine;
+    uint64_t key;
+};
+
+static void pair_halves(struct coll_sched *s, struct direct *d, struct pair_halves *h)
+{
+    int me = s->comm->rank;
+    h->peer = !me;
+    h->wpeer = world_of(s->comm, h->peer);
+    cadre__share(d->count, s->elsize, 2, me, &h->lo, &h->hi);
+    cadre__share(d->count, s->elsize, 2, h->peer, &h->plo, &h->phi);
+    h->mine = cadre__direct_flags(world_of(s->comm, me));
+    h->key = pair_key(s);
+}
+
 /* Two ranks, large vectors: each rank reduces its half in chunks into a
  * ring of chunk buffers in its shm segment and streams each chunk into its
  * output; the other rank, right behind, streams the chunk from that ring
@@ -169,17 +191,16 @@ static int pair_reduce_out(struct coll_sched *s, struct direct *d, unsigned char
  * system call. */
 static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
 {
-    int me = s->comm->rank, peer = !me;
-    int wme = world_of(s->comm, me), wpeer = world_of(s->comm, peer);
-    size_t es = s->elsize, lo, hi, plo, phi;
-    cadre__share(d->count, es, 2, me, &lo, &hi);
-    cadre__share(d->count, es, 2, peer, &plo, &phi);
-    unsigned char *ring = cadre__direct_ring(wme), *pring = cadre__direct_ring(wpeer);
-    struct direct_flags *mine = cadre__direct_flags(wme);
-    uint64_t key = pair_key(s);
+    struct pair_halves h;
+    pair_halves(s, d, &h);
+    int peer = h.peer, wpeer = h.wpeer;
+    size_t es = s->elsize, lo = h.lo, hi = h.hi, plo = h.plo, phi = h.phi;
+    unsigned char *ring = cadre__direct_ring(world_of(s->comm, s->comm->rank));
+    unsigned char *pring = cadre__direct_ring(wpeer);
+    struct direct_flags *mine = h.mine;
+    uint64_t key = h.key;
     size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
-    /* Streaming stores only where the output would not stay in the cache. */
-    int nt = d->count * es >= DIRECT_NT_MIN;
+    int nt = pair_nt(s, d);
     void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
     uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
     uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step);
@@ -243,17 +264,16 @@ static int take_peer(struct coll_sched *s, struct direct *d, uint64_t key, size_
  * against 116-122 in halves, beside six `yes`.) */
 static int allreduce_pair_halves(struct coll_sched *s, struct direct *d)
 {
-    int me = s->comm->rank, peer = !me;
-    int wme = world_of(s->comm, me), wpeer = world_of(s->comm, peer);
-    size_t es = s->elsize, lo, hi, plo, phi;
-    cadre__share(d->count, es, 2, me, &lo, &hi);
-    cadre__share(d->count, es, 2, peer, &plo, &phi);
-    struct direct_flags *mine = cadre__direct_flags(wme);
-    uint64_t key = pair_key(s);
+    struct pair_halves h;
+    pair_halves(s, d, &h);
+    int peer = h.peer, wpeer = h.wpeer;
+    size_t es = s->elsize, lo = h.lo, hi = h.hi, plo = h.plo, phi = h.phi;
+    struct direct_flags *mine = h.mine;
+    uint64_t key = h.key;
     unsigned char *acc, *tmp;
     CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
     size_t step = DIRECT_CHUNK / es;
-    int nt = d->count * es >= DIRECT_NT_MIN;
+    int nt = pair_nt(s, d);
     uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
     uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step), got = 0;
     for (uint32_t i = 0; i < nme; i++) {
@@ -350,7 +370,7 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
     uint64_t n = (d->count + step - 1) / step;
     if (n > CLAIM_MAX)
         step = (d->count + CLAIM_MAX - 1) / CLAIM_MAX, n = (d->count + step - 1) / step;
-    int nt = d->count * s->elsize >= DIRECT_NT_MIN;
+    int nt = pair_nt(s, d);
     /* The pair's claim word (cadre__direct_pair_allreduce sends pairs whose
      * rank 1 has no word to allreduce_pair_halves). Rank 0 opens it for
      * this call: its last user, the call before on this pair, is done with
