@@ -83,9 +83,14 @@ static int perf_lines(const char *out, int *wrong)
     return lines;
 }
 
-/* cmd run beside CPU hogs (start_hogs); returns how many hogs ran. */
-static int run_beside_hogs(const char *cmd, struct run_result *r)
+/* `cadre-perf allreduce ARGS` on np ranks, with the environment env and
+ * P2P's INFO lines, beside CPU hogs (start_hogs); returns how many hogs
+ * ran. */
+static int allreduce_beside_hogs(const char *env, int np, const char *args, struct run_result *r)
 {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P %s -n %d %s allreduce %s",
+             env, CADRERUN, np, build_path("tools/cadre-perf"), args);
     pid_t pids[64];
     int n = start_hogs(pids, 64);
     int rc = run_cmd(cmd, NULL, 240, r);
@@ -96,13 +101,10 @@ static int run_beside_hogs(const char *cmd, struct run_result *r)
 
 static void run_loaded(const char *wait, int want_line)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "CADRE_WAIT=%s CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P %s -n 2 %s allreduce -b 4M -e 16M "
-             "-f 2 -n 6 -w 1 -c 1",
-             wait, CADRERUN, build_path("tools/cadre-perf"));
+    char env[64];
+    snprintf(env, sizeof env, "CADRE_WAIT=%s", wait);
     struct run_result r;
-    int n = run_beside_hogs(cmd, &r);
+    int n = allreduce_beside_hogs(env, 2, "-b 4M -e 16M -f 2 -n 6 -w 1 -c 1", &r);
     /* the result lines: 4, 8 and 16 MiB, #wrong 0 out of place and in place */
     int wrong, lines = perf_lines(r.out, &wrong);
     int said = count_matching(r.err, BUSY_LINE), sliced = count_matching(r.err, SLICE_LINE);
@@ -189,15 +191,10 @@ static void test_burst_wakes_once(void)
  * bench/msgrate.sh measures it.) */
 static void test_hogs_turn_to_naps(void)
 {
-    char cmd[2048];
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int np = (int)(cores > 0 ? cores : 1) + 2;
-    snprintf(cmd, sizeof cmd,
-             "CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P %s -n %d %s allreduce -b 8 -e 64 -f 8 -n 300 "
-             "-w 1 -c 1",
-             CADRERUN, np, build_path("tools/cadre-perf"));
     struct run_result r;
-    int n = run_beside_hogs(cmd, &r);
+    int n = allreduce_beside_hogs("", np, "-b 8 -e 64 -f 8 -n 300 -w 1 -c 1", &r);
     unsigned long naps = 0;
     int lines = 0;
     for (int q = 0; q < np; q++) {
