@@ -315,9 +315,11 @@ static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
         return;
     }
     if (s->abandoned) {
+        /* Freed first: a post that finds the peer gone fails its requests,
+         * this one too, and that would free it under our hands. */
         struct cadre_p2p_hdr n = {.type = CADRE_P2P_NACK, .sreq = h->sreq, .rreq = h->rreq};
-        cadre__p2p_post(peer, &n, NULL, NULL);
         cadre__req_complete(s, CADRE_ERR_TIMEOUT, NULL);
+        cadre__p2p_post(peer, &n, NULL, NULL);
         return;
     }
     s->remote = h->rreq;

@@ -174,6 +174,14 @@ void cadre__req_free(struct cadre_request *r)
 {
     if (!r)
         return;
+    if (r->magic != CADRE_REQ_MAGIC) {
+        /* Freed twice: kept in the cache, it would serve two later calls at
+         * once, and their data would cross without an error. */
+        cadre__log(CADRE_LOG_WARN, CADRE_SUBSYS_P2P,
+                   "internal error: request %p (%s) freed twice; aborting", (void *)r,
+                   r->op ? r->op : "?");
+        abort();
+    }
     cadre__req_handle_end(r);
     end_dest(r);
     req_unregister(r);
