@@ -474,8 +474,14 @@ void cadre__p2p_diag_cleanup(void);
 void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg);
 void cadre__p2p_match_cleanup(void);
 
-/* Eager-lane tunables shared with the shm transport. */
-#define CADRE_SHM_SLOT 4096
+/* Eager-lane tunables shared with the shm transport. A slot holds one
+ * message of up to CADRE_SHM_EAGER bytes after its 64-byte header line. Slots
+ * are two pages apart, so that every header line starts a page and a message
+ * of up to 4032 bytes stays within it, as when slots were one page: a 4 KiB
+ * message spills 64 bytes into the second page, which no smaller message
+ * touches (and an untouched page of the segment costs no memory). */
+#define CADRE_SHM_EAGER 4096
+#define CADRE_SHM_SLOT 8192
 
 /* Whether a shared-memory ring holds a message (no lock needed). */
 int cadre__p2p_shm_pending(void);

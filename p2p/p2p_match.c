@@ -208,7 +208,7 @@ int cadre__p2p_start_send(struct cadre_request *r)
     if (w == cadre__proc.rank) {
         /* To ourselves: an eager copy for small messages; large ones wait,
          * by reference, for the receive and are then copied once. */
-        if (r->bytes <= CADRE_SHM_SLOT) {
+        if (r->bytes <= CADRE_SHM_EAGER) {
             h.type = CADRE_P2P_EAGER;
             cadre__p2p_incoming(w, &h, r->buf);
             cadre__req_complete(r, CADRE_SUCCESS, NULL);

@@ -28,7 +28,8 @@
 #include "p2p_engine.h"
 
 #define SEG_MAGIC 0x6361647265736d31ull /* "cadresm1" */
-#define SLOT_DATA (CADRE_SHM_SLOT - 64)
+#define SLOT_DATA CADRE_SHM_EAGER
+_Static_assert(64 + SLOT_DATA <= CADRE_SHM_SLOT, "a slot holds its header line and payload");
 
 struct slot {
     _Atomic uint64_t seq;

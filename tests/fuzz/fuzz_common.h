@@ -14,7 +14,7 @@ enum { FUZZ_PATH_TCP, FUZZ_PATH_SHM_EAGER, FUZZ_PATH_SHM_BULK, FUZZ_PATH_ENGINE 
 
 #define FUZZ_COOKIE 0x5eed5eedc0ffee11ull
 /* The shm limits with the default CADRE_SHM_FRAG (p2p_shm.c: SLOT_DATA). */
-#define FUZZ_SHM_SLOT_DATA (CADRE_SHM_SLOT - 64)
+#define FUZZ_SHM_SLOT_DATA CADRE_SHM_EAGER
 #define FUZZ_SHM_FRAG (128u << 10)
 
 #endif

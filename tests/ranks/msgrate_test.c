@@ -20,7 +20,7 @@ static int me, np;
  * and one past the eager sizes of both transports (rendezvous). */
 static size_t len_of(int k, int big)
 {
-    static const size_t small[] = {8, 0, 1, 16, 17, 8, 100, 4000};
+    static const size_t small[] = {8, 0, 1, 16, 17, 8, 100, 4096};
     if (big && k % 50 == 49)
         return 150000 + (size_t)k;
     return small[k % 8];

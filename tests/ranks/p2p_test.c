@@ -33,7 +33,7 @@ static void sync_all(void)
 
 /* Sizes around every protocol boundary: eager slot, fragments, up to 64 MiB. */
 static const size_t pp_sizes[] = {0,     1,      7,      8,      100,     4031,     4032,
-                                  4033,  8192,   65535,  131071,  131072,  131073,   262145,
+                                  4033,  4095,   4096,    4097,    8192,   65535,  131071,  131072,  131073,   262145,
                                   1 << 20, (1 << 20) + 3, 4 << 20, 16 << 20, 64 << 20};
 
 static void test_pingpong(void)

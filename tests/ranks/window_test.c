@@ -38,10 +38,11 @@
 
 static int me, np;
 
-/* Sizes around the eager limit (4032 B in shared memory), the single-copy
- * threshold (64 KiB) and the pipeline's fragment (128 KiB). */
-static const size_t sizes[] = {70001, 4033, 65536,  1 << 20, 3 * (1 << 20) + 7, 131077, 100,
-                               65535, 262144, 0,    4032,    524289,            1};
+/* Sizes around the eager limit (4096 B in shared memory; 4032 B, a slot's
+ * first page, before), the single-copy threshold (64 KiB) and the
+ * pipeline's fragment (128 KiB). */
+static const size_t sizes[] = {70001, 4097,   65536, 1 << 20, 3 * (1 << 20) + 7, 131077, 100,
+                               65535, 262144, 0,     4096,    524289,            1,      4033};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 #define WIN 26
 
