@@ -35,7 +35,8 @@ static void doze(_Atomic uint64_t *w, uint64_t key, uint32_t want, double nap)
  * when ranks outnumber the cores; sleeps on the doorbell instead when a
  * yield shows another process holding the core (cadre__yield_brief), or
  * soon with CADRE_WAIT=sleep (cadre__wait_doze). */
-static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint32_t want)
+static int wait_flag_naps(struct coll_sched *s, int q, int which, uint64_t key, uint32_t want,
+                          int *napping)
 {
     struct cadre_engine *e = &cadre__eng;
     struct direct_flags *f = cadre__direct_flags(world_of(s->comm, q));
@@ -53,6 +54,9 @@ static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint3
                 sleep = cadre__wait_doze();
         }
         if (sleep) {
+            /* One membarrier for the wait's naps, not one per nap. */
+            if (!(*napping)++)
+                cadre__bell_naps_begin(e->bell);
             doze(w, key, want, nap);
             if (nap < 10e-3)
                 nap *= 2;
@@ -74,6 +78,15 @@ static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint3
             return cadre__error(CADRE_ERR_TIMEOUT, "%s: rank %d made no progress for %g s",
                                 s->op_name, q, e->timeout);
     }
+}
+
+/* wait_flag_naps, whose naps make one series (cadre__bell_naps_begin). */
+static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint32_t want)
+{
+    int napping = 0, rc = wait_flag_naps(s, q, which, key, want, &napping);
+    if (napping)
+        cadre__bell_naps_end();
+    return rc;
 }
 
 static void copy_plain(void *dst, const void *src, size_t n)

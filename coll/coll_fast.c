@@ -75,6 +75,7 @@ struct coll_fast {
     uint64_t ctx;  /* context id, shifted into the high half */
     uint32_t seq;  /* calls made */
     int drain;         /* a scheduled collective ran since the last call here */
+    int napping;       /* the call's waits napped: one series (idle), ended by end() */
     const char *fn;    /* the call running, */
     int32_t tag;       /* ... and its collective number */
     uint64_t last_sig; /* signature of the call before */
@@ -235,6 +236,9 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
     cadre__state_stamp(now);
     if (now - w->since > e->timeout)
         return cadre__p2p_coll_timed_out(w->comm, w->fn, (uint32_t)w->tag + 1, q, what);
+    /* One membarrier for the call's naps, not one per nap. */
+    if (!F->napping++)
+        cadre__bell_naps_begin(e->bell);
     cadre__p2p_sleep(w->nap);
     if (w->nap < 10e-3)
         w->nap *= 2;
@@ -365,6 +369,10 @@ static int end(struct coll_fast *F, struct cadre_comm *c, uint32_t f, int rc)
         eng_unlock();
         if (rc == CADRE_SUCCESS && cadre__coll_any_poisoned())
             rc = cadre__coll_poisoned_by(cadre__coll_ctx(c), F->tag, F->fn);
+    }
+    if (F->napping) {
+        cadre__bell_naps_end();
+        F->napping = 0;
     }
     F->last_sig = F->cur_sig;
     atomic_store_explicit(&F->peer[F->me]->done, F->ctx | f, memory_order_release);

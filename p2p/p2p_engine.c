@@ -96,11 +96,37 @@ void cadre__membarrier_init(void)
 
 void cadre__membarrier_all(void)
 {
+    atomic_fetch_add_explicit(&cadre__eng.n_membarriers, 1, memory_order_relaxed);
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) != 0) {
         /* Registered, so the kernel does not refuse it; were it to, a
          * fence here still orders this side, and the sleeper's naps are
          * bounded. */
         atomic_thread_fence(memory_order_seq_cst);
+    }
+}
+
+__thread struct cadre_p2p_doorbell *cadre__bell_fenced __attribute__((tls_model("initial-exec")));
+static __thread int naps_depth __attribute__((tls_model("initial-exec")));
+
+void cadre__bell_naps_begin(struct cadre_p2p_doorbell *b)
+{
+    if (naps_depth++ || !atomic_load_explicit(&b->asym, memory_order_relaxed))
+        return;
+    /* Counted before the barrier: a ringer that looks at fencers after its
+     * own fence in the barrier sees it; one that looked before had made its
+     * store, which the barrier makes visible to our looks. */
+    atomic_fetch_add(&b->fencers, 1);
+    cadre__membarrier_all();
+    cadre__bell_fenced = b;
+}
+
+void cadre__bell_naps_end(void)
+{
+    if (--naps_depth)
+        return;
+    if (cadre__bell_fenced) {
+        atomic_fetch_sub(&cadre__bell_fenced->fencers, 1);
+        cadre__bell_fenced = NULL;
     }
 }
 
@@ -154,6 +180,7 @@ int cadre__p2p_init(void)
     atomic_store(&e->n_wakes, 0);
     atomic_store(&e->n_pt_wakes, 0);
     atomic_store(&e->n_nap_turns, 0);
+    atomic_store(&e->n_membarriers, 0);
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
     e->oversubscribed = cadre__proc.local_size > (ncores > 0 ? ncores : 1);
     cadre__busy_init();
@@ -373,8 +400,9 @@ void cadre__p2p_finalize(void)
     eng_unlock();
     drain(5.0);
     CADRE_INFO(P2P, "wake-ups: %lu sent to peers' sleeping threads, %lu of the progress thread; "
-               "%lu turns of napping after a yield to another job's process",
-               atomic_load(&e->n_wakes), atomic_load(&e->n_pt_wakes), atomic_load(&e->n_nap_turns));
+               "%lu turns of napping after a yield to another job's process; %lu membarriers",
+               atomic_load(&e->n_wakes), atomic_load(&e->n_pt_wakes), atomic_load(&e->n_nap_turns),
+               atomic_load(&e->n_membarriers));
     if (e->pt_running) {
         atomic_store(&e->stop, 1);
         atomic_fetch_add(&e->pt_word, 1);

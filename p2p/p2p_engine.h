@@ -199,6 +199,12 @@ struct cadre_p2p_doorbell {
      * needs no fence of its own (cadre__bell_ring). Set before the segment
      * is published, never changed. */
     _Atomic uint32_t asym;
+    /* Threads of this process in a series of naps (cadre__bell_naps_begin)
+     * that order each nap with a plain fence: while nonzero, ringers fence
+     * too. The series costs one membarrier, not one per nap: each is an
+     * interrupt on every core that runs a registered process, 10-80 us
+     * here while the peer works. */
+    _Atomic uint32_t fencers;
     _Atomic uint64_t wake_key;
 };
 
@@ -233,9 +239,9 @@ struct cadre_engine {
     _Atomic int pt_wanted;
     /* Counted for the INFO line of cadre__p2p_finalize (tests read it):
      * wake-ups sent to peers' sleeping threads, kicks that woke the idle
-     * progress thread, and long yields that turned this process's waits to
-     * naps (cadre__yield_brief). */
-    _Atomic unsigned long n_wakes, n_pt_wakes, n_nap_turns;
+     * progress thread, long yields that turned this process's waits to
+     * naps (cadre__yield_brief), and membarriers (cadre__membarrier_all). */
+    _Atomic unsigned long n_wakes, n_pt_wakes, n_nap_turns, n_membarriers;
     _Atomic int app_waiting; /* application threads inside a wait */
     _Atomic int stop;
     _Atomic uint32_t pt_word; /* the idle progress thread sleeps here */
@@ -560,7 +566,8 @@ static inline int cadre__bell_ring(struct cadre_p2p_doorbell *b)
      * its last look; a look after that barrier sees the count. The fence
      * cost a window of 8-byte messages a locked instruction per message,
      * which waited for the slot's cache line. */
-    if (cadre__membarrier && atomic_load_explicit(&b->asym, memory_order_relaxed))
+    if (cadre__membarrier && atomic_load_explicit(&b->asym, memory_order_relaxed) &&
+        !atomic_load_explicit(&b->fencers, memory_order_relaxed))
         atomic_signal_fence(memory_order_seq_cst);
     else
         atomic_thread_fence(memory_order_seq_cst);
@@ -573,6 +580,19 @@ static inline int cadre__bell_ring(struct cadre_p2p_doorbell *b)
     return 1;
 }
 
+/* The bell whose naps this thread orders with a fence, in a series begun by
+ * cadre__bell_naps_begin (NULL: none), and how many series it is in. */
+extern __thread struct cadre_p2p_doorbell *cadre__bell_fenced
+    __attribute__((tls_model("initial-exec")));
+
+/* A thread about to nap more than once on doorbell b (a wait that found
+ * nothing to do for a while) may begin a series: b's ringers fence from
+ * then on (fencers), after one membarrier that makes sure any ring that
+ * did not is seen, and each nap of the series takes a plain fence. Ended,
+ * once per begin, by cadre__bell_naps_end; nested series count. */
+void cadre__bell_naps_begin(struct cadre_p2p_doorbell *b);
+void cadre__bell_naps_end(void);
+
 /* A thread about to sleep on doorbell b: counted among its sleepers, and
  * the bell armed, before its last look for work (the fence orders the two),
  * so that a store the look misses finds it to wake. Returns the seq to
@@ -584,8 +604,9 @@ static inline uint32_t cadre__bell_sleep_begin(struct cadre_p2p_doorbell *b)
      * read, so our wait on v returns. */
     uint32_t v = atomic_load_explicit(&b->seq, memory_order_acquire);
     atomic_store_explicit(&b->armed, 1, memory_order_relaxed);
-    /* b is this process's own bell: asym says it is registered. */
-    if (atomic_load_explicit(&b->asym, memory_order_relaxed))
+    /* b is this process's own bell: asym says it is registered; in a
+     * series of naps on b its ringers fence (cadre__bell_naps_begin). */
+    if (atomic_load_explicit(&b->asym, memory_order_relaxed) && cadre__bell_fenced != b)
         cadre__membarrier_all();
     else
         atomic_thread_fence(memory_order_seq_cst);

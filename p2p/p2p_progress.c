@@ -311,6 +311,14 @@ void cadre__p2p_tps_idle(void)
             cadre__eng.tps[i]->idle();
 }
 
+/* Ends the progress thread's series of naps (cadre__bell_naps_begin), if any. */
+static void naps_end(int *napping)
+{
+    if (*napping)
+        cadre__bell_naps_end();
+    *napping = 0;
+}
+
 /* How long the application must stay out of cadre, with work outstanding,
  * before the progress thread drives that work. */
 #define PT_DEFER 200e-6
@@ -327,7 +335,7 @@ void *cadre__p2p_progress_thread(void *arg)
 {
     (void)arg;
     struct cadre_engine *e = &cadre__eng;
-    int idle = 0;
+    int idle = 0, napping = 0;
     double next_check = 0;
     uint32_t seen = atomic_load(&e->app_seq) - 1; /* a kick finds the caller in cadre */
     while (!atomic_load(&e->stop)) {
@@ -335,12 +343,14 @@ void *cadre__p2p_progress_thread(void *arg)
         if (seq != seen && atomic_load(&e->outstanding) && !atomic_load(&e->app_waiting)) {
             /* Not idle: a kick need not wake this nap. */
             seen = seq;
+            naps_end(&napping);
             uint32_t v = atomic_load(&e->pt_word);
             cadre__futex_wait(&e->pt_word, v, PT_DEFER);
             idle = 0;
             continue;
         }
         if (!atomic_load(&e->outstanding) || atomic_load(&e->app_waiting)) {
+            naps_end(&napping);
             atomic_store(&e->pt_idle, 1);
             uint32_t v = atomic_load(&e->pt_word);
             if ((!atomic_load(&e->outstanding) || atomic_load(&e->app_waiting)) &&
@@ -359,6 +369,7 @@ void *cadre__p2p_progress_thread(void *arg)
             continue;
         }
         if (cadre__p2p_progress() > 0) {
+            naps_end(&napping);
             idle = 0;
             continue;
         }
@@ -371,9 +382,13 @@ void *cadre__p2p_progress_thread(void *arg)
             eng_unlock();
             next_check = now + 0.1;
         }
+        /* Naps with nothing in between make one series. */
+        if (!napping++)
+            cadre__bell_naps_begin(e->bell);
         cadre__p2p_sleep(0.01);
         idle = 0;
     }
+    naps_end(&napping);
     cadre__req_drop_spare();
     return NULL;
 }

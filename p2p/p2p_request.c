@@ -321,7 +321,7 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
         r->last_activity = cadre__now();
     atomic_fetch_add(&e->app_waiting, 1);
     registered = 1;
-    int rc = CADRE_SUCCESS;
+    int rc = CADRE_SUCCESS, napping = 0;
     for (;;) {
         if (cadre__p2p_progress() > 0) {
             idle = 0;
@@ -358,11 +358,16 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
         double t = nap;
         if (deadline > 0 && deadline - now < t)
             t = deadline - now;
+        /* One membarrier for the wait's naps, not one per nap. */
+        if (!napping++)
+            cadre__bell_naps_begin(e->bell);
         cadre__p2p_sleep(t);
         if (nap < 10e-3)
             nap *= 2;
         idle = spin - 8; /* a few polls between naps */
     }
+    if (napping)
+        cadre__bell_naps_end();
     if (registered)
         atomic_fetch_sub(&e->app_waiting, 1);
     /* The progress thread stood aside while we waited: work that moves only

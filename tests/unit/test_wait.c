@@ -130,9 +130,9 @@ static void test_spin_never_asks(void)
 }
 
 /* The counts of the INFO line of cadre_finalize (p2p_engine.c) in rank
- * `rank`'s lines of err: wake-ups sent to peers, of the progress thread, and
- * turns of napping. 0 when the line is there. */
-static int wake_counts(const char *err, int rank, unsigned long v[3])
+ * `rank`'s lines of err: wake-ups sent to peers, of the progress thread,
+ * turns of napping, and membarriers. 0 when the line is there. */
+static int wake_counts(const char *err, int rank, unsigned long v[4])
 {
     char head[64];
     snprintf(head, sizeof head, "[rank %d INFO P2P] wake-ups: ", rank);
@@ -140,8 +140,9 @@ static int wake_counts(const char *err, int rank, unsigned long v[3])
     if (!p)
         return -1;
     return sscanf(p + strlen(head),
-                  "%lu sent to peers' sleeping threads, %lu of the progress thread; %lu turns",
-                  &v[0], &v[1], &v[2]) == 3
+                  "%lu sent to peers' sleeping threads, %lu of the progress thread; %lu turns "
+                  "of napping after a yield to another job's process; %lu membarriers",
+                  &v[0], &v[1], &v[2], &v[3]) == 4
                ? 0
                : -1;
 }
@@ -161,7 +162,7 @@ static void test_burst_wakes_once(void)
              build_path("tests/ranks/wake_test"), windows);
     struct run_result r;
     CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, &r) == 0);
-    unsigned long s[3] = {0}, rv[3] = {0};
+    unsigned long s[4] = {0}, rv[4] = {0};
     int ok0 = wake_counts(r.err, 0, s), ok1 = wake_counts(r.err, 1, rv);
     CHECK_MSG(r.exit_code == 0 && !r.timed_out && ok0 == 0 && ok1 == 0 &&
                   s[0] >= 1 && s[0] <= 8ul * windows && rv[1] <= (unsigned long)windows / 4,
@@ -181,6 +182,16 @@ static void test_burst_wakes_once(void)
         n++;
     CHECK_MSG(n == 2, "wake_test: %d lines with \"%s\", want one per rank\n--- stderr\n%s", n,
               said, r.err ? r.err : "");
+    /* The sleeper's naps in one wait make one series with one membarrier
+     * (cadre__bell_naps_begin): about one per window, where a membarrier
+     * per nap made about six (naps of 50 us doubling through the 3 ms
+     * pause). Each interrupts the peer's core: a 64 MiB ping-pong, whose
+     * waits nap, took 9% longer with one per nap. */
+    if (cmds >= 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED))
+        CHECK_MSG(rv[3] >= 1 && rv[3] <= 3ul * windows,
+                  "wake_test, %d windows: the sleeping receiver made %lu membarriers, want 1 to "
+                  "%d\n--- stderr\n%s",
+                  windows, rv[3], 3 * windows, r.err);
     run_free(&r);
 }
 
@@ -198,7 +209,7 @@ static void test_hogs_turn_to_naps(void)
     unsigned long naps = 0;
     int lines = 0;
     for (int q = 0; q < np; q++) {
-        unsigned long v[3];
+        unsigned long v[4];
         if (wake_counts(r.err, q, v) == 0) {
             lines++;
             naps += v[2];
