@@ -91,17 +91,12 @@ static void rank1(unsigned char *b)
 
 int main(int argc, char **argv)
 {
-    if (cadre_init(&argc, &argv) != CADRE_SUCCESS) {
-        fprintf(stderr, "tcp_late_cts: cadre_init: %s\n", cadre_last_error());
-        return 1;
-    }
-    int me, np;
-    cadre_comm_rank(W, &me);
-    cadre_comm_size(W, &np);
-    ru_rank = me;
+    int me;
+    if (!ru_init_np(&argc, &argv, "tcp_late_cts", 2, &me))
+        return 2;
     unsigned char *b = malloc(BIG);
-    EXPECT(np == 2 && b, "2 ranks (have %d) and %zu bytes", np, BIG);
-    if (np == 2 && b) {
+    EXPECT(b, "%zu bytes", BIG);
+    if (b) {
         ru_fill(b, BIG, 0, 1, 1);
         if (me == 0)
             rank0(b);
