@@ -360,7 +360,7 @@ void cadre__p2p_cma_done(int peer, const struct cadre_p2p_hdr *h)
         return;
     }
     if (r->cma == CMA_FAILED)
-        cadre__req_complete(r, CADRE_ERR_INTERNAL, "%s", r->errmsg);
+        cadre__req_complete(r, CADRE_ERR_INTERNAL, NULL); /* errmsg says why already */
     else
         cadre__p2p_complete_recv(r);
 }
@@ -411,7 +411,7 @@ void cadre__p2p_cma_fin(int peer, const struct cadre_p2p_hdr *h)
         if (s->abandoned)
             cadre__req_complete(s, CADRE_ERR_TIMEOUT, NULL);
         else
-            cadre__req_complete(s, CADRE_ERR_INTERNAL, "%s", s->errmsg);
+            cadre__req_complete(s, CADRE_ERR_INTERNAL, NULL); /* errmsg says why already */
         return;
     }
     struct cadre_p2p_hdr d = {.type = CADRE_P2P_DONE, .sreq = h->sreq, .rreq = h->rreq};
