@@ -168,8 +168,11 @@ int cadre__p2p_init(void)
     e->nranks = nr;
     e->timeout = cadre__config_dbl(CADRE_CFG_TIMEOUT);
     cadre__membarrier_init();
+    /* Until a shared segment brings peers' rings, only this process's
+     * threads ring its bell, and seldom (kicks): they fence, and its naps
+     * need no membarrier (asym 0; TCP-only ranks made thousands a run). */
     e->bell = &e->bell_local;
-    atomic_store(&e->bell_local.asym, (uint32_t)cadre__membarrier);
+    atomic_store(&e->bell_local.asym, 0);
     e->ntps = 0;
     e->poll_mode = e->shm_active = 0;
     e->next_peer_check = 0;

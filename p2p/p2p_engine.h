@@ -197,7 +197,8 @@ struct cadre_p2p_doorbell {
      * barrier (cadre__membarrier), and its sleepers order their last look
      * with that barrier (cadre__bell_sleep_begin): a ringer registered too
      * needs no fence of its own (cadre__bell_ring). Set before the segment
-     * is published, never changed. */
+     * is published, never changed; 0 in a process's local bell (no shared
+     * segment), which only its own threads ring. */
     _Atomic uint32_t asym;
     /* Threads of this process in a series of naps (cadre__bell_naps_begin)
      * that order each nap with a plain fence: while nonzero, ringers fence

@@ -537,8 +537,7 @@ static void shm_finalize(void)
     S.nsenders = 0;
     if (cadre__eng.bell != &cadre__eng.bell_local) {
         /* Threads may still look at the bell until the engine stops them. */
-        cadre__eng.bell_local = (struct cadre_p2p_doorbell){0};
-        atomic_store(&cadre__eng.bell_local.asym, (uint32_t)cadre__membarrier);
+        cadre__eng.bell_local = (struct cadre_p2p_doorbell){0}; /* asym 0: cadre__p2p_init */
         cadre__eng.bell = &cadre__eng.bell_local;
     }
     if (S.seg)

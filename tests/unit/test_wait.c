@@ -195,6 +195,30 @@ static void test_burst_wakes_once(void)
     run_free(&r);
 }
 
+/* Without shared memory (TCP alone) only a process's own threads ring its
+ * doorbell: its naps take a fence, no membarrier. The same wake_test made
+ * one membarrier per nap of its sleeping receiver (about 6 a window) when the
+ * local bell took the asymmetric fence. */
+static void test_tcp_naps_no_membarrier(void)
+{
+    const int windows = 5;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "CADRE_TRANSPORT=tcp CADRE_WAIT=sleep CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P %s -n 2 "
+             "%s %d 3000",
+             CADRERUN, build_path("tests/ranks/wake_test"), windows);
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, &r) == 0);
+    unsigned long v0[4] = {0}, v1[4] = {0};
+    int ok0 = wake_counts(r.err, 0, v0), ok1 = wake_counts(r.err, 1, v1);
+    CHECK_MSG(r.exit_code == 0 && !r.timed_out && ok0 == 0 && ok1 == 0 && v0[3] == 0 &&
+                  v1[3] == 0,
+              "wake_test over TCP, %d windows: exit %d%s; membarriers %lu and %lu (want 0)\n"
+              "--- stderr\n%s",
+              windows, r.exit_code, r.timed_out ? " (timed out)" : "", v0[3], v1[3], r.err);
+    run_free(&r);
+}
+
 /* Ranks that outnumber the cores yield when they wait; a yield that takes
  * long because another job's process (here CPU hogs) holds the core turns
  * the waits into naps, and the results stay right. (A long yield to the
@@ -233,6 +257,7 @@ void suite_wait(void)
     CU_add_test(s, "CPU hogs beside the job: CADRE_WAIT=spin keeps spinning, results right",
                 test_spin_never_asks);
     CU_add_test(s, "a burst of small messages wakes a sleeping rank once", test_burst_wakes_once);
+    CU_add_test(s, "over TCP alone, naps make no membarrier", test_tcp_naps_no_membarrier);
     CU_add_test(s, "CPU hogs beside an oversubscribed job: waits turn to naps, results right",
                 test_hogs_turn_to_naps);
 }
