@@ -32,6 +32,22 @@ static int iters_for(size_t bytes) /* cadre-perf's perf_default_iters */
 static const char *const modes[] = {"allreduce", "reduce",  "bcast",   "allgather", "reduce_scatter",
                                     "alltoall",  "gather",  "scatter", "barrier"};
 
+/* A byte count as cadre-perf takes it: digits with an optional K, M or G
+ * (binary); 0 with *ok cleared for anything else. */
+static size_t parse_bytes(const char *a, int *ok)
+{
+    char *end;
+    unsigned long long v = strtoull(a, &end, 10);
+    int shift = *end == 'K' || *end == 'k' ? 10 : *end == 'M' || *end == 'm' ? 20 : *end == 'G' || *end == 'g' ? 30 : 0;
+    if (shift)
+        end++;
+    if (end == a || *end || v > (~0ull >> shift)) {
+        *ok = 0;
+        return 0;
+    }
+    return (size_t)(v << shift);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -49,8 +65,17 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    size_t minb = argc > 2 ? strtoull(argv[2], NULL, 0) : 8;
-    size_t maxb = argc > 3 ? strtoull(argv[3], NULL, 0) : (64u << 20);
+    int ok = 1;
+    size_t minb = argc > 2 ? parse_bytes(argv[2], &ok) : 8;
+    size_t maxb = argc > 3 ? parse_bytes(argv[3], &ok) : (64u << 20);
+    if (!ok) {
+        /* "64M" once read as 64: a run that stopped at 64 bytes. */
+        if (me == 0)
+            fprintf(stderr, "mpi_coll: MINBYTES and MAXBYTES are byte counts (digits, then K, M "
+                            "or G), not '%s' '%s'\n", argv[2], argc > 3 ? argv[3] : "");
+        MPI_Finalize();
+        return 2;
+    }
     int opt_iters = argc > 4 ? atoi(argv[4]) : 0, opt_warm = argc > 5 ? atoi(argv[5]) : -1;
     double mintime = argc > 6 ? atof(argv[6]) : 0;
     int whole = k >= 3 && k <= 7, reduces = k <= 1 || k == 4, rooted = k == 1 || k == 2 || k == 6 || k == 7;
