@@ -55,8 +55,7 @@ static int wait_flag_naps(struct coll_sched *s, int q, int which, uint64_t key, 
         }
         if (sleep) {
             /* One membarrier for the wait's naps, not one per nap. */
-            if (!(*napping)++)
-                cadre__bell_naps_begin(e->bell);
+            cadre__bell_series_nap(napping);
             doze(w, key, want, nap);
             if (nap < 10e-3)
                 nap *= 2;
@@ -84,8 +83,7 @@ static int wait_flag_naps(struct coll_sched *s, int q, int which, uint64_t key, 
 static int wait_flag(struct coll_sched *s, int q, int which, uint64_t key, uint32_t want)
 {
     int napping = 0, rc = wait_flag_naps(s, q, which, key, want, &napping);
-    if (napping)
-        cadre__bell_naps_end();
+    cadre__bell_series_end(&napping);
     return rc;
 }
 

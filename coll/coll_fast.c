@@ -237,8 +237,7 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
     if (now - w->since > e->timeout)
         return cadre__p2p_coll_timed_out(w->comm, w->fn, (uint32_t)w->tag + 1, q, what);
     /* One membarrier for the call's naps, not one per nap. */
-    if (!F->napping++)
-        cadre__bell_naps_begin(e->bell);
+    cadre__bell_series_nap(&F->napping);
     cadre__p2p_sleep(w->nap);
     if (w->nap < 10e-3)
         w->nap *= 2;
@@ -370,10 +369,7 @@ static int end(struct coll_fast *F, struct cadre_comm *c, uint32_t f, int rc)
         if (rc == CADRE_SUCCESS && cadre__coll_any_poisoned())
             rc = cadre__coll_poisoned_by(cadre__coll_ctx(c), F->tag, F->fn);
     }
-    if (F->napping) {
-        cadre__bell_naps_end();
-        F->napping = 0;
-    }
+    cadre__bell_series_end(&F->napping);
     F->last_sig = F->cur_sig;
     atomic_store_explicit(&F->peer[F->me]->done, F->ctx | f, memory_order_release);
     cadre__state_leave();

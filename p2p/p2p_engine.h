@@ -594,6 +594,24 @@ extern __thread struct cadre_p2p_doorbell *cadre__bell_fenced
 void cadre__bell_naps_begin(struct cadre_p2p_doorbell *b);
 void cadre__bell_naps_end(void);
 
+/* A wait's series on this process's bell, kept in *series (0: none yet):
+ * begun before its first nap, ended once when the wait ends. */
+static inline void cadre__bell_series_nap(int *series)
+{
+    if (!*series) {
+        *series = 1;
+        cadre__bell_naps_begin(cadre__eng.bell);
+    }
+}
+
+static inline void cadre__bell_series_end(int *series)
+{
+    if (*series) {
+        *series = 0;
+        cadre__bell_naps_end();
+    }
+}
+
 /* A thread about to sleep on doorbell b: counted among its sleepers, and
  * the bell armed, before its last look for work (the fence orders the two),
  * so that a store the look misses finds it to wake. Returns the seq to

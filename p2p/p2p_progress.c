@@ -311,14 +311,6 @@ void cadre__p2p_tps_idle(void)
             cadre__eng.tps[i]->idle();
 }
 
-/* Ends the progress thread's series of naps (cadre__bell_naps_begin), if any. */
-static void naps_end(int *napping)
-{
-    if (*napping)
-        cadre__bell_naps_end();
-    *napping = 0;
-}
-
 /* How long the application must stay out of cadre, with work outstanding,
  * before the progress thread drives that work. */
 #define PT_DEFER 200e-6
@@ -343,14 +335,14 @@ void *cadre__p2p_progress_thread(void *arg)
         if (seq != seen && atomic_load(&e->outstanding) && !atomic_load(&e->app_waiting)) {
             /* Not idle: a kick need not wake this nap. */
             seen = seq;
-            naps_end(&napping);
+            cadre__bell_series_end(&napping);
             uint32_t v = atomic_load(&e->pt_word);
             cadre__futex_wait(&e->pt_word, v, PT_DEFER);
             idle = 0;
             continue;
         }
         if (!atomic_load(&e->outstanding) || atomic_load(&e->app_waiting)) {
-            naps_end(&napping);
+            cadre__bell_series_end(&napping);
             atomic_store(&e->pt_idle, 1);
             uint32_t v = atomic_load(&e->pt_word);
             if ((!atomic_load(&e->outstanding) || atomic_load(&e->app_waiting)) &&
@@ -369,7 +361,7 @@ void *cadre__p2p_progress_thread(void *arg)
             continue;
         }
         if (cadre__p2p_progress() > 0) {
-            naps_end(&napping);
+            cadre__bell_series_end(&napping);
             idle = 0;
             continue;
         }
@@ -383,12 +375,11 @@ void *cadre__p2p_progress_thread(void *arg)
             next_check = now + 0.1;
         }
         /* Naps with nothing in between make one series. */
-        if (!napping++)
-            cadre__bell_naps_begin(e->bell);
+        cadre__bell_series_nap(&napping);
         cadre__p2p_sleep(0.01);
         idle = 0;
     }
-    naps_end(&napping);
+    cadre__bell_series_end(&napping);
     cadre__req_drop_spare();
     return NULL;
 }

@@ -359,15 +359,13 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
         if (deadline > 0 && deadline - now < t)
             t = deadline - now;
         /* One membarrier for the wait's naps, not one per nap. */
-        if (!napping++)
-            cadre__bell_naps_begin(e->bell);
+        cadre__bell_series_nap(&napping);
         cadre__p2p_sleep(t);
         if (nap < 10e-3)
             nap *= 2;
         idle = spin - 8; /* a few polls between naps */
     }
-    if (napping)
-        cadre__bell_naps_end();
+    cadre__bell_series_end(&napping);
     if (registered)
         atomic_fetch_sub(&e->app_waiting, 1);
     /* The progress thread stood aside while we waited: work that moves only
