@@ -147,6 +147,21 @@ static int wake_counts(const char *err, int rank, unsigned long v[4])
                : -1;
 }
 
+/* wake_test WINDOWS 3000 on 2 ranks under CADRE_WAIT=sleep, with the
+ * environment env and P2P's INFO lines: each rank's finalize counts in
+ * s (rank 0, the sender) and rv (rank 1); 0 when both lines are there. */
+static int run_wake_test(const char *env, int windows, struct run_result *r, unsigned long s[4],
+                         unsigned long rv[4])
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s CADRE_WAIT=sleep CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P %s -n 2 %s %d 3000", env,
+             CADRERUN, build_path("tests/ranks/wake_test"), windows);
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, r) == 0);
+    int ok0 = wake_counts(r->err, 0, s), ok1 = wake_counts(r->err, 1, rv);
+    return ok0 == 0 && ok1 == 0 ? 0 : -1;
+}
+
 /* A window of 64 small messages to a rank asleep in cadre_waitall wakes it
  * once, not once per message (the doorbell's armed word), and the
  * receiver's long waits for such messages never wake its idle progress
@@ -156,15 +171,10 @@ static int wake_counts(const char *err, int rank, unsigned long v[4])
 static void test_burst_wakes_once(void)
 {
     const int windows = 20;
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "CADRE_WAIT=sleep CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P %s -n 2 %s %d 3000", CADRERUN,
-             build_path("tests/ranks/wake_test"), windows);
     struct run_result r;
-    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, &r) == 0);
     unsigned long s[4] = {0}, rv[4] = {0};
-    int ok0 = wake_counts(r.err, 0, s), ok1 = wake_counts(r.err, 1, rv);
-    CHECK_MSG(r.exit_code == 0 && !r.timed_out && ok0 == 0 && ok1 == 0 &&
+    int lines = run_wake_test("", windows, &r, s, rv);
+    CHECK_MSG(r.exit_code == 0 && !r.timed_out && lines == 0 &&
                   s[0] >= 1 && s[0] <= 8ul * windows && rv[1] <= (unsigned long)windows / 4,
               "wake_test, %d windows: exit %d%s; sender's wake-ups %lu (want 1 to %d), "
               "receiver's progress-thread wake-ups %lu (want at most %d)\n--- stderr\n%s",
@@ -202,17 +212,10 @@ static void test_burst_wakes_once(void)
 static void test_tcp_naps_no_membarrier(void)
 {
     const int windows = 5;
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "CADRE_TRANSPORT=tcp CADRE_WAIT=sleep CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P %s -n 2 "
-             "%s %d 3000",
-             CADRERUN, build_path("tests/ranks/wake_test"), windows);
     struct run_result r;
-    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, &r) == 0);
     unsigned long v0[4] = {0}, v1[4] = {0};
-    int ok0 = wake_counts(r.err, 0, v0), ok1 = wake_counts(r.err, 1, v1);
-    CHECK_MSG(r.exit_code == 0 && !r.timed_out && ok0 == 0 && ok1 == 0 && v0[3] == 0 &&
-                  v1[3] == 0,
+    int lines = run_wake_test("CADRE_TRANSPORT=tcp", windows, &r, v0, v1);
+    CHECK_MSG(r.exit_code == 0 && !r.timed_out && lines == 0 && v0[3] == 0 && v1[3] == 0,
               "wake_test over TCP, %d windows: exit %d%s; membarriers %lu and %lu (want 0)\n"
               "--- stderr\n%s",
               windows, r.exit_code, r.timed_out ? " (timed out)" : "", v0[3], v1[3], r.err);
