@@ -352,6 +352,32 @@ static struct cadre_p2p_doorbell *peer_bell(struct shm_peer *p)
     return &((struct seg_hdr *)p->seg)->bell;
 }
 
+/* Writes the header *h into a slot, field by field, with `flags` added.
+ * The caller has just stored *h field by field; a wider load across two of
+ * those stores (a struct copy's 16-byte moves) cannot take its bytes from
+ * the store buffer and waits until they reach the cache, behind the last
+ * message's stores into its slot, whose line may still be on its way from
+ * the receiver's core: a stall on every small message. Loads of the fields'
+ * own sizes (atomic, so that the compiler does not merge them) take theirs
+ * from the stores directly. */
+static inline void hdr_to_slot(struct cadre_p2p_hdr *d, const struct cadre_p2p_hdr *h,
+                               uint8_t flags)
+{
+#define LD(f) __atomic_load_n(&h->f, __ATOMIC_RELAXED)
+    d->type = LD(type);
+    d->flags = (uint8_t)(LD(flags) | flags);
+    d->reserved = 0;
+    d->ctx = LD(ctx);
+    d->src = LD(src);
+    d->tag = LD(tag);
+    d->len = LD(len);
+    d->sreq = LD(sreq);
+    d->rreq = LD(rreq);
+    d->off = LD(off);
+    d->seq = LD(seq);
+#undef LD
+}
+
 static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
 {
     struct shm_peer *p = &S.peers[w];
@@ -373,14 +399,15 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
         }
     }
     if (h->type == CADRE_P2P_EAGER && len <= CADRE_P2P_INLINE_MAX) {
-        /* Header and payload in the slot's one cache line: one line moves. */
-        struct cadre_p2p_hdr t = *h;
-        t.flags |= CADRE_P2P_INLINE;
+        /* Header and payload in the slot's one cache line: one line moves.
+         * The payload takes sreq and rreq, copied there directly (through
+         * a buffer of ours, the load of it would stall as above). */
+        _Static_assert(2 * sizeof(uint64_t) == CADRE_P2P_INLINE_MAX, "inline: sreq and rreq");
+        hdr_to_slot(&s->hdr, h, CADRE_P2P_INLINE);
         if (len)
-            memcpy(&t.sreq, payload, len);
-        s->hdr = t;
+            memcpy(&s->hdr.sreq, payload, len);
     } else {
-        s->hdr = *h;
+        hdr_to_slot(&s->hdr, h, 0);
         if (len)
             cadre__copy(s->data, payload, len);
     }
