@@ -50,33 +50,6 @@ void cadre__futex_wake(_Atomic uint32_t *word)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
 }
 
-void cadre__eng_lock_slow(void)
-{
-    struct cadre_eng_lock *l = &cadre__eng.lock;
-    /* Critical sections are short: spin first, unless the holder may be
-     * waiting for this very core. */
-    int spins = cadre__eng.oversubscribed ? 4 : 2000;
-    for (int i = 0; i < spins; i++) {
-        if (!atomic_load_explicit(&l->word, memory_order_relaxed) && eng_trylock())
-            return;
-        if (cadre__eng.oversubscribed)
-            sched_yield();
-#if defined(__x86_64__) || defined(__i386__)
-        else
-            __builtin_ia32_pause();
-#endif
-    }
-    atomic_fetch_add(&l->waiters, 1);
-    double nap = 50e-6;
-    while (!eng_trylock()) {
-        struct timespec ts = {0, (long)(nap * 1e9)};
-        syscall(SYS_futex, (uint32_t *)&l->word, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
-        if (nap < 1e-3)
-            nap *= 2;
-    }
-    atomic_fetch_sub(&l->waiters, 1);
-}
-
 int cadre__membarrier;
 
 void cadre__membarrier_init(void)
@@ -130,11 +103,6 @@ void cadre__bell_naps_end(void)
     }
 }
 
-void cadre__eng_unlock_wake(void)
-{
-    syscall(SYS_futex, (uint32_t *)&cadre__eng.lock.word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
 struct proc_blob {
     int32_t pid;
     int32_t node_id;
@@ -186,6 +154,8 @@ int cadre__p2p_init(void)
     atomic_store(&e->n_membarriers, 0);
     long ncores = sysconf(_SC_NPROCESSORS_ONLN);
     e->oversubscribed = cadre__proc.local_size > (ncores > 0 ? ncores : 1);
+    /* No other thread of ours uses the lock yet. */
+    cadre__lock_init(&e->lock, e->oversubscribed);
     cadre__busy_init();
     e->peers = calloc((size_t)nr, sizeof *e->peers);
     if (!e->peers)
@@ -256,6 +226,7 @@ int cadre__p2p_init(void)
     int on_machine = cadre__p2p_machine_ranks();
     if (on_machine > cadre__proc.local_size) {
         e->oversubscribed = on_machine > (ncores > 0 ? ncores : 1);
+        e->lock.yield_spins = e->oversubscribed;
         CADRE_INFO(P2P, "%d ranks of the job share this machine's %ld cores (%d on this host): "
                    "%s", on_machine, ncores, cadre__proc.local_size,
                    e->oversubscribed ? "oversubscribed, waits yield" : "not oversubscribed");
@@ -418,6 +389,10 @@ void cadre__p2p_finalize(void)
         pthread_join(e->pt, NULL);
         e->pt_running = 0;
     }
+    CADRE_INFO(P2P, "engine lock: %s; %lu revocations of the bias, %lu returns",
+               e->lock.can_bias ? "biased to the thread of cadre_init"
+                                : "not biased (no private expedited membarrier)",
+               atomic_load(&e->lock.n_revokes), atomic_load(&e->lock.n_rebias));
     eng_lock();
     for (int w = 0; w < e->nranks; w++) {
         struct cadre_peer *p = &e->peers[w];

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "p2p.h"
+#include "p2p_lock.h"
 
 /* ---- requests ------------------------------------------------------------ */
 enum { REQ_SEND = 1, REQ_RECV = 2, REQ_GENERIC = 3 };
@@ -209,10 +210,6 @@ struct cadre_p2p_doorbell {
     _Atomic uint64_t wake_key;
 };
 
-struct cadre_eng_lock {
-    _Atomic uint32_t word;    /* 0 free, 1 held */
-    _Atomic uint32_t waiters; /* threads asleep (or about to be) on word */
-};
 
 struct cadre_engine {
     struct cadre_eng_lock lock; /* eng_lock / eng_unlock / eng_trylock */
@@ -265,26 +262,23 @@ struct cadre_engine {
 };
 extern struct cadre_engine cadre__eng;
 
-/* The engine lock. Not a pthread mutex: its release is a plain store (a
- * pthread unlock is a locked exchange, a full barrier that waits for every
- * store of the critical section to reach the other cores, on the path of
- * every message). A thread that finds the lock taken spins a little, then
- * sleeps on the word with a short timeout, counted in `waiters` so that an
- * unlock wakes it. An unlock that reads `waiters` before a new waiter's
- * count is visible wakes nobody; that waiter then wakes by its timeout,
- * 50 us at first, which bounds the cost of that rare race. */
+/* The engine lock (p2p_lock.h). Not a pthread mutex: its release is a plain
+ * store (a pthread unlock is a locked exchange, a full barrier that waits
+ * for every store of the critical section to reach the other cores, on the
+ * path of every message), and the thread that called cadre_init takes it
+ * with a plain store too while no other thread uses it. A thread that finds
+ * the lock taken spins a little, then sleeps on the word with a short
+ * timeout, counted in `waiters` so that an unlock wakes it. An unlock that
+ * reads `waiters` before a new waiter's count is visible wakes nobody; that
+ * waiter then wakes by its timeout, 50 us at first, which bounds the cost
+ * of that rare race. */
 static inline int eng_trylock(void)
 {
-    uint32_t free_ = 0;
-    return atomic_compare_exchange_strong_explicit(&cadre__eng.lock.word, &free_, 1,
-                                                   memory_order_acquire, memory_order_relaxed);
+    return cadre__lock_try(&cadre__eng.lock);
 }
-void cadre__eng_lock_slow(void);
-void cadre__eng_unlock_wake(void);
 static inline void eng_lock(void)
 {
-    if (!eng_trylock())
-        cadre__eng_lock_slow();
+    cadre__lock_acquire(&cadre__eng.lock);
 }
 /* Lock held: every change of outstanding is made under the engine lock, so
  * it needs no locked instruction (one per posted receive and one per
@@ -299,9 +293,7 @@ static inline void eng_outstanding_add(int d)
 
 static inline void eng_unlock(void)
 {
-    atomic_store_explicit(&cadre__eng.lock.word, 0, memory_order_release);
-    if (atomic_load_explicit(&cadre__eng.lock.waiters, memory_order_relaxed))
-        cadre__eng_unlock_wake();
+    cadre__lock_release(&cadre__eng.lock);
 }
 
 double cadre__now(void);

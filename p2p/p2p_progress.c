@@ -330,12 +330,15 @@ void *cadre__p2p_progress_thread(void *arg)
     int idle = 0, napping = 0;
     double next_check = 0;
     uint32_t seen = atomic_load(&e->app_seq) - 1; /* a kick finds the caller in cadre */
+    cadre__lock_helper = 1;
     while (!atomic_load(&e->stop)) {
         uint32_t seq = atomic_load_explicit(&e->app_seq, memory_order_relaxed);
         if (seq != seen && atomic_load(&e->outstanding) && !atomic_load(&e->app_waiting)) {
             /* Not idle: a kick need not wake this nap. */
             seen = seq;
             cadre__bell_series_end(&napping);
+            /* The application's calls take the engine lock now, not us. */
+            cadre__lock_rebias(&e->lock);
             uint32_t v = atomic_load(&e->pt_word);
             cadre__futex_wait(&e->pt_word, v, PT_DEFER);
             idle = 0;
@@ -343,6 +346,7 @@ void *cadre__p2p_progress_thread(void *arg)
         }
         if (!atomic_load(&e->outstanding) || atomic_load(&e->app_waiting)) {
             cadre__bell_series_end(&napping);
+            cadre__lock_rebias(&e->lock);
             atomic_store(&e->pt_idle, 1);
             uint32_t v = atomic_load(&e->pt_word);
             if ((!atomic_load(&e->outstanding) || atomic_load(&e->app_waiting)) &&
