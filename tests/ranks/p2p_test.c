@@ -346,7 +346,8 @@ int main(int argc, char **argv)
                  {"sendrecv_ring", test_sendrecv_ring}, {"truncate", test_truncate},
                  {"wait_timeout", test_wait_timeout}, {"background", test_background},
                  {"no_progress_timeout", test_no_progress_timeout}, {"gib", test_gib},
-                 {"blocking_order", test_blocking_order}, {"threads", test_threads}};
+                 {"blocking_order", test_blocking_order}, {"threads", test_threads},
+                 {"small_lanes", test_small_lanes}};
     const char *only = getenv("P2P_TESTS");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         /* P2P_TESTS=a,b runs the tests whose names contain a or b. */

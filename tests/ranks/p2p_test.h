@@ -18,5 +18,6 @@ void test_background(void);
 void test_wait_timeout(void);
 void test_no_progress_timeout(void);
 void test_bad_input(void);
+void test_small_lanes(void);
 
 #endif
