@@ -527,6 +527,10 @@ void cadre__p2p_unexp_each(uint32_t ctx, int (*fn)(void *arg, const struct cadre
 #define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512) << 10)
 void *cadre__shm_coll_area(int w);
 void cadre__shm_wake(int w);
+/* Oversubscribed waits: publishes the CPU this rank waits on, and says
+ * whether world rank w (a shared-memory peer) last waited on it too, when
+ * polling for it is pointless until this rank yields the core. */
+int cadre__shm_same_cpu(int w);
 
 /* The wake socket (p2p_progress.c): opened when this process sleeps in
  * poll() and has peers in shared memory; a peer's doorbell rung with its

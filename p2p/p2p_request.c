@@ -307,7 +307,9 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
      * progress thread to stand aside (an atomic add and sub on every wait
      * would cost a ping-pong more than they save). */
     int registered = 0;
-    int quick = e->oversubscribed ? 16 : 256;
+    /* Oversubscribed: a few polls before yielding, none where the peer
+     * waited on this very core last (it cannot run before we yield). */
+    int quick = !e->oversubscribed ? 256 : cadre__shm_same_cpu(r->peer_world) ? 0 : 16;
     for (int i = 0; i < quick; i++) {
         cadre__p2p_progress();
         if (atomic_load_explicit(&r->done, memory_order_acquire))

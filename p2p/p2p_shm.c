@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -71,6 +72,22 @@ void *cadre__shm_coll_area(int w)
     if (!cadre__shm.peers || !cadre__shm.peers[w].mapped)
         return NULL;
     return cadre__shm.peers[w].seg + coll_area_off();
+}
+
+int cadre__shm_same_cpu(int w)
+{
+    if (!cadre__shm.seg)
+        return 0;
+    int c = sched_getcpu();
+    if (c < 0)
+        return 0;
+    _Atomic int32_t *mine = &((struct seg_hdr *)cadre__shm.seg)->cpu1;
+    if (atomic_load_explicit(mine, memory_order_relaxed) != c + 1)
+        atomic_store_explicit(mine, c + 1, memory_order_relaxed);
+    if (w < 0 || !cadre__shm.peers || !cadre__shm.peers[w].mapped)
+        return 0;
+    return atomic_load_explicit(&((struct seg_hdr *)cadre__shm.peers[w].seg)->cpu1,
+                                memory_order_relaxed) == c + 1;
 }
 
 void cadre__shm_wake(int w)

@@ -55,7 +55,11 @@ struct seg_hdr {
     uint32_t nslots, nfrags;
     uint64_t frag;
     uint64_t ring_bytes;
-    char pad[24];
+    /* The CPU the owner last waited on, plus 1 (0: not known); written
+     * by the owner at the start of its waits while the node is
+     * oversubscribed (cadre__shm_same_cpu). */
+    _Atomic int32_t cpu1;
+    char pad[20];
     struct cadre_p2p_doorbell bell;
     char pad2[64 - sizeof(struct cadre_p2p_doorbell)]; /* the bell's own cache line */
 };
