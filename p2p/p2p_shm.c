@@ -2,8 +2,8 @@
  *
  * Each process owns one segment: a doorbell and, for every local sender, a
  * ring with three lanes of single-producer single-consumer slots: an eager
- * lane of small slots (headers, small messages), a tiny lane of 32-byte
- * cells (plain messages of up to 8 bytes, two to a cache line) and a bulk
+ * lane of small slots (headers, small messages), a tiny lane of one-line
+ * cells side by side (plain messages of up to 8 bytes) and a bulk
  * lane of large fragments (DATA). The receiving side is p2p_shm_recv.c.
  * A large message thus moves as a pipeline: the sender
  * copies fragment k+1 into the ring while the receiver copies fragment k out,
