@@ -25,7 +25,7 @@
  * has taken the lock: `multi` is set then. Where membarrier's private
  * expedited command is not there, the lock is never biased.
  *
- * Generic over the lock's address (the engine has one, unit/lock_test.c
+ * Generic over the lock's address (the engine has one, tests/unit/test_lock.c
  * its own); a thread's role is in thread-local variables, so one lock is
  * biased at a time in a process. */
 #ifndef CADRE_P2P_LOCK_H

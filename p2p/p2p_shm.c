@@ -290,11 +290,8 @@ static int tiny_send(struct shm_peer *p, const struct cadre_p2p_hdr *h, const vo
         LD(sreq) || LD(rreq))
         return 0;
     struct lane *l = &p->tx_tiny;
-    if (l->pos - l->seen >= l->n) {
-        l->seen = atomic_load_explicit(l->head, memory_order_acquire);
-        if (l->pos - l->seen >= l->n)
-            return 0;
-    }
+    if (!lane_has_room(l))
+        return 0;
     struct cell *c = (struct cell *)l->cur;
     c->seq_lo = (uint32_t)LD(seq);
     c->ctx = LD(ctx);
@@ -322,18 +319,12 @@ static int shm_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
     struct lane *l = bulk ? &p->tx_bulk : &p->tx_eager;
     size_t len = (h->type == CADRE_P2P_EAGER || bulk) ? h->len : 0;
     struct slot *s = l->cur;
-    if (l->pos - l->seen >= l->n) {
-        /* Full as far as we knew: the acquire orders the receiver's reads
-         * of the slot before our writes into it. */
-        l->seen = atomic_load_explicit(l->head, memory_order_acquire);
-        if (l->pos - l->seen >= l->n) {
-            atomic_store_explicit(&p->tx_ring->sender_waiting, 1, memory_order_relaxed);
-            atomic_thread_fence(memory_order_seq_cst);
-            /* The receiver may have read on before it saw our flag. */
-            l->seen = atomic_load_explicit(l->head, memory_order_acquire);
-            if (l->pos - l->seen >= l->n)
-                return CADRE_P2P_BUSY;
-        }
+    if (!lane_has_room(l)) {
+        atomic_store_explicit(&p->tx_ring->sender_waiting, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        /* The receiver may have read on before it saw our flag. */
+        if (!lane_has_room(l))
+            return CADRE_P2P_BUSY;
     }
     if (h->type == CADRE_P2P_EAGER && len <= CADRE_P2P_INLINE_MAX) {
         /* Header and payload in the slot's one cache line: one line moves.

@@ -137,6 +137,17 @@ static inline void prefetch_write(const void *p)
 #endif
 }
 
+/* Sender: whether the lane has a free slot, reading the receiver's count
+ * only when our last copy of it says the lane is full (the acquire orders
+ * the receiver's reads of the slot before our writes into it). */
+static inline int lane_has_room(struct lane *l)
+{
+    if (l->pos - l->seen < l->n)
+        return 1;
+    l->seen = atomic_load_explicit(l->head, memory_order_acquire);
+    return l->pos - l->seen < l->n;
+}
+
 /* Moves the lane on to its next message. */
 static inline void lane_next(struct lane *l)
 {

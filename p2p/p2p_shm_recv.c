@@ -73,16 +73,19 @@ static const void *rx_peek(int w, struct shm_peer *p, struct cadre_p2p_hdr *h, s
     uint64_t want = cadre__eng.peers[w].recv_seq + 1;
     struct cadre_p2p_hdr t;
     int tiny = tiny_peek(&p->rx_tiny, &t, want);
-    if (!tiny || t.seq != want) {
-        const void *payload = lane_peek(&p->rx_eager, h);
-        if (payload && (h->seq == want || tiny || !tiny_peek(&p->rx_tiny, &t, want) ||
-                        t.seq != want)) {
-            *from = &p->rx_eager;
-            return payload;
-        }
-        if (!payload && !tiny)
-            return NULL;
+    const void *payload = tiny && t.seq == want ? NULL : lane_peek(&p->rx_eager, h);
+    /* The eager lane shows a later message and the tiny lane showed none:
+     * the second look. */
+    if (payload && h->seq != want && !tiny && tiny_peek(&p->rx_tiny, &t, want) && t.seq == want) {
+        payload = NULL;
+        tiny = 1;
     }
+    if (payload) {
+        *from = &p->rx_eager;
+        return payload;
+    }
+    if (!tiny)
+        return NULL;
     *h = t;
     *from = &p->rx_tiny;
     return &h->sreq;
