@@ -15,9 +15,6 @@
 #define DIRECT_STREAM_MIN ((size_t)64 << 10)
 /* ... and writes its output with streaming stores from this size. */
 #define DIRECT_NT_MIN ((size_t)8 << 20)
-/* On a busy machine, from this size the two ranks claim chunks
- * (allreduce_pair_loose); below it they reduce fixed halves. */
-#define LOOSE_CLAIM_MIN ((size_t)2 << 20)
 
 /* Other processes want its node's cores (cadre__cores_busy). */
 #define DIRECT_BUSY 1

@@ -3,8 +3,9 @@
  * in chunks that stay in cache. On an idle machine each rank computes the
  * whole result (small vectors) or its half, streamed to the peer through a
  * small ring in its shm segment that paces the two; on a busy machine
- * (either rank's cadre__cores_busy in round 1) nothing paces them: fixed
- * halves, or from LOOSE_CLAIM_MIN chunks claimed from either end. */
+ * (either rank's cadre__cores_busy in round 1) nothing paces them: each
+ * rank computes the whole result up to PAIR_FULL_BUSY_MAX, and above it the
+ * two claim chunks from either end and write each into both outputs. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -173,26 +174,6 @@ static int pair_nt(const struct coll_sched *s, const struct direct *d)
     return d->count * s->elsize >= DIRECT_NT_MIN;
 }
 
-/* What the variants in fixed halves share: this rank's half [lo, hi) and
- * the peer's [plo, phi), in elements; this rank's flags, the call's key. */
-struct pair_halves {
-    int peer, wpeer;
-    size_t lo, hi, plo, phi;
-    struct direct_flags *mine;
-    uint64_t key;
-};
-
-static void pair_halves(struct coll_sched *s, struct direct *d, struct pair_halves *h)
-{
-    int me = s->comm->rank;
-    h->peer = !me;
-    h->wpeer = world_of(s->comm, h->peer);
-    cadre__share(d->count, s->elsize, 2, me, &h->lo, &h->hi);
-    cadre__share(d->count, s->elsize, 2, h->peer, &h->plo, &h->phi);
-    h->mine = cadre__direct_flags(world_of(s->comm, me));
-    h->key = pair_key(s);
-}
-
 /* Two ranks, large vectors: each rank reduces its half in chunks into a
  * ring of chunk buffers in its shm segment and streams each chunk into its
  * output; the other rank, right behind, streams the chunk from that ring
@@ -202,14 +183,14 @@ static void pair_halves(struct coll_sched *s, struct direct *d, struct pair_halv
  * system call. */
 static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
 {
-    struct pair_halves h;
-    pair_halves(s, d, &h);
-    int peer = h.peer, wpeer = h.wpeer;
-    size_t es = s->elsize, lo = h.lo, hi = h.hi, plo = h.plo, phi = h.phi;
-    unsigned char *ring = cadre__direct_ring(world_of(s->comm, s->comm->rank));
+    int me = s->comm->rank, peer = !me, wpeer = world_of(s->comm, peer);
+    size_t es = s->elsize, lo, hi, plo, phi;
+    cadre__share(d->count, es, 2, me, &lo, &hi);
+    cadre__share(d->count, es, 2, peer, &plo, &phi);
+    unsigned char *ring = cadre__direct_ring(world_of(s->comm, me));
     unsigned char *pring = cadre__direct_ring(wpeer);
-    struct direct_flags *mine = h.mine;
-    uint64_t key = h.key;
+    struct direct_flags *mine = cadre__direct_flags(world_of(s->comm, me));
+    uint64_t key = pair_key(s);
     size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
     int nt = pair_nt(s, d);
     void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
@@ -234,72 +215,6 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
     }
     /* The ring is reused by the next call: the peer must be done with it. */
     return wait_flag(s, peer, 1, key, nme);
-}
-
-/* Reads into this rank's output, in one system call, the peer's chunks of
- * `step` elements that its counter says it has written into its own output
- * past the *got already read: chunks counted from element `base` up to
- * `end`, or with `back` set (rank 1 of allreduce_pair_loose) counted down
- * from the last of the n chunks of [0, end). */
-static int take_peer(struct coll_sched *s, struct direct *d, uint64_t key, size_t base, size_t end,
-                     size_t step, int back, uint64_t n, uint32_t *got)
-{
-    int peer = !s->comm->rank;
-    uint64_t v = atomic_load_explicit(&cadre__direct_flags(world_of(s->comm, peer))->prod,
-                                      memory_order_acquire);
-    if ((v & ~0xffffffffull) != key || (uint32_t)v <= *got)
-        return CADRE_SUCCESS;
-    size_t es = s->elsize, lo, hi;
-    if (!back) {
-        lo = base + (size_t)*got * step;
-        hi = base + (size_t)(uint32_t)v * step;
-    } else {
-        lo = (size_t)(n - (uint32_t)v) * step;
-        hi = (size_t)(n - *got) * step;
-    }
-    if (hi > end)
-        hi = end;
-    CADRE_CHECK(cadre__direct_cma(s, peer, (char *)d->rbuf + lo * es, d->peer[peer].r + lo * es,
-                                  (hi - lo) * es, 0));
-    *got = (uint32_t)v;
-    return CADRE_SUCCESS;
-}
-
-/* Two ranks on a busy machine, up to LOOSE_CLAIM_MIN (and for pairs whose
- * rank 1 has no claim word, world rank DIRECT_CLAIM_SLOTS or more): the
- * unpaced variant in fixed halves. Each rank reduces its half into its own output,
- * and the peer reads that half straight from there, as far as the counter
- * says it is written: nothing makes a rank wait for its peer to read. (In
- * chunks claimed from either end, as allreduce_pair_loose does above this
- * size, each chunk costs a system call and a ring: 128 KiB 132-172 us
- * against 116-122 in halves, beside six `yes`.) */
-static int allreduce_pair_halves(struct coll_sched *s, struct direct *d)
-{
-    struct pair_halves h;
-    pair_halves(s, d, &h);
-    int peer = h.peer, wpeer = h.wpeer;
-    size_t es = s->elsize, lo = h.lo, hi = h.hi, plo = h.plo, phi = h.phi;
-    struct direct_flags *mine = h.mine;
-    uint64_t key = h.key;
-    unsigned char *acc, *tmp;
-    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
-    size_t step = DIRECT_CHUNK / es;
-    int nt = pair_nt(s, d);
-    uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
-    uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step), got = 0;
-    for (uint32_t i = 0; i < nme; i++) {
-        size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
-        CADRE_CHECK(pair_reduce_out(s, d, acc, off, m, nt));
-        atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
-        cadre__shm_wake(wpeer);
-        CADRE_CHECK(take_peer(s, d, key, plo, phi, step, 0, 0, &got));
-    }
-    while (got < npeer) {
-        CADRE_CHECK(wait_flag(s, peer, 0, key, got + 1));
-        CADRE_CHECK(take_peer(s, d, key, plo, phi, step, 0, 0, &got));
-    }
-    /* Round 3 keeps the peer from returning while this rank reads its output. */
-    return CADRE_SUCCESS;
 }
 
 /* The claim word of allreduce_pair_loose: a call's key in the top 32 bits
@@ -335,15 +250,32 @@ static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n, ui
 }
 
 /* Chunk j (of `step` elements) into this rank's output, in pieces that fit
- * the scratch (a chunk is larger only past CLAIM_MAX chunks). */
+ * the scratch (a chunk is larger only past CLAIM_MAX chunks); with `push`,
+ * each piece also into the peer's output, written from the scratch while it
+ * is in this core's cache. */
 static int loose_chunk(struct coll_sched *s, struct direct *d, unsigned char *acc, uint64_t j,
-                       size_t step, int nt)
+                       size_t step, int nt, int push)
 {
-    size_t piece = DIRECT_CHUNK / s->elsize;
+    size_t es = s->elsize, piece = DIRECT_CHUNK / es;
+    int peer = !s->comm->rank;
     size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
-    for (size_t p = 0; p < m; p += piece)
-        CADRE_CHECK(pair_reduce_out(s, d, acc, off + p, m - p < piece ? m - p : piece, nt));
+    for (size_t p = 0; p < m; p += piece) {
+        size_t k = m - p < piece ? m - p : piece;
+        CADRE_CHECK(pair_reduce_out(s, d, acc, off + p, k, nt));
+        if (push)
+            CADRE_CHECK(cadre__direct_cma(s, peer, acc, d->peer[peer].r + (off + p) * es, k * es, 1));
+    }
     return CADRE_SUCCESS;
+}
+
+/* Chunk j, already in this rank's output, into the peer's. */
+static int loose_push_done(struct coll_sched *s, struct direct *d, uint64_t j, size_t step)
+{
+    size_t es = s->elsize, off = (size_t)j * step;
+    size_t m = d->count - off < step ? d->count - off : step;
+    int peer = !s->comm->rank;
+    return cadre__direct_cma(s, peer, (char *)d->rbuf + off * es, d->peer[peer].r + off * es,
+                             m * es, 1);
 }
 
 /* Two ranks, large vectors, on a busy machine (either rank's
@@ -354,12 +286,15 @@ static int loose_chunk(struct coll_sched *s, struct direct *d, unsigned char *ac
  * `yes`, 32 MiB: 150-190 ms paced, 34-41 ms unpaced). Here the chunks go
  * to whichever rank runs: rank 0 claims them from the front, rank 1 from
  * the back (the claim word in rank 0's segment), and each reduces what it
- * claims into its own output, where the other reads it as far as the
- * owner's counter says it is written. A rank the scheduler sets aside
- * holds up at most the chunk it is on: before, each rank reduced a fixed
- * half and spent a fifth of its time beside six `yes` waiting for its
- * peer's half (perf, 16 MiB). Each chunk is still computed once, so both
- * ranks get the same bits. */
+ * claims into its own output and writes it into the peer's from the
+ * scratch, while it is in the cache; its counter says how many chunks it
+ * has written there. (The peer reading them from this rank's output
+ * instead, written there with streaming stores, read them from memory:
+ * 4 MiB 3.3-4.9 ms against 2.5-3.8, 32 MiB 40-45 against 38-41, beside six
+ * `yes`.) A rank the scheduler sets aside holds up at most the chunk it is
+ * on: before, each rank reduced a fixed half and spent a fifth of its time
+ * beside six `yes` waiting for its peer's half (perf, 16 MiB). Each chunk
+ * is still computed once, so both ranks get the same bits. */
 static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
 {
     int me = s->comm->rank, peer = !me;
@@ -368,10 +303,9 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
     uint64_t key = pair_key(s); /* the claim word's key too: its top 32 bits */
     unsigned char *acc, *tmp;
     CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
-    /* At least LOOSE_CHUNKS chunks, so that both ranks get work at every
-     * size (one 256 KiB chunk of a 64 KiB vector went to one rank alone:
-     * 104-122 us against 73-87 for halves, beside six `yes`); none smaller
-     * than LOOSE_MIN_CHUNK, each a system call. */
+    /* At least LOOSE_CHUNKS chunks, so that a rank the scheduler sets aside
+     * holds up a small part; none smaller than LOOSE_MIN_CHUNK, each a
+     * claim, a counter and two system calls. */
     size_t step = DIRECT_CHUNK / s->elsize;
     size_t fine = (d->count / LOOSE_CHUNKS + 63) & ~(size_t)63;
     if (fine * s->elsize < LOOSE_MIN_CHUNK)
@@ -383,60 +317,72 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
         step = (d->count + CLAIM_MAX - 1) / CLAIM_MAX, n = (d->count + step - 1) / step;
     int nt = pair_nt(s, d);
     /* The pair's claim word (cadre__direct_pair_allreduce sends pairs whose
-     * rank 1 has no word to allreduce_pair_halves). Rank 0 opens it for
-     * this call: its last user, the call before on this pair, is done with
-     * it (a rank leaves a call only after its peer's round 3), and rank 1
-     * claims only after it sees the key. */
+     * rank 1 has no word to allreduce_pair). Rank 0 opens it for this call:
+     * its last user, the call before on this pair, is done with it (a rank
+     * leaves a call only after its peer's round 3), and rank 1 claims only
+     * after it sees the key. */
     _Atomic uint64_t *w = &cadre__direct_flags(world_of(s->comm, 0))->claim[w1];
     if (me == 0)
         atomic_store_explicit(w, key, memory_order_release);
-    uint32_t done = 0, got = 0;
+    uint32_t done = 0;
     uint64_t front = 0, back = 0, ahead = 0;
     long j;
     while ((j = claim_next(w, key, me, n, &front, &back)) != -1) {
         if (j == -2) {
             /* Rank 0 has not opened the word yet. Rather than wait, reduce
              * the chunks rank 1 would claim next, from the back, into its
-             * own output: it most likely gets them; and if rank 0 takes
-             * one, rank 1 has written the same bits that it will read from
-             * rank 0 over them. Once none is left, wait for rank 0's first
-             * chunk, which it reduces after opening the word. */
+             * own output only: it most likely gets them, and writes them
+             * into rank 0's output when it does; if rank 0 takes one, it
+             * writes the same bits over them. Once none is left, wait for
+             * rank 0's first chunk, which it reduces after opening the
+             * word. */
             if (ahead < n)
-                CADRE_CHECK(loose_chunk(s, d, acc, n - 1 - ahead++, step, nt));
+                CADRE_CHECK(loose_chunk(s, d, acc, n - 1 - ahead++, step, nt, 0));
             else
                 CADRE_CHECK(wait_flag(s, 0, 0, key, 1));
             continue;
         }
-        /* A chunk reduced ahead is done. */
-        if (!(me == 1 && n - 1 - (uint64_t)j < ahead))
-            CADRE_CHECK(loose_chunk(s, d, acc, (uint64_t)j, step, nt));
+        if (me == 1 && n - 1 - (uint64_t)j < ahead)
+            CADRE_CHECK(loose_push_done(s, d, (uint64_t)j, step));
+        else
+            CADRE_CHECK(loose_chunk(s, d, acc, (uint64_t)j, step, nt, 1));
         atomic_store_explicit(&mine->prod, key | ++done, memory_order_release);
         cadre__shm_wake(world_of(s->comm, peer));
-        CADRE_CHECK(take_peer(s, d, key, 0, d->count, step, peer == 1, n, &got));
     }
-    /* Every chunk is claimed: the peer's share is fixed. */
+    /* Every chunk is claimed: the peer's share is fixed. Its counter counts
+     * the chunks it has written here, after reading this rank's input for
+     * them: once it has them all, it has nothing of this rank's left to
+     * touch. */
     uint32_t theirs = (uint32_t)(me == 0 ? back : front);
-    while (got < theirs) {
-        CADRE_CHECK(wait_flag(s, peer, 0, key, got + 1));
-        CADRE_CHECK(take_peer(s, d, key, 0, d->count, step, peer == 1, n, &got));
-    }
-    /* Round 3 keeps the peer from returning while this rank reads its output. */
-    return CADRE_SUCCESS;
+    return theirs ? wait_flag(s, peer, 0, key, theirs) : CADRE_SUCCESS;
 }
+
+/* The two-rank allreduce on a busy machine: each rank computes the whole
+ * result up to this size (allreduce_pair), and the two claim chunks above
+ * it (allreduce_pair_loose). Neither rank then waits for the other in round
+ * 2, and the inputs, the part of the four buffers that stays in the cache,
+ * fit in what a rank keeps of it beside other processes (a 16 MiB stream
+ * read again ran at 21 GB/s quiet and beside six `yes`, 32 MiB at 22
+ * against 13, bench/HISTORY.md). Beside six `yes`, medians of 5 alternated
+ * runs against fixed halves below 2 MiB and claimed chunks above: 64 KiB
+ * 45 us against 68, 1 MiB 638 against 775, 4 MiB 3.04 ms against 3.88, 8
+ * MiB 7.7 against 9.7; 16 MiB 22.5-27.0 against 20.8-24.9. */
+#define PAIR_FULL_BUSY_MAX ((size_t)8 << 20)
 
 int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)
 {
     /* Every rank decides from the same addresses and flags. Overlapping
      * another call (build, coll_direct.c): the one variant that never
-     * waits for the peer. */
+     * waits for the peer. Busy, past PAIR_FULL_BUSY_MAX, the claimed chunks
+     * where rank 1 has a claim word. */
+    size_t bytes = d->count * s->elsize;
     if ((d->peer[0].busy | d->peer[1].busy) & DIRECT_OVERLAP)
         return allreduce_pair(s, d);
-    if (d->count * s->elsize >= DIRECT_STREAM_MIN && (d->peer[0].busy || d->peer[1].busy))
-        return d->count * s->elsize >= LOOSE_CLAIM_MIN &&
-                       world_of(s->comm, 1) < DIRECT_CLAIM_SLOTS
+    if (d->peer[0].busy || d->peer[1].busy)
+        return bytes > PAIR_FULL_BUSY_MAX && world_of(s->comm, 1) < DIRECT_CLAIM_SLOTS
                    ? allreduce_pair_loose(s, d)
-                   : allreduce_pair_halves(s, d);
-    return d->count * s->elsize >= DIRECT_STREAM_MIN && cadre__direct_ring(world_of(s->comm, 0)) &&
+                   : allreduce_pair(s, d);
+    return bytes >= DIRECT_STREAM_MIN && cadre__direct_ring(world_of(s->comm, 0)) &&
                    cadre__direct_ring(world_of(s->comm, 1))
                ? allreduce_pair_stream(s, d)
                : allreduce_pair(s, d);

@@ -5,8 +5,8 @@
  * With 2 ranks, two duplicates of the world; with 3, the three pairs, each
  * rank starting its two pairs' calls in an order that would close a cycle
  * (pair r, r+1 first at rank r); with 2 ranks, also four in flight on one
- * communicator. Sizes from 64 KiB (the paced stream) to
- * 4 MiB (the claimed chunks with CADRE_WAIT=sleep), float32 sum; every
+ * communicator. Sizes from 64 KiB (the paced stream) to 16 MiB
+ * (with CADRE_WAIT=sleep, the claimed chunks), float32 sum; every
  * element is checked against the sum of the pair's inputs computed here. */
 #include "rank_util.h"
 
@@ -76,7 +76,7 @@ int main(int argc, char **argv)
         peer[0] = (me + 1) % 3;
         peer[1] = (me + 2) % 3;
     }
-    static const size_t counts[] = {16384 + 1, 262144 + 3, 1048576 + 7};
+    static const size_t counts[] = {16384 + 1, 262144 + 3, 1048576 + 7, 4194304 + 9};
     int call = 0;
     for (size_t z = 0; z < sizeof counts / sizeof *counts; z++) {
         size_t n = counts[z];
