@@ -15,6 +15,10 @@
 #   REPS=3 LOAD=6 MINTIME=0.3 QUIET=1 (0: skip the quiet cadre turns) TIMEOUT=600 (per run)
 #   CADRE_ENV="CADRE_WAIT=spin" (variables for cadre's runs only)
 #
+# Before each turn, quiet and loaded, it prints what the cache keeps of a
+# working set of 16, 32 and 64 MiB read over and over (bench/cache_life.c):
+# here, quiet, all three at cache speed; beside six `yes`, 16 MiB only.
+#
 # Prints the medians: cadre quiet and loaded, loaded/quiet, Open MPI and gloo
 # loaded, cadre's speedup over each, and the goal's verdict per size (at
 # least 1.5x both peers, at most 6x cadre's quiet time).
@@ -32,6 +36,12 @@ command -v mpicc >/dev/null && mpirun --version 2>&1 | grep -q "Open MPI" ||
 "$python" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null ||
     { echo "contention.sh: needs $python with torch (Debian: python3-torch)" >&2; exit 1; }
 mpicc -O2 -o "$tmp/mpi_coll" "$here/mpi_coll.c"
+cc -O2 -o "$tmp/cache_life" "$here/cache_life.c"
+# What the cache keeps of a working set read over and over (bench/cache_life.c),
+# one line: "16 MiB 27.4 GB/s, 32 MiB ...".
+cache_life() {
+    MINTIME=0.3 "$tmp/cache_life" 16 32 64 | awk '!/^#/ { printf "%s%s MiB %s GB/s", n++ ? ", " : "", $1, $3 }'
+}
 
 yes_pids=()
 stop_load() {
@@ -69,12 +79,12 @@ echo "contention.sh: $(date -u '+%F %H:%M') UTC, commit $(git -C "$top" rev-pars
 : > "$tmp/cadre.q"; : > "$tmp/cadre.l"; : > "$tmp/ompi.l"; : > "$tmp/gloo.l"
 for turn in $(seq "$reps"); do
     if [ "$quiet" = 1 ]; then
-        echo "contention.sh: turn $turn: quiet, c2c $("$tmp/c2c" 2>/dev/null | tail -1)" >&2
+        echo "contention.sh: turn $turn: quiet, c2c $("$tmp/c2c" 2>/dev/null | tail -1), sets read again: $(cache_life)" >&2
         run_lib cadre >> "$tmp/cadre.q"
     fi
     start_load
     sleep 1
-    echo "contention.sh: turn $turn: loaded (load average $(cut -d' ' -f1 /proc/loadavg))" >&2
+    echo "contention.sh: turn $turn: loaded (load average $(cut -d' ' -f1 /proc/loadavg)), sets read again: $(cache_life)" >&2
     for lib in cadre ompi gloo; do
         run_lib $lib >> "$tmp/$lib.l"
     done
