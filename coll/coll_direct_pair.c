@@ -222,8 +222,6 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
  * rank 1 has claimed from the back, 16 bits each. */
 #define CLAIM_BITS 16
 #define CLAIM_MAX (((uint64_t)1 << CLAIM_BITS) - 1)
-#define LOOSE_CHUNKS 16
-#define LOOSE_MIN_CHUNK ((size_t)16 << 10)
 
 /* The next of n chunks for rank `me` (rank 0 from the front, rank 1 from the
  * back), -1 when all are claimed, -2 while the word is not open for this
@@ -303,15 +301,9 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
     uint64_t key = pair_key(s); /* the claim word's key too: its top 32 bits */
     unsigned char *acc, *tmp;
     CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
-    /* At least LOOSE_CHUNKS chunks, so that a rank the scheduler sets aside
-     * holds up a small part; none smaller than LOOSE_MIN_CHUNK, each a
-     * claim, a counter and two system calls. */
+    /* Chunks of DIRECT_CHUNK bytes (32 or more past PAIR_FULL_BUSY_MAX),
+     * larger only past CLAIM_MAX of them. */
     size_t step = DIRECT_CHUNK / s->elsize;
-    size_t fine = (d->count / LOOSE_CHUNKS + 63) & ~(size_t)63;
-    if (fine * s->elsize < LOOSE_MIN_CHUNK)
-        fine = LOOSE_MIN_CHUNK / s->elsize;
-    if (fine < step)
-        step = fine;
     uint64_t n = (d->count + step - 1) / step;
     if (n > CLAIM_MAX)
         step = (d->count + CLAIM_MAX - 1) / CLAIM_MAX, n = (d->count + step - 1) / step;

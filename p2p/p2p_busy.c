@@ -8,9 +8,9 @@
  *   - short scheduler slices for the ranks' threads (slice_set): the same
  *     share of the core, in smaller pieces, so the two ranks run together
  *     more often;
- *   - for the 2-rank allreduce of 64 KiB or more, the direct variant in
- *     which neither rank paces the other (coll_direct.c,
- *     allreduce_pair_loose): 32 MiB in 34-41 ms against 150-190 ms.
+ *   - for the 2-rank allreduce of 64 KiB or more, the direct variants in
+ *     which neither rank paces the other (coll_direct_pair.c): 32 MiB in
+ *     34-41 ms against 150-190 ms.
  * Sleeping on the doorbell soon instead of spinning did not: each wake-up
  * waits for the process holding the core (8 B 3.5-5.6 us against 1.4-1.6
  * spinning, 128 KiB 560 us against 115); waits sleep soon only with
