@@ -212,15 +212,24 @@ int cadre__p2p_same_host(int w);
  * of cores): its host's ranks, and those of other hosts that share its
  * kernel's boot id (containers, network namespaces). */
 int cadre__p2p_machine_ranks(void);
+/* How many CPUs those ranks may run on together (the union of their
+ * affinity masks: a launcher under taskset, a cgroup's cpuset, binding), or
+ * 0 when a rank's mask is unknown. */
+int cadre__p2p_machine_cpus(void);
+
+/* The CPUs this many machines' masks can name (glibc's cpu_set_t). */
+#define CADRE_CPU_WORDS 16
 
 #define CADRE_HOST_NAME_MAX 64
-/* What a rank publishes of its host: a hash of the key, a name for logs, and
- * a hash of the running kernel's boot id (0: unknown), which is the same for
- * "hosts" that are containers or network namespaces of one machine. */
+/* What a rank publishes of its host: a hash of the key, a name for logs, a
+ * hash of the running kernel's boot id (0: unknown), which is the same for
+ * "hosts" that are containers or network namespaces of one machine, and
+ * the CPUs it may run on (sched_getaffinity; all zero: unknown). */
 struct cadre_host_id {
     uint64_t key;
     uint64_t machine;
     char name[CADRE_HOST_NAME_MAX];
+    uint64_t cpus[CADRE_CPU_WORDS];
 };
 void cadre__p2p_host_self(struct cadre_host_id *id);
 /* The engine fills the table at init: begin, set for every rank, end (which

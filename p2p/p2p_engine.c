@@ -223,13 +223,25 @@ int cadre__p2p_init(void)
      * cores: 2 hosts of 2 ranks on a 2-core machine spin 4 ranks on 2 cores
      * unless their waits yield (8-byte allreduce 2.6 ms spinning, 0.14 ms
      * yielding; bench/RESULTS.md, across hosts). */
+    /* And the cores are those the machine's ranks may run on together: 2
+     * ranks under `taskset -c 0 cadrerun` spun against each other, each
+     * waiting out its peer's whole slice (8 B message rate 0.16 M/s against
+     * 13 yielding). */
     int on_machine = cadre__p2p_machine_ranks();
-    if (on_machine > cadre__proc.local_size) {
-        e->oversubscribed = on_machine > (ncores > 0 ? ncores : 1);
+    long cores = ncores > 0 ? ncores : 1, usable = cadre__p2p_machine_cpus();
+    if (usable <= 0 || usable > cores)
+        usable = cores;
+    if (on_machine > cadre__proc.local_size || on_machine > usable) {
+        e->oversubscribed = on_machine > usable;
         e->lock.yield_spins = e->oversubscribed;
-        CADRE_INFO(P2P, "%d ranks of the job share this machine's %ld cores (%d on this host): "
-                   "%s", on_machine, ncores, cadre__proc.local_size,
-                   e->oversubscribed ? "oversubscribed, waits yield" : "not oversubscribed");
+        if (usable < cores)
+            CADRE_INFO(P2P, "%d ranks of the job share %ld of this machine's %ld cores (%d on "
+                       "this host): %s", on_machine, usable, cores, cadre__proc.local_size,
+                       e->oversubscribed ? "oversubscribed, waits yield" : "not oversubscribed");
+        else
+            CADRE_INFO(P2P, "%d ranks of the job share this machine's %ld cores (%d on this "
+                       "host): %s", on_machine, cores, cadre__proc.local_size,
+                       e->oversubscribed ? "oversubscribed, waits yield" : "not oversubscribed");
     }
     for (int w = 0; w < nr; w++) {
         struct cadre_peer *p = &e->peers[w];

@@ -9,10 +9,14 @@
  * Hosts that are containers or network namespaces of one machine share its
  * cores: each rank also publishes its kernel's boot id, and the ranks with
  * the same one count for whether the cores are oversubscribed (the engine's
- * waits then yield instead of spinning), never for shared memory. */
+ * waits then yield instead of spinning), never for shared memory. The cores
+ * are those the machine's ranks may run on, together: each rank publishes
+ * its affinity mask too, so that a job given fewer cores than ranks (a
+ * launcher under taskset, a cgroup's cpuset) counts as oversubscribed. */
 #include "config.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +25,11 @@
 #include "p2p_engine.h"
 
 static struct {
-    int nranks, nhosts, machine_ranks;
+    int nranks, nhosts, machine_ranks, machine_cpus;
     int *host;     /* by world rank: dense host index */
     uint64_t *key; /* by world rank, until the indices are made */
     uint64_t *machine;
+    uint64_t (*cpus)[CADRE_CPU_WORDS]; /* by world rank, until hosts_end */
     char (*name)[CADRE_HOST_NAME_MAX];
     char **names; /* by host index */
 } L;
@@ -55,9 +60,23 @@ static uint64_t machine_self(void)
     return h ? h : 1;
 }
 
+/* The CPUs this process may run on, as CADRE_CPU_WORDS words of bits; all
+ * zero when the kernel does not say (more CPUs than cpu_set_t names). */
+static void cpus_self(uint64_t *w)
+{
+    cpu_set_t set;
+    memset(w, 0, CADRE_CPU_WORDS * sizeof *w);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return;
+    for (int c = 0; c < CPU_SETSIZE && c < 64 * CADRE_CPU_WORDS; c++)
+        if (CPU_ISSET(c, &set))
+            w[c / 64] |= (uint64_t)1 << (c % 64);
+}
+
 void cadre__p2p_host_self(struct cadre_host_id *id)
 {
     id->machine = machine_self();
+    cpus_self(id->cpus);
     char hn[256] = "";
     if (gethostname(hn, sizeof hn - 1) != 0 || !hn[0])
         snprintf(hn, sizeof hn, "localhost");
@@ -86,7 +105,8 @@ int cadre__p2p_hosts_begin(int nranks)
     L.machine = calloc((size_t)nranks, sizeof *L.machine);
     L.name = calloc((size_t)nranks, sizeof *L.name);
     L.names = calloc((size_t)nranks, sizeof *L.names);
-    if (!L.host || !L.key || !L.machine || !L.name || !L.names) {
+    L.cpus = calloc((size_t)nranks, sizeof *L.cpus);
+    if (!L.host || !L.key || !L.machine || !L.name || !L.names || !L.cpus) {
         cadre__p2p_hosts_free();
         return cadre__error(CADRE_ERR_NOMEM, "cadre_init: no memory for the host table");
     }
@@ -99,6 +119,29 @@ void cadre__p2p_hosts_set(int w, const struct cadre_host_id *id)
     L.machine[w] = id->machine;
     memcpy(L.name[w], id->name, sizeof L.name[w]);
     L.name[w][CADRE_HOST_NAME_MAX - 1] = '\0';
+    memcpy(L.cpus[w], id->cpus, sizeof L.cpus[w]);
+}
+
+/* The CPUs the ranks of this machine may run on together, or 0 when a
+ * rank's mask is unknown. */
+static int machine_cpus(int me)
+{
+    uint64_t all[CADRE_CPU_WORDS] = {0};
+    for (int w = 0; w < L.nranks; w++) {
+        if (L.host[w] != L.host[me] && !(L.machine[me] && L.machine[w] == L.machine[me]))
+            continue;
+        uint64_t any = 0;
+        for (int i = 0; i < CADRE_CPU_WORDS; i++) {
+            all[i] |= L.cpus[w][i];
+            any |= L.cpus[w][i];
+        }
+        if (!any)
+            return 0;
+    }
+    int n = 0;
+    for (int i = 0; i < CADRE_CPU_WORDS; i++)
+        n += __builtin_popcountll(all[i]);
+    return n;
 }
 
 void cadre__p2p_hosts_end(void)
@@ -122,6 +165,9 @@ void cadre__p2p_hosts_end(void)
     for (int w = 0; w < L.nranks; w++)
         if (L.host[w] == mine || (L.machine[me] && L.machine[w] == L.machine[me]))
             L.machine_ranks++;
+    L.machine_cpus = machine_cpus(me);
+    free(L.cpus);
+    L.cpus = NULL;
     if (!cadre__log_enabled(CADRE_LOG_INFO, CADRE_SUBSYS_P2P))
         return;
     char list[1024];
@@ -143,6 +189,7 @@ void cadre__p2p_hosts_free(void)
     free(L.machine);
     free(L.name);
     free(L.names);
+    free(L.cpus);
     memset(&L, 0, sizeof L);
 }
 
@@ -159,6 +206,11 @@ int cadre__p2p_host_of(int w)
 int cadre__p2p_machine_ranks(void)
 {
     return L.host ? L.machine_ranks : cadre__proc.local_size;
+}
+
+int cadre__p2p_machine_cpus(void)
+{
+    return L.host ? L.machine_cpus : 0;
 }
 
 int cadre__p2p_same_host(int w)

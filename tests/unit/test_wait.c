@@ -253,6 +253,58 @@ static void test_hogs_turn_to_naps(void)
     run_free(&r);
 }
 
+/* `cadre-perf stream` of 8 and 64 B, checked, on 2 ranks started through
+ * `prefix` (taskset or nothing), with P2P's INFO lines; returns the lines
+ * that say the job's cores are oversubscribed. */
+static int stream_oversubscribed(const char *prefix, const char *bind, struct run_result *r,
+                                 int *lines, int *wrong)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P %s %s -n 2 %s %s stream -b 8 -e 64 -f 8 "
+             "-c 1 -n 200",
+             prefix, CADRERUN, bind, build_path("tools/cadre-perf"));
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, r) == 0);
+    *lines = perf_lines(r->out, wrong);
+    return count_matching(r->err, "oversubscribed, waits yield");
+}
+
+/* A job given fewer cores than it has ranks (its launcher under taskset, a
+ * cgroup's cpuset) is oversubscribed, though the machine has a core per
+ * rank: the ranks count the CPUs their affinity masks allow, together.
+ * Counting the machine's cores, 2 ranks on one core spun against each
+ * other, each waiting out the other's whole slice (8 B message rate 0.16 M
+ * against 6.5 M yielding). Bound to a core each, they are not. */
+static void test_fewer_cores_than_ranks(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 2 || system("taskset -c 0 true >/dev/null 2>&1") != 0) {
+        printf("\n  skipped: needs 2 cores and taskset\n");
+        return;
+    }
+    struct run_result r;
+    int lines, wrong;
+    int said = stream_oversubscribed("taskset -c 0", "", &r, &lines, &wrong);
+    char want[160];
+    snprintf(want, sizeof want,
+             "2 ranks of the job share 1 of this machine's %ld cores (2 on this host): "
+             "oversubscribed, waits yield", cores);
+    int exact = count_matching(r.err, want);
+    CHECK_MSG(r.exit_code == 0 && !r.timed_out && lines == 2 && !wrong && said == 2 && exact == 2,
+              "taskset -c 0, 2 ranks: exit %d%s, %d result lines (want 2), %d with #wrong, %d "
+              "lines saying oversubscribed (want 2), %d of them \"%s\"\n--- stdout\n%s--- "
+              "stderr\n%s",
+              r.exit_code, r.timed_out ? " (timed out)" : "", lines, wrong, said, exact, want,
+              r.out, r.err);
+    run_free(&r);
+    said = stream_oversubscribed("", "--bind-to core", &r, &lines, &wrong);
+    CHECK_MSG(r.exit_code == 0 && !r.timed_out && lines == 2 && !wrong && said == 0,
+              "2 ranks bound to a core each: exit %d%s, %d result lines (want 2), %d with #wrong, "
+              "%d lines saying oversubscribed (want 0)\n--- stdout\n%s--- stderr\n%s",
+              r.exit_code, r.timed_out ? " (timed out)" : "", lines, wrong, said, r.out, r.err);
+    run_free(&r);
+}
+
 void suite_wait(void)
 {
     CU_pSuite s = CU_add_suite("wait", NULL, NULL);
@@ -263,4 +315,6 @@ void suite_wait(void)
     CU_add_test(s, "over TCP alone, naps make no membarrier", test_tcp_naps_no_membarrier);
     CU_add_test(s, "CPU hogs beside an oversubscribed job: waits turn to naps, results right",
                 test_hogs_turn_to_naps);
+    CU_add_test(s, "a job given fewer cores than ranks (taskset) is oversubscribed",
+                test_fewer_cores_than_ranks);
 }
