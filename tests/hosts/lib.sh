@@ -218,12 +218,14 @@ tb_init() {
 tb_down() {
     local rc=$? p
     trap - EXIT INT TERM HUP
+    # A process gone already fails both kills: under set -e (bench/hosts.sh)
+    # that ended a complete run with exit 1.
     for p in "${TB_PIDS[@]}"; do
-        kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null
+        kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true
     done
     sleep 0.2
     for p in "${TB_PIDS[@]}"; do
-        kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
+        kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true
     done
     [[ -n ${TB_K-} ]] && tb_clean_slot "$TB_K"
     exit "$rc"

@@ -73,6 +73,28 @@ static void test_cadrerun_host(void)
     }
 }
 
+/* The test bed's teardown (tb_down, tests/hosts/lib.sh) as bench/hosts.sh
+ * runs it, under set -e from its EXIT trap: a process of the bed that is
+ * gone already fails both of its kills, and that made a complete run exit 1.
+ * The script's own status must come through: 0, and 3 from an exit 3. */
+static void test_teardown_status(void)
+{
+    static const struct { const char *last; int want; } cases[] = {{"true", 0}, {"exit 3", 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd,
+                 "bash -c 'set -euo pipefail; . \"%s\"; sleep 0 & TB_PIDS=($!); wait; "
+                 "trap tb_down EXIT; %s'",
+                 src_path("tests/hosts/lib.sh"), cases[i].last);
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+        CHECK_MSG(r.exit_code == cases[i].want && !r.timed_out,
+                  "tb_down after '%s' with its one process gone: exit %d, want %d\n--- stderr\n%s",
+                  cases[i].last, r.exit_code, cases[i].want, r.err);
+        run_free(&r);
+    }
+}
+
 static void test_mpirun_coll(void) { run_scenario("mpirun-coll", 600); }
 static void test_srun_coll(void) { run_scenario("srun-coll", 400); }
 static void test_mpirun_p2p(void) { run_scenario("mpirun-p2p", 300); }
@@ -86,6 +108,7 @@ void suite_hosts(void)
 {
     CU_pSuite s = CU_add_suite("hosts", NULL, NULL);
     CU_add_test(s, "cadrerun --host, -H, --hostfile point to srun and mpirun", test_cadrerun_host);
+    CU_add_test(s, "the test bed's teardown keeps the script's exit status", test_teardown_status);
     CU_add_test(s, "mpirun: coll_test at 2x2, 3x1, 3x2 hosts x ranks, block and cyclic",
                 test_mpirun_coll);
     CU_add_test(s, "srun: coll_test at 2x2 cyclic and 3x2 block", test_srun_coll);
