@@ -5,7 +5,7 @@
  * small ring in its shm segment that paces the two; on a busy machine
  * (either rank's cadre__cores_busy in round 1) nothing paces them: each
  * rank computes the whole result up to PAIR_FULL_BUSY_MAX, and above it the
- * two claim chunks from either end and write each into both outputs. */
+ * two claim chunks from either end, and each reads the other's. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -247,33 +247,44 @@ static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n, ui
     }
 }
 
-/* Chunk j (of `step` elements) into this rank's output, in pieces that fit
- * the scratch (a chunk is larger only past CLAIM_MAX chunks); with `push`,
- * each piece also into the peer's output, written from the scratch while it
- * is in this core's cache. */
-static int loose_chunk(struct coll_sched *s, struct direct *d, unsigned char *acc, uint64_t j,
-                       size_t step, int nt, int push)
+/* Reads into this rank's output, in one system call, the peer's chunks of
+ * `step` elements that its counter says it has written into its own output
+ * past the *got already read: counted from the front, or with `back` set
+ * (rank 1 of allreduce_pair_loose) down from the last of the n chunks. */
+static int take_peer(struct coll_sched *s, struct direct *d, uint64_t key, size_t step, int back,
+                     uint64_t n, uint32_t *got)
 {
-    size_t es = s->elsize, piece = DIRECT_CHUNK / es;
     int peer = !s->comm->rank;
-    size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
-    for (size_t p = 0; p < m; p += piece) {
-        size_t k = m - p < piece ? m - p : piece;
-        CADRE_CHECK(pair_reduce_out(s, d, acc, off + p, k, nt));
-        if (push)
-            CADRE_CHECK(cadre__direct_cma(s, peer, acc, d->peer[peer].r + (off + p) * es, k * es, 1));
+    uint64_t v = atomic_load_explicit(&cadre__direct_flags(world_of(s->comm, peer))->prod,
+                                      memory_order_acquire);
+    if ((v & ~0xffffffffull) != key || (uint32_t)v <= *got)
+        return CADRE_SUCCESS;
+    size_t es = s->elsize, lo, hi;
+    if (!back) {
+        lo = (size_t)*got * step;
+        hi = (size_t)(uint32_t)v * step;
+    } else {
+        lo = (size_t)(n - (uint32_t)v) * step;
+        hi = (size_t)(n - *got) * step;
     }
+    if (hi > d->count)
+        hi = d->count;
+    CADRE_CHECK(cadre__direct_cma(s, peer, (char *)d->rbuf + lo * es, d->peer[peer].r + lo * es,
+                                  (hi - lo) * es, 0));
+    *got = (uint32_t)v;
     return CADRE_SUCCESS;
 }
 
-/* Chunk j, already in this rank's output, into the peer's. */
-static int loose_push_done(struct coll_sched *s, struct direct *d, uint64_t j, size_t step)
+/* Chunk j (of `step` elements) into this rank's output, in pieces that fit
+ * the scratch (a chunk is larger only past CLAIM_MAX chunks). */
+static int loose_chunk(struct coll_sched *s, struct direct *d, unsigned char *acc, uint64_t j,
+                       size_t step, int nt)
 {
-    size_t es = s->elsize, off = (size_t)j * step;
-    size_t m = d->count - off < step ? d->count - off : step;
-    int peer = !s->comm->rank;
-    return cadre__direct_cma(s, peer, (char *)d->rbuf + off * es, d->peer[peer].r + off * es,
-                             m * es, 1);
+    size_t piece = DIRECT_CHUNK / s->elsize;
+    size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
+    for (size_t p = 0; p < m; p += piece)
+        CADRE_CHECK(pair_reduce_out(s, d, acc, off + p, m - p < piece ? m - p : piece, nt));
+    return CADRE_SUCCESS;
 }
 
 /* Two ranks, large vectors, on a busy machine (either rank's
@@ -284,12 +295,14 @@ static int loose_push_done(struct coll_sched *s, struct direct *d, uint64_t j, s
  * `yes`, 32 MiB: 150-190 ms paced, 34-41 ms unpaced). Here the chunks go
  * to whichever rank runs: rank 0 claims them from the front, rank 1 from
  * the back (the claim word in rank 0's segment), and each reduces what it
- * claims into its own output and writes it into the peer's from the
- * scratch, while it is in the cache; its counter says how many chunks it
- * has written there. (The peer reading them from this rank's output
- * instead, written there with streaming stores, read them from memory:
- * 4 MiB 3.3-4.9 ms against 2.5-3.8, 32 MiB 40-45 against 38-41, beside six
- * `yes`.) A rank the scheduler sets aside holds up at most the chunk it is
+ * claims into its own output, where the other reads it as far as the
+ * owner's counter says it is written. (Writing each chunk into the peer's
+ * output too, from the scratch, was up to 7% faster at 32 MiB and level at
+ * 16 beside six `yes`; but a rank whose wait timed out would return while
+ * its peer, late, may still write into its output, then the caller's
+ * memory again. Reads leave a late peer's memory alone, and round 3 fails
+ * what a read of a peer that left may have got.) A rank the scheduler sets
+ * aside holds up at most the chunk it is
  * on: before, each rank reduced a fixed half and spent a fifth of its time
  * beside six `yes` waiting for its peer's half (perf, 16 MiB). Each chunk
  * is still computed once, so both ranks get the same bits. */
@@ -316,37 +329,38 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
     _Atomic uint64_t *w = &cadre__direct_flags(world_of(s->comm, 0))->claim[w1];
     if (me == 0)
         atomic_store_explicit(w, key, memory_order_release);
-    uint32_t done = 0;
+    uint32_t done = 0, got = 0;
     uint64_t front = 0, back = 0, ahead = 0;
     long j;
     while ((j = claim_next(w, key, me, n, &front, &back)) != -1) {
         if (j == -2) {
             /* Rank 0 has not opened the word yet. Rather than wait, reduce
              * the chunks rank 1 would claim next, from the back, into its
-             * own output only: it most likely gets them, and writes them
-             * into rank 0's output when it does; if rank 0 takes one, it
-             * writes the same bits over them. Once none is left, wait for
-             * rank 0's first chunk, which it reduces after opening the
-             * word. */
+             * own output: it most likely gets them; and if rank 0 takes
+             * one, rank 1 has written the same bits that it will read from
+             * rank 0 over them. Once none is left, wait for rank 0's first
+             * chunk, which it reduces after opening the word. */
             if (ahead < n)
-                CADRE_CHECK(loose_chunk(s, d, acc, n - 1 - ahead++, step, nt, 0));
+                CADRE_CHECK(loose_chunk(s, d, acc, n - 1 - ahead++, step, nt));
             else
                 CADRE_CHECK(wait_flag(s, 0, 0, key, 1));
             continue;
         }
-        if (me == 1 && n - 1 - (uint64_t)j < ahead)
-            CADRE_CHECK(loose_push_done(s, d, (uint64_t)j, step));
-        else
-            CADRE_CHECK(loose_chunk(s, d, acc, (uint64_t)j, step, nt, 1));
+        /* A chunk reduced ahead is done. */
+        if (!(me == 1 && n - 1 - (uint64_t)j < ahead))
+            CADRE_CHECK(loose_chunk(s, d, acc, (uint64_t)j, step, nt));
         atomic_store_explicit(&mine->prod, key | ++done, memory_order_release);
         cadre__shm_wake(world_of(s->comm, peer));
+        CADRE_CHECK(take_peer(s, d, key, step, peer == 1, n, &got));
     }
-    /* Every chunk is claimed: the peer's share is fixed. Its counter counts
-     * the chunks it has written here, after reading this rank's input for
-     * them: once it has them all, it has nothing of this rank's left to
-     * touch. */
+    /* Every chunk is claimed: the peer's share is fixed. */
     uint32_t theirs = (uint32_t)(me == 0 ? back : front);
-    return theirs ? wait_flag(s, peer, 0, key, theirs) : CADRE_SUCCESS;
+    while (got < theirs) {
+        CADRE_CHECK(wait_flag(s, peer, 0, key, got + 1));
+        CADRE_CHECK(take_peer(s, d, key, step, peer == 1, n, &got));
+    }
+    /* Round 3 keeps the peer from returning while this rank reads its output. */
+    return CADRE_SUCCESS;
 }
 
 /* The two-rank allreduce on a busy machine: each rank computes the whole

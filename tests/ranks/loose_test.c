@@ -1,9 +1,8 @@
 /* The two-rank allreduce of a busy machine (coll_direct_pair.c; run with
  * CADRE_WAIT=sleep, which counts the cores as busy): up to 8 MiB each rank
  * computes the whole result; above, the ranks claim chunks from either end
- * of the vector and write each into both outputs, and rank 1 reduces
- * chunks ahead, into its own output only, while rank 0 has not opened the
- * claims (those it then claims it writes into rank 0's output). Each call
+ * of the vector, each reads the other's from its output, and rank 1
+ * reduces chunks ahead while rank 0 has not opened the claims. Each call
  * makes one rank late (rank 0, so that rank 1 reduces every chunk ahead;
  * rank 1, so that rank 0 claims them all; or neither), at sizes from one
  * chunk to many, odd counts, float32 sum, int32 max and float64 sum; every
