@@ -234,14 +234,12 @@ int cadre__p2p_init(void)
     if (on_machine > cadre__proc.local_size || on_machine > usable) {
         e->oversubscribed = on_machine > usable;
         e->lock.yield_spins = e->oversubscribed;
+        char which[64] = "";
         if (usable < cores)
-            CADRE_INFO(P2P, "%d ranks of the job share %ld of this machine's %ld cores (%d on "
-                       "this host): %s", on_machine, usable, cores, cadre__proc.local_size,
-                       e->oversubscribed ? "oversubscribed, waits yield" : "not oversubscribed");
-        else
-            CADRE_INFO(P2P, "%d ranks of the job share this machine's %ld cores (%d on this "
-                       "host): %s", on_machine, cores, cadre__proc.local_size,
-                       e->oversubscribed ? "oversubscribed, waits yield" : "not oversubscribed");
+            snprintf(which, sizeof which, "%ld of ", usable);
+        CADRE_INFO(P2P, "%d ranks of the job share %sthis machine's %ld cores (%d on this host): %s",
+                   on_machine, which, cores, cadre__proc.local_size,
+                   e->oversubscribed ? "oversubscribed, waits yield" : "not oversubscribed");
     }
     for (int w = 0; w < nr; w++) {
         struct cadre_peer *p = &e->peers[w];
