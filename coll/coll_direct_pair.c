@@ -302,10 +302,10 @@ static int loose_chunk(struct coll_sched *s, struct direct *d, unsigned char *ac
  * its peer, late, may still write into its output, then the caller's
  * memory again. Reads leave a late peer's memory alone, and round 3 fails
  * what a read of a peer that left may have got.) A rank the scheduler sets
- * aside holds up at most the chunk it is
- * on: before, each rank reduced a fixed half and spent a fifth of its time
- * beside six `yes` waiting for its peer's half (perf, 16 MiB). Each chunk
- * is still computed once, so both ranks get the same bits. */
+ * aside holds up at most the chunk it is on: before, each rank reduced a
+ * fixed half and spent a fifth of its time beside six `yes` waiting for its
+ * peer's half (perf, 16 MiB). Each chunk is still computed once, so both
+ * ranks get the same bits. */
 static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
 {
     int me = s->comm->rank, peer = !me;
@@ -369,7 +369,7 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
  * 2, and the inputs, the part of the four buffers that stays in the cache,
  * fit in what a rank keeps of it beside other processes (a 16 MiB stream
  * read again ran at 21 GB/s quiet and beside six `yes`, 32 MiB at 22
- * against 13, bench/HISTORY.md). Beside six `yes`, medians of 5 alternated
+ * against 13: bench/cache_life.c, bench/RESULTS.md). Beside six `yes`, medians of 5 alternated
  * runs against fixed halves below 2 MiB and claimed chunks above: 64 KiB
  * 45 us against 68, 1 MiB 638 against 775, 4 MiB 3.04 ms against 3.88, 8
  * MiB 7.7 against 9.7; 16 MiB 22.5-27.0 against 20.8-24.9. */

@@ -122,13 +122,20 @@ void cadre__p2p_hosts_set(int w, const struct cadre_host_id *id)
     memcpy(L.cpus[w], id->cpus, sizeof L.cpus[w]);
 }
 
+/* Whether world rank w runs on rank me's machine: its host, or a host with
+ * the same kernel (hosts_end has numbered the hosts). */
+static int same_machine(int me, int w)
+{
+    return L.host[w] == L.host[me] || (L.machine[me] && L.machine[w] == L.machine[me]);
+}
+
 /* The CPUs the ranks of this machine may run on together, or 0 when a
  * rank's mask is unknown. */
 static int machine_cpus(int me)
 {
     uint64_t all[CADRE_CPU_WORDS] = {0};
     for (int w = 0; w < L.nranks; w++) {
-        if (L.host[w] != L.host[me] && !(L.machine[me] && L.machine[w] == L.machine[me]))
+        if (!same_machine(me, w))
             continue;
         uint64_t any = 0;
         for (int i = 0; i < CADRE_CPU_WORDS; i++) {
@@ -163,8 +170,7 @@ void cadre__p2p_hosts_end(void)
     int me = cadre__proc.rank, mine = L.host[me];
     L.machine_ranks = 0;
     for (int w = 0; w < L.nranks; w++)
-        if (L.host[w] == mine || (L.machine[me] && L.machine[w] == L.machine[me]))
-            L.machine_ranks++;
+        L.machine_ranks += same_machine(me, w);
     L.machine_cpus = machine_cpus(me);
     free(L.cpus);
     L.cpus = NULL;

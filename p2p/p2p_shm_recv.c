@@ -214,8 +214,8 @@ int cadre__p2p_shm_pending(void)
     /* Positions move under the engine lock; a stale one only means a
      * spurious "yes", and the caller then takes the lock. */
     for (int i = 0; i < cadre__shm.nsenders; i++) {
-        struct shm_peer *p = &cadre__shm.peers[cadre__shm.senders[i]];
-        if (lane_ready(&p->rx_tiny, 1) || lane_ready(&p->rx_eager, 0) || lane_ready(&p->rx_bulk, 0))
+        int w = cadre__shm.senders[i];
+        if (cadre__shm_ready(w) || lane_ready(&cadre__shm.peers[w].rx_bulk, 0))
             return 1;
     }
     return 0;
