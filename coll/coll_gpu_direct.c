@@ -1,73 +1,147 @@
 /*
- * coll_gpu_direct.c - allreduce (one-shot and two-shot), reduce_scatter and
- * allgather on device buffers by direct kernels (device/device_direct.cu) for a
- * communicator whose ranks all run on this node with GPUs that reach each
- * other (the same GPU, or peer access).
+ * coll_gpu_direct.c - allreduce, reduce_scatter and allgather on device
+ * buffers for a communicator whose ranks all run on this node with GPUs that
+ * reach each other (the same GPU, or peer access): one kernel per GPU, run
+ * by the GPU's leader process, reads every rank's input and writes every
+ * rank's output through CUDA IPC (device/device_direct.cu). With one GPU,
+ * each byte is read once and written once: the floor. A communicator of one
+ * rank copies on its stream.
  *
- * Selection, the same at every rank: CADRE_GPU_ALGO (auto, staged, oneshot,
- * twoshot); the communicator has 2 to 8 ranks, every peer reached through
- * shared memory; both buffers of the call are device memory; and the
- * workspace set-up succeeded at every rank (agreed at set-up). Else the
- * staged path (p2p/p2p_gpu_proxy.c) runs the host algorithms. Which kernel
- * (one-shot up to CADRE_GPU_ONESHOT_MAX bytes, two-shot above; the
- * reduce_scatter and allgather kernels unless staged is set) is the device
- * stage of coll_select.c, and logged as the other choices are.
+ * Why a leader: without MPS the contexts of processes sharing a GPU are
+ * time-sliced. A kernel in each rank's context costs a context switch per
+ * rank and call (about 75 us each on an H200, RESULTS.md), and a kernel
+ * that waits for another process's kernel can wait for whole time slices, or
+ * for ever if that process died. Here nothing in a kernel waits: the ranks
+ * synchronise with stream memory operations on flags in host memory
+ * (cuStreamWriteValue32 / cuStreamWaitValue32), which a context waits on
+ * without holding the GPU, and which the host can read (diagnosis) and
+ * write (release after a failure).
  *
- * Set-up, at the first such call on the communicator: each rank allocates
- * its workspace (device/device_direct.h), and in two host collectives on the
- * communicator the ranks exchange their GPU's PCI bus id and the IPC handle
- * of their workspace, map every peer's, and agree whether all succeeded.
- * This is the only time the host waits for the peers; a call afterwards
- * only enqueues kernels. The input is first copied into the rank's scratch
- * (the kernel does it): peers then read a buffer whose mapping is known in
- * advance, with no exchange of addresses per call, and in-place calls are
- * safe; the cost is one more read and write of the input in device memory.
+ * Call s (the communicator's direct calls are numbered alike everywhere):
+ *   every rank's host    publishes its buffers (IPC handle, offset) and
+ *                        call in its page, ring slot s % RING;
+ *   every rank's stream  writes ready = s (its earlier work is done);
+ *   a leader's host      waits for every rank's slot s (the host blocks
+ *                        until every rank has made the call, as for a host
+ *                        collective; never on any stream), checks that the
+ *                        calls agree, maps the buffers, sets taken = s;
+ *   a leader's stream    waits for every ready >= s, runs the kernel on
+ *                        its share of the elements, writes done = s;
+ *   every rank's stream  waits for every leader's done >= s.
+ * A rank reuses ring slot s % RING once every leader has taken s - RING.
+ * The direct calls of a communicator are ordered on the device (each waits
+ * for the previous one's end event), so a flag only grows.
  *
- * Ordering: a communicator's direct kernels run one after the other on the
- * device (each call's stream waits for the previous call's end event, since
- * blocking calls go on the communicator's stream and nonblocking ones on an
- * internal stream); device/device_direct.cu relies on it.
+ * Pages: each rank's is a page of a memfd, mapped and registered with the
+ * device by every rank (p2p_shm.c's fd passing); it outlives its owner.
  *
- * Limitations: every rank must pass device buffers (a rank passing host
- * buffers runs the host algorithm: CADRE_ERR_MISMATCH where CADRE_CHECK is
- * on, else a hang); the ranks' count, datatype and op are not compared.
+ * Failures: a rank whose call fails on the host (a peer died, a timeout,
+ * calls that disagree, a buffer that cannot be exported) records the call
+ * in its page's `failed` and sets its flags far ahead, so that no stream
+ * waits for it. While a call's stream work is pending, the device proxy asks
+ * watch(): a dead member's flags are set ahead the same way, and after
+ * CADRE_TIMEOUT every flag is, with a diagnosis of who had not arrived. A
+ * call that completes while any page records a failure at or before it fails
+ * (the proxy records it for the request, or for the communicator's next
+ * call), so no result of a broken call is ever reported as a success; the
+ * communicator's later direct calls fail at once.
+ *
+ * Limits: buffers must have a legacy CUDA IPC handle (cudaMalloc; not
+ * cudaMallocAsync pools, managed or VMM memory): such a call fails, naming
+ * the rank. The first call on a communicator sets up (host collectives,
+ * cudaHostRegister), and the first call with a new buffer maps it
+ * (cudaIpcOpenMemHandle): both may wait for the device.
  *
  * May call: this folder's host collectives, p2p/ (the proxy's ops, CUDA
- * IPC), device/ (the kernels of device_direct.cu), runtime/.
+ * IPC, fd passing), device/ (the kernels of device_direct.cu), runtime/.
  */
 #include "config.h"
 
 #if HAVE_CUDA
+#include <cuda.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "coll/coll_call.h"
 #include "coll/coll_gpu.h"
 #include "device/device_direct.h"
 #include "p2p/p2p_gpu.h"
 
+#define RING 8
+#define AHEAD 0x40000000u /* a flag set this far past a call releases every wait for it */
+
+struct gd_call {
+    _Atomic uint32_t seq; /* stored last: the slot holds call seq */
+    int32_t mode, dt, op;
+    uint64_t count;
+    struct gpu_ipc_desc in, out;
+};
+
+struct gd_page {
+    _Atomic uint32_t ready; /* written by the rank's stream */
+    char pad0[60];
+    _Atomic uint32_t done; /* written by a leader's stream */
+    char pad1[60];
+    _Atomic uint32_t taken; /* written by a leader's host */
+    char pad2[60];
+    _Atomic uint32_t failed; /* the first call that failed here (0 none) */
+    _Atomic int32_t cause;   /* the rank whose failure it was */
+    char pad3[56];
+    struct gd_call ring[RING];
+};
+_Static_assert(sizeof(struct gd_page) <= 4096, "a rank's page is one page");
+_Static_assert(offsetof(struct gd_page, ready) == 0 && offsetof(struct gd_page, done) == 64 &&
+                   offsetof(struct gd_page, failed) == 192,
+               "the device addresses of the flags (OFF_*)");
+
 struct gpu_direct {
     int state; /* 1 usable, -1 not for this communicator */
-    int n, me, maxb;
-    char *ws;                         /* this rank's workspace */
-    char *peer_ws[GPU_DIRECT_MAXR];   /* everyone's, mapped (ours at me) */
-    size_t half;
+    int n, me, ngpu, mygpu, lead;
+    int world[GPU_DIRECT_MAXR];
+    int gpu_of[GPU_DIRECT_MAXR];    /* GPU index (0..ngpu-1) of each rank */
+    int leader[GPU_DIRECT_MAXR];    /* comm rank of each GPU's leader */
+    struct gd_page *page[GPU_DIRECT_MAXR];
+    char *dev[GPU_DIRECT_MAXR];     /* each page's device address */
     uint32_t seq;
-    uint32_t bseq[GPU_DIRECT_MAXB];   /* the last call that ran block b */
-    cudaEvent_t last;                 /* the end of the last direct call */
+    int blocks_max;
+    cudaEvent_t last;               /* the end of the last direct call */
     int have_last;
-    cudaStream_t aux;                 /* set-up and the check at free */
     pthread_mutex_t lock;
 };
 
-struct ws_info {
-    int32_t ok;
-    int32_t pad;
+struct info {
+    int32_t ok, pid, fd, pad;
     char busid[32];
-    cudaIpcMemHandle_t h;
 };
+
+typedef CUresult (*pfn_mem32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+static pfn_mem32 p_wait, p_write;
+static pthread_once_t syms_once = PTHREAD_ONCE_INIT;
+
+static void load_syms(void)
+{
+    enum cudaDriverEntryPointQueryResult q;
+    void *f = NULL;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &f, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess && q == cudaDriverEntryPointSuccess)
+        p_wait = (pfn_mem32)f;
+    f = NULL;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &f, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess && q == cudaDriverEntryPointSuccess)
+        p_write = (pfn_mem32)f;
+    cudaGetLastError();
+}
+
+static int cyc_ge(uint32_t a, uint32_t b)
+{
+    return (int32_t)(a - b) >= 0;
+}
 
 static int world_of(const struct cadre_comm *c, int r)
 {
@@ -88,16 +162,39 @@ static int all_on_node(const struct cadre_comm *c)
     return 1;
 }
 
-static void unmap(struct gpu_direct *d)
+static void unmap_pages(struct gpu_direct *d)
 {
-    for (int q = 0; q < d->n; q++)
-        if (q != d->me && d->peer_ws[q])
-            cudaIpcCloseMemHandle(d->peer_ws[q]);
-    memset(d->peer_ws, 0, sizeof d->peer_ws);
+    for (int q = 0; q < d->n; q++) {
+        if (!d->page[q])
+            continue;
+        if (d->dev[q])
+            cudaHostUnregister(d->page[q]);
+        munmap(d->page[q], 4096);
+        d->page[q] = NULL;
+        d->dev[q] = NULL;
+    }
     cudaGetLastError();
 }
 
-/* Allocates, exchanges and maps; every rank of c calls it at the same call. */
+/* Maps fd's page (ours or a peer's) at q and registers it; 0 on success. */
+static int map_page(struct gpu_direct *d, int q, int fd)
+{
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return -1;
+    d->page[q] = p;
+    void *dp = NULL;
+    if (cudaHostRegister(p, 4096, cudaHostRegisterMapped | cudaHostRegisterPortable) !=
+            cudaSuccess ||
+        cudaHostGetDevicePointer(&dp, p, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    d->dev[q] = dp;
+    return 0;
+}
+
+/* Makes the communicator's state; every rank of c calls it at the same call. */
 static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
 {
     struct gpu_direct *d = calloc(1, sizeof *d);
@@ -111,116 +208,256 @@ static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
     g->direct_free = cadre__gpu_direct_free;
     if (c->size < 2 || c->size > GPU_DIRECT_MAXR || !all_on_node(c))
         return CADRE_SUCCESS;
+    pthread_once(&syms_once, load_syms);
 
-    long want = cadre__config_int(CADRE_CFG_GPU_DIRECT_BYTES);
-    size_t half = want < (64 << 10) ? (64 << 10) : (size_t)want;
-    d->half = (half + 4095) & ~(size_t)4095;
-    struct ws_info mine = {.ok = 1}, *all = calloc((size_t)c->size, sizeof *all);
+    struct info mine = {.ok = p_wait && p_write, .pid = (int32_t)getpid(), .fd = -1};
+    struct info *all = calloc((size_t)c->size, sizeof *all);
     if (!all)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
-    cudaError_t e = cudaStreamCreateWithFlags(&d->aux, cudaStreamNonBlocking);
-    if (e == cudaSuccess)
-        e = cudaEventCreateWithFlags(&d->last, cudaEventDisableTiming);
-    if (e == cudaSuccess)
-        e = cudaMalloc((void **)&d->ws, GPU_DIRECT_FLAG_BYTES + 2 * d->half);
-    if (e == cudaSuccess)
-        e = cudaMemsetAsync(d->ws, 0, GPU_DIRECT_FLAG_BYTES, d->aux);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(d->aux);
-    if (e == cudaSuccess)
-        e = cudaIpcGetMemHandle(&mine.h, d->ws);
-    if (e == cudaSuccess)
-        e = cudaDeviceGetPCIBusId(mine.busid, (int)sizeof mine.busid, cadre__proc.device);
-    if (e != cudaSuccess) {
-        CADRE_INFO(DEVICE, "%s: no CUDA IPC workspace (%s): device buffers staged", fn,
-                   cudaGetErrorString(e));
-        cudaGetLastError();
-        mine.ok = 0;
+    int fd = -1;
+    if (mine.ok) {
+        fd = memfd_create("cadre-gpu-direct", MFD_CLOEXEC);
+        mine.ok = fd >= 0 && ftruncate(fd, 4096) == 0 && map_page(d, c->rank, fd) == 0;
+        if (d->page[c->rank])
+            atomic_store(&d->page[c->rank]->cause, -1);
+        mine.fd = fd;
     }
+    if (mine.ok && cudaEventCreateWithFlags(&d->last, cudaEventDisableTiming) != cudaSuccess)
+        mine.ok = 0;
+    if (mine.ok && cudaDeviceGetPCIBusId(mine.busid, (int)sizeof mine.busid,
+                                         cadre__proc.device) != cudaSuccess)
+        mine.ok = 0;
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cadre__proc.device) !=
+            cudaSuccess || sms < 1)
+        sms = 16;
+    d->blocks_max = 4 * sms;
+    cudaGetLastError();
+    if (!mine.ok)
+        CADRE_INFO(DEVICE, "%s: no direct device collectives here (stream memory operations, "
+                           "memfd or cudaHostRegister unavailable): device buffers staged", fn);
     cadre_comm_t h = cadre__gpu_handle_of(c);
     int rc = cadre_allgather(&mine, all, sizeof mine, CADRE_UINT8, h);
     int32_t ok = mine.ok, allok = 0;
-    int per_dev = 1;
+    int devs[GPU_DIRECT_MAXR];
     for (int q = 0; rc == CADRE_SUCCESS && ok && q < c->size; q++) {
-        if (q == c->rank) {
-            d->peer_ws[q] = d->ws;
-            continue;
-        }
+        d->world[q] = world_of(c, q);
         all[q].busid[sizeof all[q].busid - 1] = 0;
         int dev = -1, a = 0, b = 0;
         ok = all[q].ok && cudaDeviceGetByPCIBusId(&dev, all[q].busid) == cudaSuccess;
         if (ok && dev != cadre__proc.device)
             ok = cudaDeviceCanAccessPeer(&a, cadre__proc.device, dev) == cudaSuccess &&
                  cudaDeviceCanAccessPeer(&b, dev, cadre__proc.device) == cudaSuccess && a && b;
-        if (ok)
-            per_dev += dev == cadre__proc.device;
-        void *p = NULL;
-        if (ok && (e = cudaIpcOpenMemHandle(&p, all[q].h, cudaIpcMemLazyEnablePeerAccess)) !=
-                      cudaSuccess) {
-            CADRE_INFO(DEVICE, "%s: cannot map rank %d's workspace (%s): device buffers staged",
-                       fn, q, cudaGetErrorString(e));
-            ok = 0;
+        devs[q] = dev;
+        if (ok && q != c->rank) {
+            char why[256] = "";
+            int pfd = cadre__shm_grab_fd(all[q].pid, all[q].fd, why, sizeof why);
+            ok = pfd >= 0 && map_page(d, q, pfd) == 0;
+            if (pfd >= 0)
+                close(pfd);
+            if (!ok)
+                CADRE_INFO(DEVICE, "%s: cannot map rank %d's flag page (%s): device buffers "
+                                   "staged", fn, q, why[0] ? why : "mmap or cudaHostRegister");
         }
-        d->peer_ws[q] = p;
         cudaGetLastError();
     }
     free(all);
     if (rc == CADRE_SUCCESS)
         rc = cadre_allreduce(&ok, &allok, 1, CADRE_INT32, CADRE_MIN, h);
-    /* The largest number of ranks on one GPU decides the grid: all of them
-     * must fit on it at once (the blocks wait for each other). */
-    int32_t most = per_dev, maxdev = 1;
-    if (rc == CADRE_SUCCESS)
-        rc = cadre_allreduce(&most, &maxdev, 1, CADRE_INT32, CADRE_MAX, h);
+    if (fd >= 0) /* every peer has taken it (or given up) */
+        close(fd);
     if (rc != CADRE_SUCCESS || !allok) {
-        unmap(d);
-        if (d->ws)
-            cudaFree(d->ws);
-        d->ws = NULL;
-        cudaGetLastError();
+        unmap_pages(d);
         return rc;
     }
-    d->maxb = 256 / maxdev;
-    if (d->maxb > GPU_DIRECT_MAXB)
-        d->maxb = GPU_DIRECT_MAXB;
-    if (d->maxb < 1)
-        d->maxb = 1;
+    /* GPUs in order of their lowest rank; the leader is that rank. */
+    d->ngpu = 0;
+    for (int q = 0; q < c->size; q++) {
+        int k = 0;
+        while (k < d->ngpu && devs[d->leader[k]] != devs[q])
+            k++;
+        if (k == d->ngpu)
+            d->leader[d->ngpu++] = q;
+        d->gpu_of[q] = k;
+    }
+    d->mygpu = d->gpu_of[d->me];
+    d->lead = d->leader[d->mygpu] == d->me;
     d->state = 1;
-    CADRE_INFO(DEVICE, "%s: direct allreduce kernels on %d ranks (%d per GPU at most)", fn,
-               c->size, (int)maxdev);
+    CADRE_INFO(DEVICE, "%s: direct device collectives on %d ranks, %d GPU(s); leader of this "
+                       "GPU: rank %d", fn, c->size, d->ngpu, d->leader[d->mygpu]);
     return CADRE_SUCCESS;
 }
 
-static int blocks_for(const struct gpu_direct *d, size_t units, int slices)
+/* ---- failures ----------------------------------------------------------------------- */
+/* Rank q's flags far past call s: no stream waits for q any more. */
+static void release(struct gpu_direct *d, int q, uint32_t s)
 {
-    size_t b = units / ((size_t)slices * 1024);
-    return b < 1 ? 1 : b > (size_t)d->maxb ? d->maxb : (int)b;
+    struct gd_page *p = d->page[q];
+    atomic_store(&p->ready, s + AHEAD);
+    atomic_store(&p->done, s + AHEAD);
+    atomic_store(&p->taken, s + AHEAD);
 }
 
-/* 0 auto, 1 staged, 2 oneshot, 3 twoshot */
-static int algo(void)
+/* Records in q's page that call s failed there because of rank `cause`. */
+static void mark_failed(struct gpu_direct *d, int q, uint32_t s, int cause)
 {
-    static _Atomic int warned;
-    const char *s = cadre__config_str(CADRE_CFG_GPU_ALGO);
-    if (!*s || !strcmp(s, "auto"))
+    uint32_t zero = 0;
+    if (atomic_compare_exchange_strong(&d->page[q]->failed, &zero, s))
+        atomic_store(&d->page[q]->cause, cause);
+    release(d, q, s);
+}
+
+/* The rank whose failure broke call s or an earlier one (the cause recorded
+ * in the lowest page that has one), or -1. */
+static int failed_rank(const struct gpu_direct *d, uint32_t s, uint32_t *at)
+{
+    for (int q = 0; q < d->n; q++) {
+        uint32_t f = atomic_load(&d->page[q]->failed);
+        if (f && cyc_ge(s, f)) {
+            *at = f;
+            int c = atomic_load(&d->page[q]->cause);
+            return c >= 0 && c < d->n ? c : q;
+        }
+    }
+    return -1;
+}
+
+static int dead_rank(const struct gpu_direct *d)
+{
+    for (int q = 0; q < d->n; q++)
+        if (q != d->me && cadre__p2p_peer_died(d->world[q]))
+            return q;
+    return -1;
+}
+
+static double timeout_s(void)
+{
+    double t = cadre__config_dbl(CADRE_CFG_TIMEOUT);
+    return t > 0 ? t : 1e30;
+}
+
+/* Waits on the host until arrived(d, q, s) for every rank q in `who`
+ * (nwho of them): a status naming the rank that failed, died or never came. */
+static int host_wait(struct gpu_direct *d, const char *fn, uint32_t s, const int *who, int nwho,
+                     int (*arrived)(const struct gpu_direct *, int, uint32_t), const char *what)
+{
+    double t0 = 0, limit = timeout_s();
+    unsigned spins = 0;
+    for (int k = 0; k < nwho; k++) {
+        int q = who[k];
+        while (!arrived(d, q, s)) {
+            uint32_t at;
+            int f = failed_rank(d, s, &at);
+            if (f >= 0 && f != d->me)
+                return cadre__error(CADRE_ERR_PEER, "%s: rank %d's direct device collective "
+                                                    "#%u failed", fn, f, at);
+            if (++spins < 64) {
+                continue;
+            } else if (spins < 1024) {
+                sched_yield();
+                continue;
+            }
+            if (!t0)
+                t0 = cadre__now();
+            if ((spins & 63) == 0) {
+                cadre__p2p_progress();
+                int dq = dead_rank(d);
+                if (dq >= 0)
+                    return cadre__error(CADRE_ERR_PEER, "%s: rank %d died before %s", fn, dq,
+                                        what);
+            }
+            if (cadre__now() - t0 > limit)
+                return cadre__error(CADRE_ERR_TIMEOUT, "%s: rank %d has not %s after %g s",
+                                    fn, q, what, limit);
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return CADRE_SUCCESS;
+}
+
+static int slot_free(const struct gpu_direct *d, int q, uint32_t s)
+{
+    return cyc_ge(atomic_load(&d->page[q]->taken), s - RING);
+}
+
+static int published(const struct gpu_direct *d, int q, uint32_t s)
+{
+    return atomic_load_explicit(&d->page[q]->ring[s % RING].seq, memory_order_acquire) == s;
+}
+
+/* ---- the proxy's watch ----------------------------------------------------------------- */
+struct watch {
+    struct gpu_direct *d;
+    uint32_t s;
+    double t0, next;
+};
+
+/* While a call's stream work is pending (done 0) and once it completed
+ * (done 1): 0, or a status with the failure recorded on op. */
+static int watch(struct gpu_op *op, int done)
+{
+    struct watch *w = op->watch_arg;
+    struct gpu_direct *d = w->d;
+    uint32_t at;
+    int f = failed_rank(d, w->s, &at);
+    if (done) {
+        if (f < 0)
+            return 0;
+        char m[160];
+        snprintf(m, sizeof m, "rank %d's direct device collective #%u failed; this call's "
+                              "result is not valid", f, at);
+        cadre__gpu_record_failure(op, CADRE_ERR_PEER, m);
+        return CADRE_ERR_PEER;
+    }
+    double now = cadre__now();
+    if (now < w->next)
         return 0;
-    if (!strcmp(s, "staged"))
-        return 1;
-    if (!strcmp(s, "oneshot"))
-        return 2;
-    if (!strcmp(s, "twoshot"))
-        return 3;
-    if (!atomic_exchange(&warned, 1))
-        CADRE_WARN(DEVICE, "CADRE_GPU_ALGO=%s: not auto, staged, oneshot or twoshot; auto used",
-                   s);
+    w->next = now + 0.005;
+    cadre__p2p_progress();
+    int dq = dead_rank(d);
+    if (dq >= 0) {
+        mark_failed(d, dq, w->s, dq);
+        mark_failed(d, d->me, w->s, dq);
+        char m[160];
+        snprintf(m, sizeof m, "rank %d died during direct device collective #%u", dq, w->s);
+        cadre__gpu_record_failure(op, CADRE_ERR_PEER, m);
+        return CADRE_ERR_PEER;
+    }
+    if (now - w->t0 > timeout_s()) {
+        char m[200];
+        int k = snprintf(m, sizeof m, "direct device collective #%u made no progress in %g s; "
+                                      "streams not at it:", w->s, timeout_s());
+        int late = d->me;
+        for (int q = d->n - 1; q >= 0; q--)
+            if (!cyc_ge(atomic_load(&d->page[q]->ready), w->s))
+                late = q;
+        for (int q = 0; q < d->n && k < (int)sizeof m - 8; q++)
+            if (!cyc_ge(atomic_load(&d->page[q]->ready), w->s))
+                k += snprintf(m + k, sizeof m - (size_t)k, " rank %d", q);
+        for (int q = 0; q < d->n; q++)
+            mark_failed(d, q, w->s, late);
+        cadre__gpu_record_failure(op, CADRE_ERR_TIMEOUT, m);
+        return CADRE_ERR_TIMEOUT;
+    }
     return 0;
 }
 
-/* The device stage's choice (coll_select.c holds the rule). */
-static enum coll_algo choose(enum coll_kind k, size_t bytes, const char **why)
+static void watch_free(void *p)
 {
-    return cadre__coll_select_device(k, bytes, algo(),
-                                     (size_t)cadre__config_int(CADRE_CFG_GPU_ONESHOT_MAX), why);
+    free(p);
+}
+
+/* ---- a call ------------------------------------------------------------------------- */
+/* CADRE_GPU_ALGO: staged, or auto (the direct path where it can run). */
+static enum coll_algo choose_device(enum coll_kind k, size_t bytes, const char **why)
+{
+    static _Atomic int warned;
+    const char *s = cadre__config_str(CADRE_CFG_GPU_ALGO);
+    int staged = !strcmp(s, "staged");
+    if (!staged && *s && strcmp(s, "auto") && !atomic_exchange(&warned, 1))
+        CADRE_WARN(DEVICE, "CADRE_GPU_ALGO=%s: not auto or staged; auto used", s);
+    return cadre__coll_select_device(k, bytes, staged, why);
 }
 
 static int is_device(const void *p, size_t bytes)
@@ -231,13 +468,11 @@ static int is_device(const void *p, size_t bytes)
            (size_t)((const char *)p - base) + bytes <= size;
 }
 
-/* The communicator's usable workspace (set up on first use), or NULL: the
- * call is not for the direct kernels. */
+/* The communicator's usable state (set up on first use), or NULL: the call
+ * is not for the direct path. */
 static struct gpu_direct *usable(const char *fn, struct cadre_comm *comm, int *rc)
 {
     *rc = CADRE_SUCCESS;
-    if (comm->size < 2)
-        return NULL;
     struct gpu_comm *g = cadre__gpu_comm(comm);
     if (!g)
         return NULL;
@@ -246,13 +481,79 @@ static struct gpu_direct *usable(const char *fn, struct cadre_comm *comm, int *r
     return g->direct->state == 1 ? g->direct : NULL;
 }
 
-/* Enqueues the kernels of one call, chunk by chunk, and hands the op over.
- * count: elements per rank's block (allreduce: the vector). */
-static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, int mode, int two,
+static cudaError_t mem_op(pfn_mem32 f, cudaStream_t st, const char *addr, uint32_t v, int wait)
+{
+    CUresult r = f((CUstream)st, (CUdeviceptr)(uintptr_t)addr, v,
+                   wait ? CU_STREAM_WAIT_VALUE_GEQ : CU_STREAM_WRITE_VALUE_DEFAULT);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+}
+
+#define OFF_READY 0
+#define OFF_DONE 64
+#define OFF_FAILED 192
+
+/* The leader's host part: every rank's call, checked and mapped, into a. */
+static int gather_calls(struct gpu_direct *d, const char *fn, uint32_t s,
+                        const struct gd_call *mine, struct gpu_direct_args *a)
+{
+    int who[GPU_DIRECT_MAXR];
+    for (int q = 0; q < d->n; q++)
+        who[q] = q;
+    int rc = host_wait(d, fn, s, who, d->n, published, "made this call");
+    for (int q = 0; q < d->n && rc == CADRE_SUCCESS; q++) {
+        const struct gd_call *c = &d->page[q]->ring[s % RING];
+        if (c->mode != mine->mode || c->dt != mine->dt || c->op != mine->op ||
+            c->count != mine->count) {
+            rc = cadre__error(CADRE_ERR_MISMATCH, "%s: rank %d's direct device call #%u "
+                              "differs (operation, datatype, op or count) from rank %d's", fn, q,
+                              s, d->me);
+            break;
+        }
+        void *pin = NULL, *pout = NULL;
+        if (q == d->me) {
+            pin = (void *)(uintptr_t)(c->in.base + c->in.offset);
+            pout = (void *)(uintptr_t)(c->out.base + c->out.offset);
+        } else if ((rc = cadre__gpu_ipc_map(d->world[q], &c->in, fn, &pin)) != CADRE_SUCCESS ||
+                   (rc = cadre__gpu_ipc_map(d->world[q], &c->out, fn, &pout)) != CADRE_SUCCESS) {
+            break;
+        } else {
+            pin = (char *)pin + c->in.offset;
+            pout = (char *)pout + c->out.offset;
+        }
+        a->in[q] = pin;
+        a->out[q] = pout;
+    }
+    if (rc == CADRE_SUCCESS)
+        atomic_store(&d->page[d->me]->taken, s);
+    return rc;
+}
+
+/* This GPU's share [lo, hi) of an index space of N elements, cut at whole
+ * 16-byte units. */
+static void share(const struct gpu_direct *d, unsigned long long N, size_t es,
+                  unsigned long long *lo, unsigned long long *hi)
+{
+    unsigned long long V = 16 / es, units = (N + V - 1) / V;
+    unsigned long long per = (units + (unsigned long long)d->ngpu - 1) / (unsigned long long)d->ngpu;
+    unsigned long long l = per * (unsigned long long)d->mygpu * V, h = l + per * V;
+    *lo = l < N ? l : N;
+    *hi = h < N ? h : N;
+}
+
+static int aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15) == 0;
+}
+
+/* Enqueues call s and hands the op over. count: elements of a rank's block
+ * (allreduce: the vector). */
+static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, int mode,
                const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
                cadre_op_t op, cadre_request_t *req)
 {
-    size_t es = cadre_datatype_size(dt);
+    size_t es = cadre_datatype_size(dt), K = (size_t)comm->size;
+    size_t in_bytes = count * es * (mode == GPU_DIRECT_REDUCE_SCATTER ? K : 1);
+    size_t out_bytes = count * es * (mode == GPU_DIRECT_ALLGATHER ? K : 1);
     struct gpu_op *gop;
     cudaStream_t X;
     CADRE_CHECK(cadre__gpu_op_new(fn, comm, req != NULL, 0, &gop, &X));
@@ -263,58 +564,145 @@ static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, in
     gop->peer = -1;
     cadre__gpu_flag_put(gop->flag); /* nothing for the proxy to release */
     gop->flag = NULL;
+    cudaError_t e = cudaSuccess;
+    int rc = CADRE_SUCCESS;
 
-    /* Chunks that fit a scratch half, whole 16-byte units (a reduce-scatter
-     * puts every rank's slice of the chunk there). */
-    size_t half = mode == GPU_DIRECT_REDUCE_SCATTER ? d->half / (size_t)d->n : d->half;
-    size_t per = (half / 16) * (16 / es);
-    struct gpu_direct_args args;
-    memset(&args, 0, sizeof args);
-    args.nranks = d->n;
-    args.me = d->me;
-    args.dt = dt;
-    args.op = op == CADRE_AVG ? CADRE_SUM : op;
-    args.divisor = op == CADRE_AVG ? d->n : 0;
-    args.mode = mode;
-    args.two_shot = two;
-    args.in_stride = args.out_stride = count * es;
-    pthread_mutex_lock(&d->lock);
-    cudaError_t e = d->have_last ? cudaStreamWaitEvent(X, d->last, 0) : cudaSuccess;
-    for (size_t off = 0; off < count && e == cudaSuccess; off += per) {
-        size_t n = count - off < per ? count - off : per;
-        args.seq = ++d->seq;
-        if (!args.seq) /* 0 is the flags' initial value */
-            args.seq = ++d->seq;
-        for (int q = 0; q < d->n; q++) {
-            args.flags[q] = (unsigned int *)d->peer_ws[q];
-            args.scratch[q] = d->peer_ws[q] + GPU_DIRECT_FLAG_BYTES + (args.seq & 1) * d->half;
-        }
-        args.in = (const char *)sendbuf + off * es;
-        args.out = (char *)recvbuf + off * es;
-        args.n = n;
-        args.sstride = (n * es + 15) & ~(size_t)15;
-        args.blocks = blocks_for(d, (n * es + 15) / 16, two ? d->n : 1);
-        for (int b = 0; b < args.blocks; b++)
-            d->bseq[b] = args.seq;
-        e = (cudaError_t)cadre__gpu_direct_launch(&args, X);
+    if (!d) { /* one rank: a copy on the stream */
+        if (sendbuf != recvbuf)
+            e = cudaMemcpyAsync(recvbuf, sendbuf, out_bytes, cudaMemcpyDeviceToDevice, X);
+        if (e == cudaSuccess)
+            e = cudaEventRecord(gop->done, X);
+        rc = e == cudaSuccess ? CADRE_SUCCESS : cadre__gpu_cuda_fail(e, fn, "the copy");
+        goto submit;
     }
+
+    struct gd_call mine = {.mode = mode, .dt = dt, .op = op, .count = count};
+    struct watch *w = calloc(1, sizeof *w);
+    if (!w) {
+        rc = cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+        goto out;
+    }
+    pthread_mutex_lock(&d->lock);
+    uint32_t s = ++d->seq;
+    if (!s) /* 0 is the flags' initial value */
+        s = ++d->seq;
+    uint32_t at;
+    int f = failed_rank(d, s, &at);
+    if (f >= 0) {
+        rc = cadre__error(CADRE_ERR_PEER, "%s: the direct device collectives of this "
+                          "communicator stopped after rank %d's call #%u failed", fn, f, at);
+        goto unlock;
+    }
+    if ((rc = cadre__gpu_ipc_export(sendbuf, &mine.in)) != CADRE_SUCCESS ||
+        (rc = cadre__gpu_ipc_export(recvbuf, &mine.out)) != CADRE_SUCCESS) {
+        rc = cadre__error(CADRE_ERR_DEVICE, "%s: rank %d's device buffer has no CUDA IPC "
+                          "handle (cudaMallocAsync pool, managed or VMM memory?); the direct "
+                          "device collectives need cudaMalloc memory", fn, d->me);
+        goto unlock;
+    }
+    mine.in.bytes = in_bytes;
+    mine.out.bytes = out_bytes;
+    rc = host_wait(d, fn, s, d->leader, d->ngpu, slot_free, "taken call #(this - 8)");
+    if (rc != CADRE_SUCCESS)
+        goto unlock;
+    struct gd_call *slot = &d->page[d->me]->ring[s % RING];
+    slot->mode = mine.mode;
+    slot->dt = mine.dt;
+    slot->op = mine.op;
+    slot->count = mine.count;
+    slot->in = mine.in;
+    slot->out = mine.out;
+    atomic_store_explicit(&slot->seq, s, memory_order_release);
+
+    struct gpu_direct_args a;
+    memset(&a, 0, sizeof a);
+    if (d->lead && (rc = gather_calls(d, fn, s, &mine, &a)) != CADRE_SUCCESS)
+        goto unlock;
+
+    if (d->have_last)
+        e = cudaStreamWaitEvent(X, d->last, 0);
+    if (e == cudaSuccess)
+        e = mem_op(p_write, X, d->dev[d->me] + OFF_READY, s, 0);
+    if (d->lead) {
+        for (int q = 0; q < d->n && e == cudaSuccess; q++)
+            if (q != d->me)
+                e = mem_op(p_wait, X, d->dev[q] + OFF_READY, s, 1);
+        a.nranks = d->n;
+        a.dt = dt;
+        a.op = op == CADRE_AVG ? CADRE_SUM : op;
+        a.divisor = op == CADRE_AVG ? d->n : 0;
+        a.mode = mode;
+        a.n = count;
+        a.failed = (const volatile unsigned int *)(d->dev[d->me] + OFF_FAILED);
+        a.seq = s;
+        share(d, mode == GPU_DIRECT_ALLGATHER ? count * K : count, es, &a.lo, &a.hi);
+        a.vec = 1;
+        for (int q = 0; q < d->n; q++)
+            a.vec &= aligned16(a.in[q]) && aligned16(a.out[q]);
+        if (mode != GPU_DIRECT_ALLREDUCE && (count * es) % 16)
+            a.vec = 0;
+        unsigned long long units = (a.hi - a.lo) * es / 16 + 1;
+        unsigned long long b = units / (GPU_DIRECT_THREADS * 2ull) + 1;
+        a.blocks = b > (unsigned long long)d->blocks_max ? d->blocks_max : (int)b;
+        if (e == cudaSuccess && a.hi > a.lo)
+            e = (cudaError_t)cadre__gpu_direct_launch(&a, X);
+        if (e == cudaSuccess)
+            e = mem_op(p_write, X, d->dev[d->me] + OFF_DONE, s, 0);
+    }
+    for (int k = 0; k < d->ngpu && e == cudaSuccess; k++)
+        if (d->leader[k] != d->me)
+            e = mem_op(p_wait, X, d->dev[d->leader[k]] + OFF_DONE, s, 1);
     if (e == cudaSuccess)
         e = cudaEventRecord(d->last, X);
     if (e == cudaSuccess)
         d->have_last = 1;
-    pthread_mutex_unlock(&d->lock);
     if (e == cudaSuccess)
         e = cudaEventRecord(gop->done, X);
-    int rc = e == cudaSuccess ? CADRE_SUCCESS : cadre__gpu_cuda_fail(e, fn, "the direct kernel");
-    /* A failed launch leaves the peers waiting for us: the communicator's
-     * next device call reports it, as for any asynchronous failure. */
+    if (e != cudaSuccess)
+        rc = cadre__gpu_cuda_fail(e, fn, "enqueuing the direct collective");
+unlock:
+    if (rc != CADRE_SUCCESS)
+        mark_failed(d, d->me, s, d->me); /* no rank waits for this one */
+    pthread_mutex_unlock(&d->lock);
+    if (rc == CADRE_SUCCESS) {
+        w->d = d;
+        w->s = s;
+        w->t0 = cadre__now();
+        w->next = w->t0 + 0.005;
+        gop->watch = watch;
+        gop->watch_arg = w;
+        gop->watch_free = watch_free;
+        w = NULL;
+    }
+    free(w);
+submit:
     if (rc == CADRE_SUCCESS && req)
         rc = cadre__gpu_attach_request(gop, req);
+out:
     if (rc != CADRE_SUCCESS) {
         cadre__gpu_op_discard(gop);
         return rc;
     }
     return cadre__gpu_submit(gop);
+}
+
+/* The direct state for comm, NULL for one rank; NOT_MINE in *rc when the
+ * call is not for this path. */
+static int take(const char *fn, struct cadre_comm *comm, enum coll_kind k, size_t bytes,
+                struct gpu_direct **d)
+{
+    const char *why;
+    enum coll_algo a = choose_device(k, bytes, &why);
+    if (a == COLL_ALGO_NONE)
+        return CADRE__GPU_NOT_MINE;
+    *d = NULL;
+    if (comm->size > 1) {
+        int rc;
+        if (!(*d = usable(fn, comm, &rc)))
+            return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
+    }
+    cadre__coll_log_choice(comm, k, a, bytes, 1, why);
+    return CADRE_SUCCESS;
 }
 
 int cadre__gpu_allreduce(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
@@ -324,17 +712,11 @@ int cadre__gpu_allreduce(const char *fn, const void *sendbuf, void *recvbuf, siz
     size_t bytes = count * cadre_datatype_size(dt);
     if (!count || !is_device(recvbuf, bytes) || !is_device(sendbuf, bytes))
         return CADRE__GPU_NOT_MINE;
-    int rc;
-    const char *why;
-    enum coll_algo a = choose(COLL_ALLREDUCE, bytes, &why);
-    if (a == COLL_ALGO_NONE)
-        return CADRE__GPU_NOT_MINE;
-    struct gpu_direct *d = usable(fn, comm, &rc);
-    if (!d)
-        return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
-    cadre__coll_log_choice(comm, COLL_ALLREDUCE, a, bytes, 1, why);
-    return run(fn, comm, d, GPU_DIRECT_ALLREDUCE, a == COLL_ALGO_GPU_TWOSHOT, sendbuf, recvbuf,
-               count, dt, op, req);
+    struct gpu_direct *d;
+    int rc = take(fn, comm, COLL_ALLREDUCE, bytes, &d);
+    if (rc != CADRE_SUCCESS)
+        return rc;
+    return run(fn, comm, d, GPU_DIRECT_ALLREDUCE, sendbuf, recvbuf, count, dt, op, req);
 }
 
 int cadre__gpu_reduce_scatter(const char *fn, const void *sendbuf, void *recvbuf,
@@ -345,17 +727,11 @@ int cadre__gpu_reduce_scatter(const char *fn, const void *sendbuf, void *recvbuf
     if (!recvcount || !is_device(recvbuf, bytes) ||
         !is_device(sendbuf, bytes * (size_t)comm->size))
         return CADRE__GPU_NOT_MINE;
-    int rc;
-    const char *why;
-    enum coll_algo a = choose(COLL_REDUCE_SCATTER, bytes * (size_t)comm->size, &why);
-    if (a == COLL_ALGO_NONE)
-        return CADRE__GPU_NOT_MINE;
-    struct gpu_direct *d = usable(fn, comm, &rc);
-    if (!d)
-        return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
-    cadre__coll_log_choice(comm, COLL_REDUCE_SCATTER, a, bytes * (size_t)comm->size, 1, why);
-    return run(fn, comm, d, GPU_DIRECT_REDUCE_SCATTER, 0, sendbuf, recvbuf, recvcount, dt, op,
-               req);
+    struct gpu_direct *d;
+    int rc = take(fn, comm, COLL_REDUCE_SCATTER, bytes * (size_t)comm->size, &d);
+    if (rc != CADRE_SUCCESS)
+        return rc;
+    return run(fn, comm, d, GPU_DIRECT_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dt, op, req);
 }
 
 int cadre__gpu_allgather(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
@@ -366,34 +742,11 @@ int cadre__gpu_allgather(const char *fn, const void *sendbuf, void *recvbuf, siz
         sendbuf = (const char *)recvbuf + (size_t)comm->rank * bytes;
     if (!count || !is_device(recvbuf, bytes * (size_t)comm->size) || !is_device(sendbuf, bytes))
         return CADRE__GPU_NOT_MINE;
-    int rc;
-    const char *why;
-    enum coll_algo a = choose(COLL_ALLGATHER, bytes * (size_t)comm->size, &why);
-    if (a == COLL_ALGO_NONE)
-        return CADRE__GPU_NOT_MINE;
-    struct gpu_direct *d = usable(fn, comm, &rc);
-    if (!d)
-        return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
-    cadre__coll_log_choice(comm, COLL_ALLGATHER, a, bytes * (size_t)comm->size, 1, why);
-    return run(fn, comm, d, GPU_DIRECT_ALLGATHER, 0, sendbuf, recvbuf, count, dt, CADRE_SUM,
-               req);
-}
-
-/* Whether every peer has left every call that used our workspace. */
-static int peers_done(struct gpu_direct *d)
-{
-    unsigned int f[3 * GPU_DIRECT_MAXB * GPU_DIRECT_MAXR];
-    if (cudaMemcpyAsync(f, d->ws, sizeof f, cudaMemcpyDeviceToHost, d->aux) != cudaSuccess ||
-        cudaStreamSynchronize(d->aux) != cudaSuccess) {
-        cudaGetLastError();
-        return -1;
-    }
-    for (int b = 0; b < GPU_DIRECT_MAXB; b++)
-        for (int q = 0; q < d->n; q++)
-            if (d->bseq[b] && q != d->me &&
-                (int)(f[GPU_DIRECT_FLAG(2, b, q)] - d->bseq[b]) < 0)
-                return 0;
-    return 1;
+    struct gpu_direct *d;
+    int rc = take(fn, comm, COLL_ALLGATHER, bytes * (size_t)comm->size, &d);
+    if (rc != CADRE_SUCCESS)
+        return rc;
+    return run(fn, comm, d, GPU_DIRECT_ALLGATHER, sendbuf, recvbuf, count, dt, CADRE_SUM, req);
 }
 
 void cadre__gpu_direct_free(struct gpu_comm *g)
@@ -402,27 +755,13 @@ void cadre__gpu_direct_free(struct gpu_comm *g)
     if (!d)
         return;
     g->direct = NULL;
-    if (d->state == 1) {
-        if (d->have_last)
-            cudaEventSynchronize(d->last);
-        /* A peer may still read our scratch after our kernel ended. */
-        double t0 = cadre__now(), limit = cadre__config_dbl(CADRE_CFG_TIMEOUT);
-        int ok;
-        while (!(ok = peers_done(d)) && cadre__now() - t0 < limit) {
-            struct timespec ts = {0, 100000};
-            nanosleep(&ts, NULL);
-        }
-        unmap(d);
-        if (ok == 1)
-            cudaFree(d->ws);
-        else
-            CADRE_WARN(DEVICE, "a peer never finished its direct allreduce; its workspace is "
-                               "left allocated");
-    }
+    /* The pages are the peers' too: each maps and registers its own view,
+     * so ours go at once (a peer still waiting on our flags keeps them). */
+    if (d->have_last)
+        cudaEventSynchronize(d->last);
+    unmap_pages(d);
     if (d->last)
         cudaEventDestroy(d->last);
-    if (d->aux)
-        cudaStreamDestroy(d->aux);
     cudaGetLastError();
     pthread_mutex_destroy(&d->lock);
     free(d);

@@ -157,28 +157,20 @@ static const char *const algo_names[COLL_NALGOS] = {
     [COLL_ALGO_HIER_LEADER] = "hier_leader",
     [COLL_ALGO_HIER_SPLIT] = "hier_split",
     [COLL_ALGO_HIER_RING] = "hier_ring",
-    [COLL_ALGO_GPU_ONESHOT] = "gpu_oneshot",
-    [COLL_ALGO_GPU_TWOSHOT] = "gpu_twoshot",
     [COLL_ALGO_GPU_KERNEL] = "gpu_kernel",
 };
 
 /* ---- the device stage ---------------------------------------------------------------- */
-enum coll_algo cadre__coll_select_device(enum coll_kind k, size_t bytes, int gpu_algo,
-                                         size_t oneshot_max, const char **why)
+enum coll_algo cadre__coll_select_device(enum coll_kind k, size_t bytes, int staged,
+                                         const char **why)
 {
-    if (gpu_algo == 1) {
+    (void)bytes;
+    if (staged) {
         *why = "CADRE_GPU_ALGO=staged";
         return COLL_ALGO_NONE;
     }
     switch (k) {
     case COLL_ALLREDUCE:
-        if (gpu_algo == 2 || gpu_algo == 3) {
-            *why = gpu_algo == 2 ? "CADRE_GPU_ALGO=oneshot" : "CADRE_GPU_ALGO=twoshot";
-            return gpu_algo == 2 ? COLL_ALGO_GPU_ONESHOT : COLL_ALGO_GPU_TWOSHOT;
-        }
-        *why = bytes <= oneshot_max ? "device buffers, bytes<=CADRE_GPU_ONESHOT_MAX"
-                                    : "device buffers, bytes>CADRE_GPU_ONESHOT_MAX";
-        return bytes <= oneshot_max ? COLL_ALGO_GPU_ONESHOT : COLL_ALGO_GPU_TWOSHOT;
     case COLL_REDUCE_SCATTER:
     case COLL_ALLGATHER: *why = "device buffers"; return COLL_ALGO_GPU_KERNEL;
     default: *why = "no device kernel: staged"; return COLL_ALGO_NONE;
@@ -478,11 +470,11 @@ void cadre__coll_select_print(FILE *f)
                "collective has it.\n",
             (size_t)HIER_LEADER_MAX_BCAST, (size_t)HIER_LEADER_MAX_ALLREDUCE,
             (size_t)HIER_RING_MIN_ALLREDUCE_1PPN);
-    fprintf(f, "\nDevice buffers (a CUDA build, a GPU bound) on a communicator of 2 to 8 ranks of\n"
+    fprintf(f, "\nDevice buffers (a CUDA build, a GPU bound) on a communicator of 1 to 16 ranks of\n"
                "one node whose GPUs reach each other ask the device stage before anything else:\n"
-               "  allreduce  bytes<=CADRE_GPU_ONESHOT_MAX  gpu_oneshot, else gpu_twoshot\n"
-               "  reduce_scatter, allgather               gpu_kernel\n"
+               "  allreduce, reduce_scatter, allgather    gpu_kernel (one kernel per GPU, run\n"
+               "                                          by its leader rank, over every rank's\n"
+               "                                          buffers; a copy for one rank)\n"
                "  the others, or CADRE_GPU_ALGO=staged    staged through host memory: the\n"
-               "                                          tables above\n"
-               "CADRE_GPU_ALGO=oneshot|twoshot forces the allreduce kernel.\n");
+               "                                          tables above\n");
 }

@@ -35,8 +35,6 @@ enum coll_algo {
     COLL_ALGO_HIER_LEADER, /* two-level (coll_hier*.c): within the host to one rank, across, within */
     COLL_ALGO_HIER_SPLIT,  /* two-level allreduce: each rank of a host carries 1/L across hosts */
     COLL_ALGO_HIER_RING,   /* one ring (or chain) over the members in host order */
-    COLL_ALGO_GPU_ONESHOT, /* device buffers (coll_gpu_direct.c): every rank reduces the whole vector */
-    COLL_ALGO_GPU_TWOSHOT, /* device buffers: reduce-scatter then all-gather kernels */
     COLL_ALGO_GPU_KERNEL,  /* device buffers: the reduce_scatter or allgather kernel */
     COLL_NALGOS
 };
@@ -89,14 +87,13 @@ void cadre__coll_algo_parse(const char *value, enum coll_algo forced[COLL_NKINDS
 enum coll_algo cadre__coll_select_hosts(enum coll_kind k, size_t bytes, int nhosts, int minl,
                                         int maxl, const char **why);
 /* The device stage (coll_gpu_direct.c), asked first for a call whose
- * buffers are device memory: gpu_algo is CADRE_GPU_ALGO (0 auto, 1 staged,
- * 2 oneshot, 3 twoshot), oneshot_max CADRE_GPU_ONESHOT_MAX. Returns
- * COLL_ALGO_GPU_ONESHOT or _TWOSHOT (allreduce), COLL_ALGO_GPU_KERNEL
- * (reduce_scatter, allgather), or COLL_ALGO_NONE: staged through host
- * memory, where the table chooses. The caller runs the kernels only where
- * they can run (one node, 2 to 8 ranks, GPUs that reach each other). */
-enum coll_algo cadre__coll_select_device(enum coll_kind k, size_t bytes, int gpu_algo,
-                                         size_t oneshot_max, const char **why);
+ * buffers are device memory (staged: CADRE_GPU_ALGO=staged). Returns
+ * COLL_ALGO_GPU_KERNEL (allreduce, reduce_scatter, allgather: one kernel per
+ * GPU over every rank's buffers) or COLL_ALGO_NONE: staged through host
+ * memory, where the table chooses. The caller runs the kernel only where it
+ * can run (one node, 1 to 16 ranks, GPUs that reach each other). */
+enum coll_algo cadre__coll_select_device(enum coll_kind k, size_t bytes, int staged,
+                                         const char **why);
 /* Prints every table (cadre-info --algorithms). */
 void cadre__coll_select_print(FILE *f);
 

@@ -396,6 +396,9 @@ int cadre__p2p_post(int peer, const struct cadre_p2p_hdr *h, const void *payload
                     struct cadre_request *req);
 /* Fails every request that involves world rank `peer`; lock held. */
 int cadre__p2p_fail_peer_requests(int peer);
+/* Another process's file descriptor fd, or -1 with why filled in
+ * (p2p_shm.c: pidfd_getfd, else /proc/PID/fd). */
+int cadre__shm_grab_fd(int pid, int fd, char *why, size_t whylen);
 /* Whether world rank w failed: it is gone and never said BYE (a rank that
  * finalized is not dead, whatever its connections do afterwards). */
 static inline int cadre__p2p_peer_died(int w)

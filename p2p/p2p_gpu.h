@@ -103,6 +103,11 @@ struct gpu_op {
     int error;
     char errmsg[256];
     cadre_status_t status;
+    /* OP_DEVICE: asked by the proxy while `done` is pending (done 0) and once
+     * it completed (1); records any failure on the op (coll_gpu_direct.c) */
+    int (*watch)(struct gpu_op *op, int done);
+    void *watch_arg;
+    void (*watch_free)(void *arg);
     _Atomic int dev_done; /* `done` completed: the user request may complete */
     _Atomic int refs;     /* the proxy, and the user request if any */
     struct gpu_op *next;

@@ -26,6 +26,8 @@ void cadre__gpu_op_unref(struct gpu_op *op)
         return;
     cadre__gpu_ev_put(op->ready);
     cadre__gpu_ev_put(op->done);
+    if (op->watch_free)
+        op->watch_free(op->watch_arg);
     free(op);
 }
 

@@ -309,12 +309,16 @@ static int proxy_pass(struct gpu_op **list)
         }
         if (op->state == ST_WAIT_DEVICE) {
             cudaError_t e = op->done ? cudaEventQuery(op->done) : cudaSuccess;
+            if (e == cudaErrorNotReady && op->watch && !op->error && op->watch(op, 0))
+                moved = 1; /* failed: its waits are released, `done` follows */
             if (e == cudaSuccess || e != cudaErrorNotReady) {
                 if (e != cudaSuccess) {
                     cudaGetLastError();
                     if (!op->error)
                         cadre__gpu_record_failure(op, CADRE_ERR_DEVICE, cudaGetErrorString(e));
                 }
+                if (op->watch && !op->error)
+                    op->watch(op, 1);
                 moved = 1;
                 if (op->ipc == 2 && atomic_load(&op->got_desc)) {
                     /* The copy is over: the sender may go on. */

@@ -157,10 +157,9 @@ static int shm_init(void)
     return cadre__bootstrap_put("shm", &blob, sizeof blob);
 }
 
-/* Returns the peer's segment descriptor, or -1 with `why` filled in. */
-static int grab_fd(pid_t pid, int fd, char *why, size_t whylen)
+int cadre__shm_grab_fd(int pid, int fd, char *why, size_t whylen)
 {
-    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
     int e1 = errno, e2 = 0;
     if (pidfd >= 0) {
         int got = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
@@ -208,7 +207,7 @@ static int shm_wireup(void)
                                 "CADRE_SHM_* set alike on every rank?)",
                                 w);
         char why[256];
-        int fd = grab_fd(b.pid, b.fd, why, sizeof why);
+        int fd = cadre__shm_grab_fd(b.pid, b.fd, why, sizeof why);
         if (fd < 0)
             return cadre__error(CADRE_ERR_INTERNAL,
                                 "shm: cannot open the segment of rank %d (pid %d): %s", w, b.pid,

@@ -243,6 +243,12 @@ static void streams(void)
     unsigned *rel;
     CU(cudaHostAlloc((void **)&rel, sizeof *rel, cudaHostAllocMapped));
 
+    /* The first direct call of a communicator sets up, and the first with a
+     * buffer maps it: both may wait for the device (cadre_allreduce(3)). */
+    CU(cudaMemsetAsync(d, 0, n * sizeof *d, S));
+    CK(cadre_allreduce(CADRE_IN_PLACE, d, n, CADRE_FLOAT32, CADRE_SUM, CADRE_COMM_WORLD));
+    CU(cudaStreamSynchronize(S));
+
     /* 1. a long kernel, then the data, then a blocking allreduce on the same
      *    stream: the call returns before the kernel ends; the result is right */
     CK(cadre_barrier(CADRE_COMM_WORLD));

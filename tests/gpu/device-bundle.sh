@@ -137,7 +137,7 @@ stage() {
     [ -e "$b/.libs/libcadre.so.0" ] || die "no $b/.libs/libcadre.so.0 (run make)"
     cp -L "$b/.libs/libcadre.so.0" "$d/lib/libcadre.so.0"
     local t n=0
-    for t in kernel_test coll_gpu_test ipc_gpu_test copy_bw; do
+    for t in kernel_test coll_gpu_test ipc_gpu_test gpu_peerfail copy_bw; do
         if f=$(real_program "$b/tests/gpu" $t); then
             cp "$f" "$d/tests/gpu/$t"
             n=$((n + 1))
@@ -251,7 +251,7 @@ verify() {
     grep -q '^cuda: 1' "$d/MANIFEST" 2>/dev/null && cuda=1
     # required files
     local need="bin/cadrerun bin/cadre-perf bin/cadre-info lib/libcadre.so.0 MANIFEST"
-    [ $cuda = 1 ] && need="$need tests/gpu/kernel_test tests/gpu/coll_gpu_test tests/gpu/ipc_gpu_test tests/gpu/copy_bw lib/libcudart.so.13"
+    [ $cuda = 1 ] && need="$need tests/gpu/kernel_test tests/gpu/coll_gpu_test tests/gpu/ipc_gpu_test tests/gpu/gpu_peerfail tests/gpu/copy_bw lib/libcudart.so.13"
     for f in $need; do
         [ -e "$d/$f" ] || { echo "$me: FAIL: $d/$f is missing"; bad=1; }
     done
@@ -384,7 +384,7 @@ build() {
     fi
     say "make -j$jobs (log: $src/make.out)"
     (cd "$src" && make -j"$jobs" >make.out 2>&1 &&
-        make -j"$jobs" -C tests gpu/kernel_test gpu/coll_gpu_test gpu/ipc_gpu_test gpu/copy_bw >>make.out 2>&1) ||
+        make -j"$jobs" -C tests gpu/kernel_test gpu/coll_gpu_test gpu/ipc_gpu_test gpu/gpu_peerfail gpu/copy_bw >>make.out 2>&1) ||
         { tail -30 "$src/make.out"; die "make failed: see $src/make.out"; }
     say "built in $((SECONDS - t0)) s"
     stage "$src" "$root/dist"

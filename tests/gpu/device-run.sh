@@ -228,28 +228,20 @@ main() {
     step copy_bw 30 gpu "$T/copy_bw" 256 20
     local n
     for n in 1 2; do
-        # shellcheck disable=SC2046
-        step "coll_gpu_test-$n" 60 gpu env CADRE_TIMEOUT=30 $(crun $n) "$T/coll_gpu_test"
-        # shellcheck disable=SC2046
         step "ipc_gpu_test-$n" 60 gpu env CADRE_TIMEOUT=30 $(crun $n) "$T/ipc_gpu_test"
-        if [ $n = 1 ]; then
-            # shellcheck disable=SC2046
-            step perf-G-allreduce-1 60 gpu $(crun 1) "$P" "${SWEEP[@]}"
-            step torch-nccl-1 75 gpu python3 "$here/torch_ref.py"
-        fi
+        step "coll_gpu_test-$n" 60 gpu env CADRE_TIMEOUT=30 $(crun $n) "$T/coll_gpu_test"
     done
-    # shellcheck disable=SC2046
-    step perf-G-allreduce-4 120 gpu $(crun 4) "$P" "${SWEEP[@]}"
-    # shellcheck disable=SC2046
+    step perf-G-allreduce-4 90 gpu $(crun 4) "$P" "${SWEEP[@]}"
     step perf-G-allreduce-4-check 60 gpu $(crun 4) "$P" allreduce -G -d float32 -b 8 -e 64M -f 8 -n 2 -w 1 -c 1
-    for n in 4 8; do
-        # shellcheck disable=SC2046
-        step "coll_gpu_test-$n" 90 gpu env CADRE_TIMEOUT=30 $(crun $n) "$T/coll_gpu_test"
-        # shellcheck disable=SC2046
-        step "ipc_gpu_test-$n" 90 gpu env CADRE_TIMEOUT=30 $(crun $n) "$T/ipc_gpu_test"
-    done
-    # shellcheck disable=SC2046
-    step maxconn1-p2p-2 40 gpu env CUDA_DEVICE_MAX_CONNECTIONS=1 GPU_TESTS=p2p CADRE_TIMEOUT=20 $(crun 2) "$T/coll_gpu_test"
+    step ipc_gpu_test-4 60 gpu env CADRE_TIMEOUT=30 $(crun 4) "$T/ipc_gpu_test"
+    step gpu_peerfail-4 60 gpu bash "$here/peerfail.sh" "$R" "$T/gpu_peerfail" --tag-output
+    step coll_gpu_test-4 60 gpu env CADRE_TIMEOUT=30 $(crun 4) "$T/coll_gpu_test"
+    step maxconn1-ipc-4 60 gpu env CUDA_DEVICE_MAX_CONNECTIONS=1 CADRE_TIMEOUT=30 $(crun 4) "$T/ipc_gpu_test"
+    step ipc_gpu_test-8 60 gpu env CADRE_TIMEOUT=30 $(crun 8) "$T/ipc_gpu_test"
+    step perf-G-allreduce-1 40 gpu $(crun 1) "$P" "${SWEEP[@]}"
+    step torch-nccl-1 60 gpu python3 "$here/torch_ref.py"
+    step perf-G-staged-4 60 gpu env CADRE_GPU_ALGO=staged $(crun 4) "$P" allreduce -G -d float32 -b 8K -e 64M -f 8 -c 0 -T 0.05 -w 2
+    step coll_gpu_test-8 60 gpu env CADRE_TIMEOUT=30 $(crun 8) "$T/coll_gpu_test"
 
     echo
     echo "=== summary (also in $O/summary.txt)"

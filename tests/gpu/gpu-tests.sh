@@ -45,18 +45,20 @@ go "$run" -n 2 --ranks-per-gpu 2 "$ct"
 go "$run" -n 4 --ranks-per-gpu 4 "$ct"
 go CADRE_GPU_WAIT=kernel "$run" -n 2 --ranks-per-gpu 2 "$ct"
 go CADRE_TRANSPORT=tcp "$run" -n 2 --ranks-per-gpu 2 "$ct"
-# The direct allreduce kernels and CUDA IPC point-to-point, each forced, and
-# the staged path forced, against the host path (coll_gpu_test) and against
-# references computed in the program (ipc_gpu_test).
-go CADRE_GPU_ALGO=oneshot "$run" -n 2 --ranks-per-gpu 2 "$ct"
-go CADRE_GPU_ALGO=twoshot CADRE_GPU_DIRECT_BYTES=65536 "$run" -n 4 --ranks-per-gpu 4 "$ct"
+# The direct collectives (one kernel per GPU over every rank's buffers) and
+# CUDA IPC point-to-point, and the staged path forced, against the host path
+# (coll_gpu_test) and against references computed in the program
+# (ipc_gpu_test); then with every stream sharing one hardware queue.
+go CADRE_GPU_ALGO=staged "$run" -n 2 --ranks-per-gpu 2 "$ct"
+go "$run" -n 3 --ranks-per-gpu 3 "$ct"
 go "$run" -n 1 "$it"
 go_log "CUDA IPC" "$run" -n 2 --ranks-per-gpu 2 "$it"
-go_log "direct allreduce kernels" "$run" -n 4 --ranks-per-gpu 4 "$it"
-go_log "direct allreduce kernels" CADRE_GPU_ALGO=oneshot "$run" -n 4 --ranks-per-gpu 4 "$it"
-go_log "direct allreduce kernels" CADRE_GPU_ALGO=twoshot CADRE_GPU_DIRECT_BYTES=65536 \
-    "$run" -n 2 --ranks-per-gpu 2 "$it"
-go CADRE_GPU_ALGO=twoshot CADRE_GPU_DIRECT_BYTES=65536 "$run" -n 4 --ranks-per-gpu 4 "$it"
+go_log "direct device collectives on 4 ranks" "$run" -n 4 --ranks-per-gpu 4 "$it"
+go_log "direct device collectives on 3 ranks" "$run" -n 3 --ranks-per-gpu 3 "$it"
 go CADRE_GPU_ALGO=staged CADRE_GPU_IPC=0 "$run" -n 4 --ranks-per-gpu 4 "$it"
 go CADRE_TRANSPORT=tcp "$run" -n 2 --ranks-per-gpu 2 "$it"
+go CUDA_DEVICE_MAX_CONNECTIONS=1 "$run" -n 4 --ranks-per-gpu 4 "$it"
+go CUDA_DEVICE_MAX_CONNECTIONS=1 "$run" -n 2 --ranks-per-gpu 2 "$ct"
+# A rank killed while the others' streams wait for it.
+go sh "$(dirname "$0")/peerfail.sh" "$run" "$B/tests/gpu/gpu_peerfail"
 exit $fail

@@ -187,14 +187,14 @@ static void allreduce_all(cadre_comm_t comm, const int *wr, int n_ranks, int cra
                 ran++;
             }
         }
-    /* large: two-shot under auto, chunks under a small CADRE_GPU_DIRECT_BYTES */
+    /* large, odd counts: the vector and scalar parts of the kernel, every GPU's share */
     allreduce_case(comm, wr, n_ranks, crank, ((size_t)1 << 22) + 5, CADRE_FLOAT32, CADRE_SUM, 0,
                    0, 0);
     allreduce_case(comm, wr, n_ranks, crank, ((size_t)1 << 21) + 3, CADRE_BFLOAT16, CADRE_AVG,
                    1, 1, 0);
     allreduce_case(comm, wr, n_ranks, crank, ((size_t)1 << 20) + 1, CADRE_INT64, CADRE_MAX, 0, 0,
                    1);
-    /* the same buffers many times in a row: the workspace halves alternate */
+    /* the same buffers many times in a row: more calls than the ring's slots */
     for (int i = 0; i < 9; i++)
         allreduce_case(comm, wr, n_ranks, crank, 4099, CADRE_INT32, CADRE_SUM, i % 2, 0, 0);
     if (!crank && wr[0] == 0)
@@ -280,7 +280,7 @@ static void rsag_all(cadre_comm_t comm, const int *wr, int nr, int crank)
                       k % 5 == 2);
         }
     }
-    /* chunks under a small CADRE_GPU_DIRECT_BYTES */
+    /* large, odd counts */
     rsag_case(0, comm, wr, nr, crank, ((size_t)1 << 20) + 3, CADRE_FLOAT32, CADRE_SUM, 0, 0, 0);
     rsag_case(1, comm, wr, nr, crank, ((size_t)1 << 20) + 3, CADRE_FLOAT16, CADRE_SUM, 1, 1, 0);
 }

@@ -98,7 +98,7 @@ static void test_stage_and_verify(void)
      * CUDA runtime too; never a static archive. */
     const char *need_cuda = build_has_cuda()
                                 ? " tests/gpu/kernel_test tests/gpu/coll_gpu_test tests/gpu/ipc_gpu_test"
-                                  " tests/gpu/copy_bw lib/libcudart.so.13"
+                                  " tests/gpu/gpu_peerfail tests/gpu/copy_bw lib/libcudart.so.13"
                                 : "";
     snprintf(cmd, sizeof cmd,
              "cd '%s' && for f in env.sh MANIFEST bin/cadrerun bin/cadre-perf bin/cadre-info "

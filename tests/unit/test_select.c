@@ -397,30 +397,26 @@ static void test_info_algorithms(void)
 }
 
 /* The device stage and the two-level stage, against their rules written
- * out here (a92c487's coll_gpu_direct.c: two-shot above CADRE_GPU_ONESHOT_MAX
- * unless forced; staged never takes a kernel), and the names CADRE_ALGO and
- * the log use. */
+ * out here (coll_gpu_direct.c: the kernel for allreduce, reduce_scatter and
+ * allgather at every size; staged never takes it), and the names CADRE_ALGO
+ * and the log use. */
 static void test_stages(void)
 {
     const char *why;
-    size_t max = 262144;
     for (size_t b = 1; b <= ((size_t)1 << 30); b *= 2)
         for (size_t d = b - 1; d <= b + 1; d++)
-            for (int g = 0; g <= 3; g++) {
-                enum coll_algo a = cadre__coll_select_device(COLL_ALLREDUCE, d, g, max, &why);
-                enum coll_algo want = g == 1   ? COLL_ALGO_NONE
-                                      : g == 2 ? COLL_ALGO_GPU_ONESHOT
-                                      : g == 3 ? COLL_ALGO_GPU_TWOSHOT
-                                      : d > max ? COLL_ALGO_GPU_TWOSHOT
-                                                : COLL_ALGO_GPU_ONESHOT;
-                CU_ASSERT_EQUAL(a, want);
+            for (int staged = 0; staged <= 1; staged++) {
+                enum coll_algo want = staged ? COLL_ALGO_NONE : COLL_ALGO_GPU_KERNEL;
+                why = NULL;
+                CU_ASSERT_EQUAL(cadre__coll_select_device(COLL_ALLREDUCE, d, staged, &why), want);
                 CU_ASSERT_PTR_NOT_NULL(why);
-                CU_ASSERT_EQUAL(cadre__coll_select_device(COLL_REDUCE_SCATTER, d, g, max, &why),
-                                g == 1 ? COLL_ALGO_NONE : COLL_ALGO_GPU_KERNEL);
-                CU_ASSERT_EQUAL(cadre__coll_select_device(COLL_BCAST, d, g, max, &why),
+                CU_ASSERT_EQUAL(cadre__coll_select_device(COLL_REDUCE_SCATTER, d, staged, &why),
+                                want);
+                CU_ASSERT_EQUAL(cadre__coll_select_device(COLL_ALLGATHER, d, staged, &why), want);
+                CU_ASSERT_EQUAL(cadre__coll_select_device(COLL_BCAST, d, staged, &why),
                                 COLL_ALGO_NONE);
             }
-    CU_ASSERT_STRING_EQUAL(cadre__coll_algo_name(COLL_ALGO_GPU_ONESHOT), "gpu_oneshot");
+    CU_ASSERT_STRING_EQUAL(cadre__coll_algo_name(COLL_ALGO_GPU_KERNEL), "gpu_kernel");
     CU_ASSERT_STRING_EQUAL(cadre__coll_algo_name(COLL_ALGO_HIER_SPLIT), "hier_split");
     /* Two-level: nothing on one host or one rank per host; leader, split or ring by size. */
     CU_ASSERT_EQUAL(cadre__coll_select_hosts(COLL_ALLREDUCE, 8, 1, 4, 4, &why), COLL_ALGO_NONE);
