@@ -311,18 +311,10 @@ static void streams(void)
 
 int main(int argc, char **argv)
 {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
-    CK(cadre_init(&argc, &argv));
-    CK(cadre_comm_rank(CADRE_COMM_WORLD, &me));
-    CK(cadre_comm_size(CADRE_COMM_WORLD, &np));
+    gpu_test_init(&argc, &argv);
     int dev;
     CK(cadre_device(&dev));
     if (dev < 0) { fprintf(stderr, "rank %d: no device bound\n", me); return 1; }
-    CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
     void *got = (void *)1;
     CK(cadre_comm_set_stream(CADRE_COMM_WORLD, S));
     CK(cadre_comm_get_stream(CADRE_COMM_WORLD, &got));

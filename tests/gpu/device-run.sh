@@ -10,10 +10,14 @@
 # In order: the environment (nvidia-smi, driver and CUDA versions, the
 # commit and the bundle's), the reduction kernels (kernel_test), the
 # device-to-device copy bandwidth (copy_bw), the tests/gpu programs at 1 and
-# 2 ranks on the one GPU, cadre-perf -G float32 allreduce 8 B - 256 MiB at 1
-# rank, the torch/NCCL references (torch_ref.py), cadre-perf -G at 4 ranks
-# (timed, then checked), the tests at 4 and 8 ranks, and a 2-rank run with
-# CUDA_DEVICE_MAX_CONNECTIONS=1. Each step runs under its own `timeout` and
+# 2 ranks on the one GPU, cadre-perf -G float32 allreduce 8 B - 256 MiB at 4
+# ranks (timed, then checked), ipc_gpu_test at 4 ranks, a rank killed in a
+# device collective (peerfail.sh), coll_gpu_test at 4 ranks, ipc_gpu_test
+# with every stream on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1)
+# and at 8 ranks, the 4-rank sweep again under an MPS daemon of its own
+# (with-mps.sh), the 1-rank sweep against the torch/NCCL references
+# (torch_ref.py), the staged path at 4 ranks, and coll_gpu_test at 8 ranks.
+# Each step runs under its own `timeout` and
 # ends with one line: its name, its verdict (ok; HANG, for rc 124 or 137: it
 # was killed at its limit; FAILED rc=N; SKIP and why), its exit status and
 # wall time. cadrerun's own --timeout fires 5 s before the step's, so a hang
@@ -167,6 +171,8 @@ crun() { # crun N ARGS...: a job of N ranks sharing the one GPU
     echo "$R" -n "$n" --ranks-per-gpu "$n" --tag-output --timeout @T@ "$@"
 }
 
+# The crun lines split on purpose: a command and its arguments.
+# shellcheck disable=SC2046
 main() {
     echo "=== device-run: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), budget ${budget} s$([ $dry = 1 ] && echo ', dry run')"
     echo "--- environment"
@@ -238,6 +244,7 @@ main() {
     step coll_gpu_test-4 60 gpu env CADRE_TIMEOUT=30 $(crun 4) "$T/coll_gpu_test"
     step maxconn1-ipc-4 60 gpu env CUDA_DEVICE_MAX_CONNECTIONS=1 CADRE_TIMEOUT=30 $(crun 4) "$T/ipc_gpu_test"
     step ipc_gpu_test-8 60 gpu env CADRE_TIMEOUT=30 $(crun 8) "$T/ipc_gpu_test"
+    step perf-G-allreduce-4-mps 90 gpu bash "$here/with-mps.sh" $(crun 4) "$P" "${SWEEP[@]}"
     step perf-G-allreduce-1 40 gpu $(crun 1) "$P" "${SWEEP[@]}"
     step torch-nccl-1 60 gpu python3 "$here/torch_ref.py"
     step perf-G-staged-4 60 gpu env CADRE_GPU_ALGO=staged $(crun 4) "$P" allreduce -G -d float32 -b 8K -e 64M -f 8 -c 0 -T 0.05 -w 2
@@ -278,6 +285,8 @@ figures() {
         }'
     f=$(first "$s"/*-perf-G-allreduce-4.log)
     [ -n "$f" ] && awk -v tr="${traffic:-0}" -v who="4 ranks" "$perf_awk" "$f"
+    f=$(first "$s"/*-perf-G-allreduce-4-mps.log)
+    [ -n "$f" ] && awk -v tr="${traffic:-0}" -v who="4 ranks under MPS" "$perf_awk" "$f"
     f=$(first "$s"/*-perf-G-allreduce-1.log)
     [ -n "$f" ] && awk -v tr="${traffic:-0}" -v who="1 rank " "$perf_awk" "$f"
     f=$(first "$s"/*-torch-nccl-1.log)

@@ -26,16 +26,7 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
-    CK(cadre_init(&argc, &argv));
-    CK(cadre_comm_rank(CADRE_COMM_WORLD, &me));
-    CK(cadre_comm_size(CADRE_COMM_WORLD, &np));
-    CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
-    CK(cadre_comm_set_stream(CADRE_COMM_WORLD, S));
+    gpu_test_init(&argc, &argv);
     size_t n = (size_t)1 << 20;
     float *d, *h = malloc(n * sizeof *h);
     unsigned *rel;

@@ -40,4 +40,20 @@ static cudaStream_t S;
         }                                                                                  \
     } while (0)
 
+/* The start of every program: exit 77 ("skipped") without a GPU, else
+ * cadre_init, me and np, and S made the world's stream. */
+static void gpu_test_init(int *argc, char ***argv)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("skipped: no GPU\n");
+        exit(77);
+    }
+    CK(cadre_init(argc, argv));
+    CK(cadre_comm_rank(CADRE_COMM_WORLD, &me));
+    CK(cadre_comm_size(CADRE_COMM_WORLD, &np));
+    CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
+    CK(cadre_comm_set_stream(CADRE_COMM_WORLD, S));
+}
+
 #endif /* CADRE_GPU_TEST_H */

@@ -443,16 +443,7 @@ static void p2p(void)
 
 int main(int argc, char **argv)
 {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("skipped: no GPU\n");
-        return 77;
-    }
-    CK(cadre_init(&argc, &argv));
-    CK(cadre_comm_rank(CADRE_COMM_WORLD, &me));
-    CK(cadre_comm_size(CADRE_COMM_WORLD, &np));
-    CU(cudaStreamCreateWithFlags(&S, cudaStreamNonBlocking));
-    CK(cadre_comm_set_stream(CADRE_COMM_WORLD, S));
+    gpu_test_init(&argc, &argv);
     const char *only = getenv("GPU_TESTS");
     if (!only || strstr(only, "p2p"))
         p2p();

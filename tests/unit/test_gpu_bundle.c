@@ -165,16 +165,16 @@ static void test_dry_run(void)
                   count_matching(r.out, ", as expected ") == (gpu_here ? 2 : 4) &&
                   count_matching(r.out, "NOT the expected") == 0 &&
                   count_matching(r.out, "cadre-perf: -G: ") >= 1 &&
-                  (gpu_here || (count_matching(r.out, "SKIP (no GPU: nvidia-smi lists none)") >= 2 * 15 &&
+                  (gpu_here || (count_matching(r.out, "SKIP (no GPU: nvidia-smi lists none)") >= 2 * 18 &&
                                 count_matching(r.out, "the GPU steps skip") == 1)) &&
                   count_matching(r.out, "none failed or hung") == 1,
               "device-run.sh --dry-run: exit %d%s\n--- stdout\n%s--- stderr\n%s", r.exit_code,
               r.timed_out ? " (timed out)" : "", r.out, r.err);
     run_free(&r);
     /* The files: the whole log, the summary (a line per step: 3 self-tests
-     * and 15 GPU steps), each run step's log. */
+     * and 18 GPU steps), each run step's log. */
     snprintf(cmd, sizeof cmd,
-             "cd '%s/out' && test -s device-run.log && test $(grep -c '^\\[[0-9][0-9]\\] ' summary.txt) = 18 && "
+             "cd '%s/out' && test -s device-run.log && test $(grep -c '^\\[[0-9][0-9]\\] ' summary.txt) = 21 && "
              "grep -q 'cadre-perf: -G: ' steps/03-selftest-perf-G.log && test -f steps/02-selftest-hang.log && "
              "grep -q 'Out of bounds values : 0 OK' steps/01-selftest-host-allreduce.log",
              tmpdir);
