@@ -554,6 +554,17 @@ static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, in
     size_t es = cadre_datatype_size(dt), K = (size_t)comm->size;
     size_t in_bytes = count * es * (mode == GPU_DIRECT_REDUCE_SCATTER ? K : 1);
     size_t out_bytes = count * es * (mode == GPU_DIRECT_ALLGATHER ? K : 1);
+    /* Events, streams and launches go to the calling thread's current device:
+     * make it cadre's for this call, and put the thread's back after. */
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur != cadre__proc.device) {
+        cudaError_t se = cudaSetDevice(cadre__proc.device);
+        if (se != cudaSuccess)
+            return cadre__gpu_cuda_fail(se, fn, "cudaSetDevice to the rank's device");
+        int rc = run(fn, comm, d, mode, sendbuf, recvbuf, count, dt, op, req);
+        cudaSetDevice(cur);
+        return rc;
+    }
     struct gpu_op *gop;
     cudaStream_t X;
     CADRE_CHECK(cadre__gpu_op_new(fn, comm, req != NULL, 0, &gop, &X));
