@@ -58,7 +58,6 @@
 #include "config.h"
 
 #if HAVE_CUDA
-#include <cuda.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
@@ -101,6 +100,7 @@ _Static_assert(offsetof(struct gd_page, ready) == 0 && offsetof(struct gd_page, 
                "the device addresses of the flags (OFF_*)");
 
 struct gpu_direct {
+    struct cadre_comm *comm;
     int state; /* 1 usable, -1 not for this communicator */
     int n, me, ngpu, mygpu, lead;
     int world[GPU_DIRECT_MAXR];
@@ -119,24 +119,6 @@ struct info {
     int32_t ok, pid, fd, pad;
     char busid[32];
 };
-
-typedef CUresult (*pfn_mem32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-static pfn_mem32 p_wait, p_write;
-static pthread_once_t syms_once = PTHREAD_ONCE_INIT;
-
-static void load_syms(void)
-{
-    enum cudaDriverEntryPointQueryResult q;
-    void *f = NULL;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &f, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess && q == cudaDriverEntryPointSuccess)
-        p_wait = (pfn_mem32)f;
-    f = NULL;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &f, 12000, cudaEnableDefault,
-                                         &q) == cudaSuccess && q == cudaDriverEntryPointSuccess)
-        p_write = (pfn_mem32)f;
-    cudaGetLastError();
-}
 
 static int cyc_ge(uint32_t a, uint32_t b)
 {
@@ -202,15 +184,14 @@ static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
     pthread_mutex_init(&d->lock, NULL);
     d->state = -1;
+    d->comm = c;
     d->n = c->size;
     d->me = c->rank;
     g->direct = d;
     g->direct_free = cadre__gpu_direct_free;
     if (c->size < 2 || c->size > GPU_DIRECT_MAXR || !all_on_node(c))
         return CADRE_SUCCESS;
-    pthread_once(&syms_once, load_syms);
-
-    struct info mine = {.ok = p_wait && p_write, .pid = (int32_t)getpid(), .fd = -1};
+    struct info mine = {.ok = cadre__gpu_stream_memops(), .pid = (int32_t)getpid(), .fd = -1};
     struct info *all = calloc((size_t)c->size, sizeof *all);
     if (!all)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
@@ -322,12 +303,13 @@ static int failed_rank(const struct gpu_direct *d, uint32_t s, uint32_t *at)
     return -1;
 }
 
+/* The lowest member of the communicator that died, or -1. */
 static int dead_rank(const struct gpu_direct *d)
 {
-    for (int q = 0; q < d->n; q++)
-        if (q != d->me && cadre__p2p_peer_died(d->world[q]))
-            return q;
-    return -1;
+    eng_lock();
+    int q = cadre__p2p_comm_dead_member(d->comm);
+    eng_unlock();
+    return q;
 }
 
 static double timeout_s(void)
@@ -363,8 +345,8 @@ static int host_wait(struct gpu_direct *d, const char *fn, uint32_t s, const int
                 cadre__p2p_progress();
                 int dq = dead_rank(d);
                 if (dq >= 0)
-                    return cadre__error(CADRE_ERR_PEER, "%s: rank %d died before %s", fn, dq,
-                                        what);
+                    return cadre__error(CADRE_ERR_PEER, "%s: rank %d died; rank %d had not "
+                                        "%s", fn, dq, q, what);
             }
             if (cadre__now() - t0 > limit)
                 return cadre__error(CADRE_ERR_TIMEOUT, "%s: rank %d has not %s after %g s",
@@ -399,9 +381,9 @@ static int watch(struct gpu_op *op, int done)
 {
     struct watch *w = op->watch_arg;
     struct gpu_direct *d = w->d;
-    uint32_t at;
-    int f = failed_rank(d, w->s, &at);
     if (done) {
+        uint32_t at;
+        int f = failed_rank(d, w->s, &at);
         if (f < 0)
             return 0;
         char m[160];
@@ -428,24 +410,21 @@ static int watch(struct gpu_op *op, int done)
         char m[200];
         int k = snprintf(m, sizeof m, "direct device collective #%u made no progress in %g s; "
                                       "streams not at it:", w->s, timeout_s());
-        int late = d->me;
-        for (int q = d->n - 1; q >= 0; q--)
-            if (!cyc_ge(atomic_load(&d->page[q]->ready), w->s))
+        int late = -1;
+        for (int q = 0; q < d->n; q++) {
+            if (cyc_ge(atomic_load(&d->page[q]->ready), w->s))
+                continue;
+            if (late < 0)
                 late = q;
-        for (int q = 0; q < d->n && k < (int)sizeof m - 8; q++)
-            if (!cyc_ge(atomic_load(&d->page[q]->ready), w->s))
+            if (k < (int)sizeof m - 8)
                 k += snprintf(m + k, sizeof m - (size_t)k, " rank %d", q);
+        }
         for (int q = 0; q < d->n; q++)
-            mark_failed(d, q, w->s, late);
+            mark_failed(d, q, w->s, late >= 0 ? late : d->me);
         cadre__gpu_record_failure(op, CADRE_ERR_TIMEOUT, m);
         return CADRE_ERR_TIMEOUT;
     }
     return 0;
-}
-
-static void watch_free(void *p)
-{
-    free(p);
 }
 
 /* ---- a call ------------------------------------------------------------------------- */
@@ -479,13 +458,6 @@ static struct gpu_direct *usable(const char *fn, struct cadre_comm *comm, int *r
     if (!g->direct && (*rc = setup(g, comm, fn)) != CADRE_SUCCESS)
         return NULL;
     return g->direct->state == 1 ? g->direct : NULL;
-}
-
-static cudaError_t mem_op(pfn_mem32 f, cudaStream_t st, const char *addr, uint32_t v, int wait)
-{
-    CUresult r = f((CUstream)st, (CUdeviceptr)(uintptr_t)addr, v,
-                   wait ? CU_STREAM_WAIT_VALUE_GEQ : CU_STREAM_WRITE_VALUE_DEFAULT);
-    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown;
 }
 
 #define OFF_READY 0
@@ -543,6 +515,39 @@ static void share(const struct gpu_direct *d, unsigned long long N, size_t es,
 static int aligned16(const void *p)
 {
     return ((uintptr_t)p & 15) == 0;
+}
+
+/* The leader's stream part of call s: wait for every rank's stream, run
+ * this GPU's share (a: the buffers, from gather_calls), mark it done. */
+static cudaError_t enqueue_kernel(struct gpu_direct *d, cudaStream_t X, uint32_t s,
+                                  struct gpu_direct_args *a, int mode, size_t count,
+                                  cadre_datatype_t dt, cadre_op_t op)
+{
+    size_t es = cadre_datatype_size(dt);
+    cudaError_t e = cudaSuccess;
+    for (int q = 0; q < d->n && e == cudaSuccess; q++)
+        if (q != d->me)
+            e = cadre__gpu_stream_wait_geq(d->dev[q] + OFF_READY, s, X);
+    a->nranks = d->n;
+    a->dt = dt;
+    a->op = op == CADRE_AVG ? CADRE_SUM : op;
+    a->divisor = op == CADRE_AVG ? d->n : 0;
+    a->mode = mode;
+    a->n = count;
+    a->failed = (const volatile unsigned int *)(d->dev[d->me] + OFF_FAILED);
+    a->seq = s;
+    share(d, mode == GPU_DIRECT_ALLGATHER ? count * (size_t)d->n : count, es, &a->lo, &a->hi);
+    a->vec = mode == GPU_DIRECT_ALLREDUCE || (count * es) % 16 == 0;
+    for (int q = 0; q < d->n; q++)
+        a->vec &= aligned16(a->in[q]) && aligned16(a->out[q]);
+    unsigned long long units = (a->hi - a->lo) * es / 16 + 1;
+    unsigned long long b = units / (GPU_DIRECT_THREADS * 2ull) + 1;
+    a->blocks = b > (unsigned long long)d->blocks_max ? d->blocks_max : (int)b;
+    if (e == cudaSuccess && a->hi > a->lo)
+        e = (cudaError_t)cadre__gpu_direct_launch(a, X);
+    if (e == cudaSuccess)
+        e = cadre__gpu_stream_write(d->dev[d->me] + OFF_DONE, s, X);
+    return e;
 }
 
 /* Enqueues call s and hands the op over. count: elements of a rank's block
@@ -613,7 +618,8 @@ static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, in
     }
     mine.in.bytes = in_bytes;
     mine.out.bytes = out_bytes;
-    rc = host_wait(d, fn, s, d->leader, d->ngpu, slot_free, "taken call #(this - 8)");
+    rc = host_wait(d, fn, s, d->leader, d->ngpu, slot_free,
+                   "read this rank's call of 8 calls ago (its ring slot)");
     if (rc != CADRE_SUCCESS)
         goto unlock;
     struct gd_call *slot = &d->page[d->me]->ring[s % RING];
@@ -633,36 +639,12 @@ static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, in
     if (d->have_last)
         e = cudaStreamWaitEvent(X, d->last, 0);
     if (e == cudaSuccess)
-        e = mem_op(p_write, X, d->dev[d->me] + OFF_READY, s, 0);
-    if (d->lead) {
-        for (int q = 0; q < d->n && e == cudaSuccess; q++)
-            if (q != d->me)
-                e = mem_op(p_wait, X, d->dev[q] + OFF_READY, s, 1);
-        a.nranks = d->n;
-        a.dt = dt;
-        a.op = op == CADRE_AVG ? CADRE_SUM : op;
-        a.divisor = op == CADRE_AVG ? d->n : 0;
-        a.mode = mode;
-        a.n = count;
-        a.failed = (const volatile unsigned int *)(d->dev[d->me] + OFF_FAILED);
-        a.seq = s;
-        share(d, mode == GPU_DIRECT_ALLGATHER ? count * K : count, es, &a.lo, &a.hi);
-        a.vec = 1;
-        for (int q = 0; q < d->n; q++)
-            a.vec &= aligned16(a.in[q]) && aligned16(a.out[q]);
-        if (mode != GPU_DIRECT_ALLREDUCE && (count * es) % 16)
-            a.vec = 0;
-        unsigned long long units = (a.hi - a.lo) * es / 16 + 1;
-        unsigned long long b = units / (GPU_DIRECT_THREADS * 2ull) + 1;
-        a.blocks = b > (unsigned long long)d->blocks_max ? d->blocks_max : (int)b;
-        if (e == cudaSuccess && a.hi > a.lo)
-            e = (cudaError_t)cadre__gpu_direct_launch(&a, X);
-        if (e == cudaSuccess)
-            e = mem_op(p_write, X, d->dev[d->me] + OFF_DONE, s, 0);
-    }
+        e = cadre__gpu_stream_write(d->dev[d->me] + OFF_READY, s, X);
+    if (d->lead && e == cudaSuccess)
+        e = enqueue_kernel(d, X, s, &a, mode, count, dt, op);
     for (int k = 0; k < d->ngpu && e == cudaSuccess; k++)
         if (d->leader[k] != d->me)
-            e = mem_op(p_wait, X, d->dev[d->leader[k]] + OFF_DONE, s, 1);
+            e = cadre__gpu_stream_wait_geq(d->dev[d->leader[k]] + OFF_DONE, s, X);
     if (e == cudaSuccess)
         e = cudaEventRecord(d->last, X);
     if (e == cudaSuccess)
@@ -682,7 +664,7 @@ unlock:
         w->next = w->t0 + 0.005;
         gop->watch = watch;
         gop->watch_arg = w;
-        gop->watch_free = watch_free;
+        gop->watch_free = free;
         w = NULL;
     }
     free(w);

@@ -92,6 +92,38 @@ __device__ __forceinline__ bool stopped(const gpu_direct_args &a)
     return stop != 0;
 }
 
+/* v (a 16-byte unit or one element) at element i of output q, or of every
+ * output when q < 0. */
+template <typename T, typename U>
+__device__ __forceinline__ void put(const gpu_direct_args &a, int q, unsigned long long i, U v)
+{
+    if (q >= 0) {
+        *reinterpret_cast<U *>(static_cast<T *>(a.out[q]) + i) = v;
+        return;
+    }
+    for (int k = 0; k < a.nranks; k++)
+        *reinterpret_cast<U *>(static_cast<T *>(a.out[k]) + i) = v;
+}
+
+/* A thread's part of [lo, hi): 16-byte units u0, u0 + stride, ... below uhi
+ * (none unless vec), then elements e0, e0 + stride, ... below hi. */
+struct span {
+    unsigned long long stride, u0, uhi, e0;
+};
+
+template <typename T> __device__ __forceinline__ span span_of(const gpu_direct_args &a)
+{
+    constexpr int V = 16 / sizeof(T);
+    span p;
+    unsigned long long t = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    unsigned long long ulo = a.lo / V;
+    p.stride = (unsigned long long)gridDim.x * blockDim.x;
+    p.u0 = ulo + t;
+    p.uhi = a.vec ? a.hi / V : ulo;
+    p.e0 = (a.vec ? p.uhi * V : a.lo) + t;
+    return p;
+}
+
 /* ALLREDUCE: index j is the element; REDUCE_SCATTER: index i is the element
  * of every block (blocks in order). */
 template <typename T, int OP>
@@ -100,35 +132,17 @@ __global__ void __launch_bounds__(GPU_DIRECT_THREADS) k_reduce(const gpu_direct_
     if (stopped(a))
         return;
     constexpr int V = 16 / sizeof(T);
-    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    const unsigned long long t0 = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     const int rs = a.mode == GPU_DIRECT_REDUCE_SCATTER;
     const int blocks = rs ? a.nranks : 1;
-    unsigned long long ulo = a.lo / V, uhi = a.vec ? a.hi / V : ulo;
-    for (unsigned long long u = ulo + t0; u < uhi; u += stride) {
+    const span p = span_of<T>(a);
+    for (unsigned long long u = p.u0; u < p.uhi; u += p.stride) {
         unsigned long long i = u * V;
-        for (int b = 0; b < blocks; b++) {
-            uint4 r = reduce_unit<T, OP>(a, b * a.n + i);
-            if (rs) {
-                *reinterpret_cast<uint4 *>(static_cast<T *>(a.out[b]) + i) = r;
-            } else {
-                for (int q = 0; q < a.nranks; q++)
-                    *reinterpret_cast<uint4 *>(static_cast<T *>(a.out[q]) + i) = r;
-            }
-        }
+        for (int b = 0; b < blocks; b++)
+            put<T>(a, rs ? b : -1, i, reduce_unit<T, OP>(a, b * a.n + i));
     }
-    unsigned long long slo = a.vec ? uhi * V : a.lo;
-    for (unsigned long long i = slo + t0; i < a.hi; i += stride) {
-        for (int b = 0; b < blocks; b++) {
-            T r = reduce_one<T, OP>(a, b * a.n + i);
-            if (rs) {
-                static_cast<T *>(a.out[b])[i] = r;
-            } else {
-                for (int q = 0; q < a.nranks; q++)
-                    static_cast<T *>(a.out[q])[i] = r;
-            }
-        }
-    }
+    for (unsigned long long i = p.e0; i < a.hi; i += p.stride)
+        for (int b = 0; b < blocks; b++)
+            put<T>(a, rs ? b : -1, i, reduce_one<T, OP>(a, b * a.n + i));
 }
 
 /* ALLGATHER: index j = p * n + i is element i of rank p's input. */
@@ -138,21 +152,14 @@ __global__ void __launch_bounds__(GPU_DIRECT_THREADS) k_gather(const gpu_direct_
     if (stopped(a))
         return;
     constexpr int V = 16 / sizeof(T);
-    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    const unsigned long long t0 = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-    unsigned long long ulo = a.lo / V, uhi = a.vec ? a.hi / V : ulo;
-    for (unsigned long long u = ulo + t0; u < uhi; u += stride) {
+    const span sp = span_of<T>(a);
+    for (unsigned long long u = sp.u0; u < sp.uhi; u += sp.stride) {
         unsigned long long j = u * V, p = j / a.n, i = j - p * a.n;
-        uint4 v = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.in[p]) + i);
-        for (int q = 0; q < a.nranks; q++)
-            *reinterpret_cast<uint4 *>(static_cast<T *>(a.out[q]) + j) = v;
+        put<T>(a, -1, j, *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.in[p]) + i));
     }
-    unsigned long long slo = a.vec ? uhi * V : a.lo;
-    for (unsigned long long j = slo + t0; j < a.hi; j += stride) {
+    for (unsigned long long j = sp.e0; j < a.hi; j += sp.stride) {
         unsigned long long p = j / a.n;
-        T v = static_cast<const T *>(a.in[p])[j - p * a.n];
-        for (int q = 0; q < a.nranks; q++)
-            static_cast<T *>(a.out[q])[j] = v;
+        put<T>(a, -1, j, static_cast<const T *>(a.in[p])[j - p * a.n]);
     }
 }
 

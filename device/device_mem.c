@@ -26,9 +26,9 @@
 /* ---- driver entry points (no link against libcuda: it is absent where no
  *      driver is installed, and libcadre must load there) ------------------ */
 typedef CUresult (*pfn_ptr_attrs)(unsigned, CUpointer_attribute *, void **, CUdeviceptr);
-typedef CUresult (*pfn_wait32)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
+typedef CUresult (*pfn_mem32)(CUstream, CUdeviceptr, cuuint32_t, unsigned);
 static pfn_ptr_attrs p_ptr_attrs;
-static pfn_wait32 p_wait32;
+static pfn_mem32 p_wait32, p_write32;
 static int wait_mode; /* 1 = stream memory op, 0 = spin kernel */
 static pthread_once_t sym_once = PTHREAD_ONCE_INIT;
 
@@ -44,7 +44,12 @@ static void load_syms(void)
     if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &f, 12000, cudaEnableDefault,
                                          &q) == cudaSuccess &&
         q == cudaDriverEntryPointSuccess)
-        p_wait32 = (pfn_wait32)f;
+        p_wait32 = (pfn_mem32)f;
+    f = NULL;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &f, 12000, cudaEnableDefault,
+                                         &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+        p_write32 = (pfn_mem32)f;
     cudaGetLastError();
     const char *m = cadre__config_str(CADRE_CFG_GPU_WAIT);
     wait_mode = p_wait32 && strcmp(m, "kernel") != 0;
@@ -234,15 +239,32 @@ void cadre__gpu_pools_free(void)
         cudaEventDestroy(ev_free[--nev_free]);
 }
 
+int cadre__gpu_stream_memops(void)
+{
+    pthread_once(&sym_once, load_syms);
+    return p_wait32 && p_write32;
+}
+
+cudaError_t cadre__gpu_stream_wait_geq(const void *addr, uint32_t v, cudaStream_t st)
+{
+    CUresult r = p_wait32((CUstream)st, (CUdeviceptr)(uintptr_t)addr, v,
+                          CU_STREAM_WAIT_VALUE_GEQ);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+}
+
+cudaError_t cadre__gpu_stream_write(void *addr, uint32_t v, cudaStream_t st)
+{
+    CUresult r = p_write32((CUstream)st, (CUdeviceptr)(uintptr_t)addr, v,
+                           CU_STREAM_WRITE_VALUE_DEFAULT);
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+}
+
 int cadre__gpu_stream_wait(volatile unsigned int *flag, cudaStream_t st, const char *fn)
 {
     if (wait_mode) {
-        CUresult r = p_wait32((CUstream)st, (CUdeviceptr)(uintptr_t)flag, 1,
-                              CU_STREAM_WAIT_VALUE_GEQ);
-        if (r == CUDA_SUCCESS)
+        if (cadre__gpu_stream_wait_geq((const void *)flag, 1, st) == cudaSuccess)
             return CADRE_SUCCESS;
-        CADRE_INFO(DEVICE, "cuStreamWaitValue32 failed (%d): streams wait with a spin kernel",
-                   (int)r);
+        CADRE_INFO(DEVICE, "cuStreamWaitValue32 failed: streams wait with a spin kernel");
         wait_mode = 0;
     }
     int e = cadre__gpu_spin_wait(flag, 1, st);

@@ -67,6 +67,14 @@ void cadre__gpu_ev_put(cudaEvent_t ev);
 void cadre__gpu_pools_free(void);
 /* Enqueues on st a wait until *flag >= 1. */
 int cadre__gpu_stream_wait(volatile unsigned int *flag, cudaStream_t st, const char *fn);
+/* Whether the driver has the stream memory operations below. */
+int cadre__gpu_stream_memops(void);
+/* Enqueue on st, with no fallback (cadre__gpu_stream_memops() first): a
+ * wait until the 32-bit word at device address addr is >= v (modulo 2^32),
+ * and a write of v there (after a fence over the stream's earlier work).
+ * addr: device memory, or host memory registered with the device. */
+cudaError_t cadre__gpu_stream_wait_geq(const void *addr, uint32_t v, cudaStream_t st);
+cudaError_t cadre__gpu_stream_write(void *addr, uint32_t v, cudaStream_t st);
 #endif /* HAVE_CUDA */
 
 #endif

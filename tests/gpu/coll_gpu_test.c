@@ -16,13 +16,6 @@
 
 #include "gpu_test.h"
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 enum { BARRIER, BCAST, REDUCE, ALLREDUCE, GATHER, GATHERV, ALLGATHER, ALLGATHERV, SCATTER,
        SCATTERV, REDUCE_SCATTER, ALLTOALL, ALLTOALLV, NKINDS };
 static const char *const names[NKINDS] = {"barrier", "bcast", "reduce", "allreduce", "gather",

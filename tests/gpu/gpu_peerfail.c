@@ -17,13 +17,6 @@
 #include "device/device.h"
 #include "gpu_test.h"
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 int main(int argc, char **argv)
 {
     gpu_test_init(&argc, &argv);

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static int me, np, fails;
 static cudaStream_t S;
@@ -39,6 +40,14 @@ static cudaStream_t S;
                 exit(1);                                                                   \
         }                                                                                  \
     } while (0)
+
+/* Seconds on the monotonic clock. */
+static inline double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 /* The start of every program: exit 77 ("skipped") without a GPU, else
  * cadre_init, me and np, and S made the world's stream. */
