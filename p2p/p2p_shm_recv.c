@@ -67,26 +67,36 @@ static int tiny_peek(struct lane *l, struct cadre_p2p_hdr *h, uint64_t want)
  * sender publishes each message after the one before it, so once one lane
  * shows a later message (an acquire load), the earlier one is visible in
  * the other: a second look at the tiny lane settles it. A message out of
- * sequence in both is returned as it is, and the engine fails the peer. */
+ * sequence in both is returned as it is, and the engine fails the peer.
+ * The tiny lane's header is built in *h itself: built on the stack and
+ * copied over, its copy read back the field-by-field stores with 16-byte
+ * loads, which the core cannot forward (a stall of most of this
+ * function's time, 2 pairs on one core each, perf). */
 static const void *rx_peek(int w, struct shm_peer *p, struct cadre_p2p_hdr *h, struct lane **from)
 {
     uint64_t want = cadre__eng.peers[w].recv_seq + 1;
-    struct cadre_p2p_hdr t;
-    int tiny = tiny_peek(&p->rx_tiny, &t, want);
-    const void *payload = tiny && t.seq == want ? NULL : lane_peek(&p->rx_eager, h);
-    /* The eager lane shows a later message and the tiny lane showed none:
-     * the second look. */
-    if (payload && h->seq != want && !tiny && tiny_peek(&p->rx_tiny, &t, want) && t.seq == want) {
-        payload = NULL;
-        tiny = 1;
+    int tiny = tiny_peek(&p->rx_tiny, h, want);
+    if (tiny && h->seq == want) {
+        *from = &p->rx_tiny;
+        return &h->sreq;
     }
+    /* lane_peek writes *h only when the eager lane shows a message: else
+     * *h keeps the tiny lane's, if any. */
+    const void *payload = lane_peek(&p->rx_eager, h);
     if (payload) {
+        /* The eager lane shows a later message and the tiny lane showed
+         * none: the second look. */
+        struct cadre_p2p_hdr t;
+        if (h->seq != want && !tiny && tiny_peek(&p->rx_tiny, &t, want) && t.seq == want) {
+            *h = t;
+            *from = &p->rx_tiny;
+            return &h->sreq;
+        }
         *from = &p->rx_eager;
         return payload;
     }
     if (!tiny)
         return NULL;
-    *h = t;
     *from = &p->rx_tiny;
     return &h->sreq;
 }
