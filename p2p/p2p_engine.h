@@ -222,8 +222,9 @@ struct cadre_engine {
     int shm_only;   /* ... and no peer through anything else */
     int oversubscribed;
     /* cadre__yield_brief: no yields before this time (cadre__now), since
-     * one showed another process holding the core. */
-    _Atomic double yield_off_until;
+     * one showed another process holding the core; the length of the last
+     * such turn (0: none since the last brief yield). */
+    _Atomic double yield_off_until, yield_off_len;
     size_t eager_min; /* the smallest eager limit of any peer */
     int eventfd;
     int wake_fd, wake_tx; /* the datagram socket shm peers wake our poll() with, and ours to them */
@@ -328,11 +329,17 @@ int cadre__cores_foreign(void);
  * another job's process held the core (a CPU hog keeps it for its slice,
  * milliseconds; cadre__cores_foreign), since a rank woken from its nap by
  * a peer's ring runs before such a process. Then no rank of this process
- * yields for the next 0.1 s, since each yield would cost a slice again (5
- * ranks and two hogs on 2 cores, 8-byte allreduce: 2.6 ms yielding on every
- * idle poll, 0.12-0.3 ms napping). A long yield to the job's own ranks
- * changes nothing: they had work, and yielding hands the core back
- * soonest. */
+ * yields for a while, since each yield would cost a slice again (5 ranks
+ * and two hogs on 2 cores, 8-byte allreduce: 2.6 ms yielding on every idle
+ * poll, 0.12-0.3 ms napping): YIELD_OFF_MIN the first time, twice as long
+ * each time after that without a brief yield between, up to YIELD_OFF_MAX.
+ * A fixed 0.1 s made a long yield at the job's start (ranks still loading,
+ * the launcher) cost its first 0.1 s: a nap, a wake-up and a membarrier a
+ * window, 2 pairs of the 8-byte message rate on one core each. A long
+ * yield to the job's own ranks changes nothing: they had work, and
+ * yielding hands the core back soonest. */
+#define YIELD_OFF_MIN 4e-3
+#define YIELD_OFF_MAX 0.1
 static inline int cadre__yield_brief(void)
 {
     double t0 = cadre__now();
@@ -340,10 +347,18 @@ static inline int cadre__yield_brief(void)
         return 0;
     sched_yield();
     double dt = cadre__now() - t0;
-    if (dt < 500e-6 || !cadre__cores_foreign())
+    if (dt < 500e-6) {
+        if (atomic_load_explicit(&cadre__eng.yield_off_len, memory_order_relaxed) != 0)
+            atomic_store_explicit(&cadre__eng.yield_off_len, 0, memory_order_relaxed);
+        return 1;
+    }
+    if (!cadre__cores_foreign())
         return 1;
     atomic_fetch_add_explicit(&cadre__eng.n_nap_turns, 1, memory_order_relaxed);
-    atomic_store_explicit(&cadre__eng.yield_off_until, t0 + dt + 0.1, memory_order_relaxed);
+    double len = atomic_load_explicit(&cadre__eng.yield_off_len, memory_order_relaxed);
+    len = !len ? YIELD_OFF_MIN : 2 * len < YIELD_OFF_MAX ? 2 * len : YIELD_OFF_MAX;
+    atomic_store_explicit(&cadre__eng.yield_off_len, len, memory_order_relaxed);
+    atomic_store_explicit(&cadre__eng.yield_off_until, t0 + dt + len, memory_order_relaxed);
     return 0;
 }
 
