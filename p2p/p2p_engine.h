@@ -117,6 +117,74 @@ static inline struct cadre_request *cadre__req_find(cadre_request_t h)
 {
     return cadre__h_find(&cadre__req_handles, (uintptr_t)h, CADRE_HKIND_REQ);
 }
+/* ---- handles of sends done when posted (p2p_sent.c) ---------------------------- */
+extern struct cadre_htab cadre__sent_handles;
+/* Free slots kept per thread, linked through their next_free (index + 1;
+ * 0: none), up to CADRE_SENT_STASH: a window of sends in flight, and more. */
+#define CADRE_SENT_STASH 1024
+extern __thread uint32_t cadre__sent_free __attribute__((tls_model("initial-exec")));
+extern __thread int cadre__sent_nfree __attribute__((tls_model("initial-exec")));
+/* A new slot of the table; a slot given back to a full stash. */
+int cadre__sent_bind(uint32_t *idx);
+void cadre__sent_full(uint32_t idx);
+/* Makes cadre__req_drop_spare run when the calling thread ends. */
+void cadre__req_thread_keyed(void);
+
+/* A closed slot for such a handle: the thread's, or a new one of the table
+ * (CADRE_ERR_NOMEM when it cannot grow). */
+static inline int cadre__sent_take(uint32_t *idx)
+{
+    if (__builtin_expect(cadre__sent_free != 0, 1)) {
+        *idx = cadre__sent_free - 1;
+        cadre__sent_free = cadre__h_slot(&cadre__sent_handles, *idx)->next_free;
+        cadre__sent_nfree--;
+        return CADRE_SUCCESS;
+    }
+    return cadre__sent_bind(idx);
+}
+/* Gives an unused or closed slot back. */
+static inline void cadre__sent_give(uint32_t idx)
+{
+    if (__builtin_expect(cadre__sent_nfree >= CADRE_SENT_STASH, 0)) {
+        cadre__sent_full(idx);
+        return;
+    }
+    if (!cadre__sent_free)
+        cadre__req_thread_keyed();
+    cadre__h_slot(&cadre__sent_handles, idx)->next_free = cadre__sent_free;
+    cadre__sent_free = idx + 1;
+    cadre__sent_nfree++;
+}
+/* Opens slot idx: the handle of a send done when posted. */
+static inline cadre_request_t cadre__sent_open(uint32_t idx)
+{
+    return (cadre_request_t)cadre__h_open(cadre__h_slot(&cadre__sent_handles, idx),
+                                          CADRE_HKIND_SENT, idx);
+}
+/* Whether h is a live handle of a send done when posted. */
+static inline int cadre__sent_live(cadre_request_t h)
+{
+    return cadre__h_live(&cadre__sent_handles, (uintptr_t)h, CADRE_HKIND_SENT) != NULL;
+}
+/* Where *req is a live handle of a send done when posted: ends it (*req
+ * becomes CADRE_REQUEST_NULL, copies stale), writes a completed send's
+ * status and returns 1; else 0, nothing written. */
+static inline int cadre__sent_end(cadre_request_t *req, cadre_status_t *status)
+{
+    uintptr_t h = (uintptr_t)*req;
+    struct cadre_hslot *s = cadre__h_live(&cadre__sent_handles, h, CADRE_HKIND_SENT);
+    if (!s)
+        return 0;
+    cadre__h_close(s);
+    *req = CADRE_REQUEST_NULL;
+    cadre__sent_give((uint32_t)(h >> 4) & CADRE_H_IDX_MASK);
+    if (status)
+        *status = (cadre_status_t){0};
+    return 1;
+}
+/* The thread's free slots back to the table (cadre__req_drop_spare). */
+void cadre__sent_drop_spare(void);
+
 /* Validates a user's request handle `arg` (named in the message, "req",
  * "reqs[3]") of fn: the request, or NULL with the error recorded in
  * *status: CADRE_ERR_STATE for CADRE_REQUEST_NULL or a stale handle (the
