@@ -269,25 +269,6 @@ static inline __attribute__((always_inline)) int post_nb(int kind, const char *f
     struct p2p_args a;
     CADRE_CHECK(check_args(fn, buf, count, dt, peer, tag, comm, kind == REQ_RECV, 0, &a));
     if (cadre__gpu_enabled()) { int g = kind == REQ_SEND ? cadre__gpu_send(buf, count, dt, peer, tag, a.comm, req) : cadre__gpu_recv((void *)buf, count, dt, peer, tag, a.comm, req, NULL); if (g != CADRE__GPU_NOT_MINE) return g; }
-    /* A small send the transport takes at once is done before the call
-     * returns: the user gets a handle with no request behind it
-     * (p2p_sent.c). Its slot comes first, so that no message leaves when
-     * the call fails. The size is looked at without the lock, as a hint:
-     * send_now decides. */
-    int tried = 0;
-    uint32_t idx;
-    if (kind == REQ_SEND && a.world != cadre__proc.rank &&
-        a.bytes <= cadre__eng.peers[a.world].eager && cadre__sent_take(&idx) == CADRE_SUCCESS) {
-        int sent = send_now(fn, buf, &a, tag);
-        if (sent > 0) {
-            *req = cadre__sent_open(idx);
-            return CADRE_SUCCESS;
-        }
-        cadre__sent_give(idx);
-        if (sent < 0)
-            return sent;
-        tried = 1;
-    }
     struct cadre_request *r = make_req(kind, fn, buf, &a, peer, tag);
     if (!r)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", fn);
@@ -296,11 +277,12 @@ static inline __attribute__((always_inline)) int post_nb(int kind, const char *f
         cadre__req_free(r);
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request handle", fn);
     }
-    /* Not tried above (no slot): done before the call returns all the
-     * same, with its request (as the general path completes it when
-     * cadre__p2p_post sends at once): no matching, no outstanding count, no
-     * completion under the lock. */
-    int sent = kind == REQ_SEND && !tried ? send_now(fn, buf, &a, tag) : 0;
+    /* A small send the transport takes at once is done before the call
+     * returns (as the general path completes it when cadre__p2p_post sends
+     * at once): no matching, no outstanding count, no completion under the
+     * lock. The request and handle come first, so that no message leaves
+     * when the call fails. */
+    int sent = kind == REQ_SEND ? send_now(fn, buf, &a, tag) : 0;
     if (sent < 0) {
         cadre__req_free(r);
         return sent;
@@ -398,34 +380,14 @@ static __attribute__((noinline, cold)) int bad_req(const char *fn, cadre_request
     return st;
 }
 
-/* What find_req gives for a live handle of a send done when posted
- * (p2p_sent.c): never a request, never dereferenced. */
-static char sent_mark;
-#define SENT ((struct cadre_request *)(void *)&sent_mark)
-
-/* The request of handle h, NULL for CADRE_REQUEST_NULL, SENT for a send
- * done when posted; an error for a stale or bad handle. The lookup never
- * dereferences the value: a stale copy of a handle, or garbage, is refused
- * whatever now lives at that address. */
+/* The request of handle h, NULL for CADRE_REQUEST_NULL; an error for a
+ * stale or bad handle. The lookup never dereferences the value: a stale
+ * copy of a handle, or garbage, is refused whatever now lives at that
+ * address. */
 static inline int find_req(const char *fn, cadre_request_t h, int idx, struct cadre_request **out)
 {
     *out = NULL;
     if (!h || (*out = cadre__req_find(h)))
-        return CADRE_SUCCESS;
-    if (cadre__sent_live(h)) {
-        *out = SENT;
-        return CADRE_SUCCESS;
-    }
-    return bad_req(fn, h, idx);
-}
-
-/* Ends *req, found SENT: a completed send's status. Another thread may
- * have ended the same handle since the lookup (a race in the caller):
- * refused as a stale handle. */
-static int sent_finish(const char *fn, cadre_request_t *req, int idx, cadre_status_t *status)
-{
-    cadre_request_t h = *req;
-    if (cadre__sent_end(req, status))
         return CADRE_SUCCESS;
     return bad_req(fn, h, idx);
 }
@@ -455,8 +417,6 @@ static int wait_found(const char *fn, cadre_request_t *req, struct cadre_request
         empty_status(status);
         return CADRE_SUCCESS;
     }
-    if (r == SENT)
-        return sent_finish(fn, req, -1, status);
     /* The user's part ends here: a copy of the handle is stale from now on,
      * even while the wait goes on. */
     *req = CADRE_REQUEST_NULL;
@@ -483,8 +443,6 @@ int cadre_wait_timeout(cadre_request_t *req, double seconds, cadre_status_t *sta
         empty_status(status);
         return CADRE_SUCCESS;
     }
-    if (r == SENT)
-        return sent_finish("cadre_wait_timeout", req, -1, status);
     enter(r, "cadre_wait_timeout");
     int done = cadre__req_wait(r, cadre__now() + seconds, 0) == CADRE_SUCCESS;
     cadre__state_leave();
@@ -506,11 +464,6 @@ int cadre_test(cadre_request_t *req, int *done, cadre_status_t *status)
         empty_status(status);
         *done = 1;
         return CADRE_SUCCESS;
-    }
-    if (r == SENT) {
-        int rc = sent_finish("cadre_test", req, -1, status);
-        *done = rc == CADRE_SUCCESS;
-        return rc;
     }
     if (!atomic_load_explicit(&r->done, memory_order_acquire))
         cadre__p2p_progress();
@@ -544,9 +497,7 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
         /* Looked up again: a handle given twice is stale at its second place. */
         int rc = find_req("cadre_waitall", reqs[i], i, &r);
         cadre_status_t *st = statuses ? &statuses[i] : NULL;
-        if (rc == CADRE_SUCCESS && r == SENT) {
-            rc = sent_finish("cadre_waitall", &reqs[i], i, st);
-        } else if (rc == CADRE_SUCCESS && r && atomic_load_explicit(&r->done, memory_order_acquire) &&
+        if (rc == CADRE_SUCCESS && r && atomic_load_explicit(&r->done, memory_order_acquire) &&
             !cadre__gpu_enabled()) {
             /* Done already (most of a window): wait_found without the wait. */
             reqs[i] = CADRE_REQUEST_NULL;

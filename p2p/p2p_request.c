@@ -43,16 +43,6 @@ static void cache_key_make(void)
     (void)pthread_key_create(&cache_key, cache_end);
 }
 
-void cadre__req_thread_keyed(void)
-{
-    if (!cache_keyed) {
-        /* The key's value only makes the destructor run at the thread's end. */
-        cache_keyed = 1;
-        if (pthread_once(&cache_once, cache_key_make) == 0)
-            (void)pthread_setspecific(cache_key, &cache_keyed);
-    }
-}
-
 struct cadre_request *cadre__req_new(int kind, const char *op)
 {
     struct cadre_request *r = cache;
@@ -117,7 +107,6 @@ void cadre__req_drop_spare(void)
         cadre__h_unbind(&cadre__req_handles, idx);
     }
     spare_n = 0;
-    cadre__sent_drop_spare();
 }
 
 struct cadre_htab cadre__req_handles = CADRE_HTAB_INIT;
@@ -148,8 +137,7 @@ struct cadre_request *cadre__req_get(cadre_request_t h, const char *fn, const ch
         return r;
     if (!h)
         *status = cadre__error(CADRE_ERR_STATE, "%s: %s is CADRE_REQUEST_NULL", fn, arg);
-    else if (cadre__h_stale(&cadre__req_handles, (uintptr_t)h, CADRE_HKIND_REQ) ||
-             cadre__h_stale(&cadre__sent_handles, (uintptr_t)h, CADRE_HKIND_SENT))
+    else if (cadre__h_stale(&cadre__req_handles, (uintptr_t)h, CADRE_HKIND_REQ))
         *status = cadre__error(CADRE_ERR_STATE,
                                "%s: %s is a stale handle (request already completed and freed)",
                                fn, arg);
@@ -204,7 +192,12 @@ void cadre__req_free(struct cadre_request *r)
         req_release_memory(r, 1);
         return;
     }
-    cadre__req_thread_keyed();
+    if (!cache_keyed) {
+        /* The key's value only makes the destructor run at the thread's end. */
+        cache_keyed = 1;
+        if (pthread_once(&cache_once, cache_key_make) == 0)
+            (void)pthread_setspecific(cache_key, &cache_keyed);
+    }
     r->next = cache;
     cache = r;
     cache_n++;

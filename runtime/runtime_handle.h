@@ -30,7 +30,6 @@
 
 #define CADRE_HKIND_COMM 0x5u
 #define CADRE_HKIND_REQ 0xbu
-#define CADRE_HKIND_SENT 0xdu /* a send done when posted (p2p/p2p_sent.c): no object */
 
 #if UINTPTR_MAX > 0xffffffffu
 #define CADRE_H_IDX_BITS 24
@@ -98,8 +97,8 @@ static inline void cadre__h_close(struct cadre_hslot *s)
     atomic_store_explicit(&s->gen, g, memory_order_release);
 }
 
-/* The slot of live handle h of this kind, or NULL (never dereferences h). */
-static inline struct cadre_hslot *cadre__h_live(struct cadre_htab *t, uintptr_t h, uint32_t kind)
+/* The object of live handle h of this kind, or NULL (never dereferences h). */
+static inline void *cadre__h_find(struct cadre_htab *t, uintptr_t h, uint32_t kind)
 {
 #if CADRE_H_GEN_SHIFT == 32
     /* With 16-byte slots the slot's offset in its chunk is h's bits 4-15
@@ -117,7 +116,7 @@ static inline struct cadre_hslot *cadre__h_live(struct cadre_htab *t, uintptr_t 
         (struct cadre_hslot *)((char *)c + (h & ((uintptr_t)CADRE_H_CHUNK_MASK << 4)));
     if (atomic_load_explicit(&s->gen, memory_order_acquire) != (uint32_t)(h >> CADRE_H_GEN_SHIFT))
         return NULL;
-    return s;
+    return s->obj;
 #else
     if ((h & CADRE_H_CHECK_MASK) != kind)
         return NULL;
@@ -130,15 +129,8 @@ static inline struct cadre_hslot *cadre__h_live(struct cadre_htab *t, uintptr_t 
     uint32_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
     if (g != ((uint32_t)(h >> CADRE_H_GEN_SHIFT) & CADRE_H_GEN_MASK) || !(g & 1))
         return NULL;
-    return s;
+    return s->obj;
 #endif
-}
-
-/* The object of live handle h of this kind, or NULL (never dereferences h). */
-static inline void *cadre__h_find(struct cadre_htab *t, uintptr_t h, uint32_t kind)
-{
-    struct cadre_hslot *s = cadre__h_live(t, h, kind);
-    return s ? s->obj : NULL;
 }
 
 /* For the message of a failed lookup: 1 when h has the form of a handle of

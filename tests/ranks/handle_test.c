@@ -5,8 +5,7 @@
  * handles (0x1234, -1, pointers to a heap block or to the stack, a handle of
  * the other kind) must give CADRE_ERR_ARG in every function that takes one,
  * never a crash, and the process stays usable: the data of the requests
- * and collectives around them is checked byte by byte. Small sends done
- * when posted, whose handles have no request behind them, likewise.
+ * and collectives around them is checked byte by byte.
  * HANDLE_TESTS=a,b runs the parts whose names contain a or b. */
 #include "rank_util.h"
 
@@ -203,117 +202,6 @@ static void stale_requests(void)
     free(win);
     free(wb);
     free(ws);
-}
-
-/* Small sends to another rank that the transport takes at once get a
- * handle with no request behind it (p2p/p2p_sent.c): each way of ending one
- * ends it once, gives a completed send's status (that of a send that had a
- * request: a rendezvous one), and leaves every copy stale; handles never
- * repeat over many generations, and one is no communicator. */
-static void sent_handles(void)
-{
-    if (np < 2)
-        return;
-    int next = (me + 1) % np, prev = (me + np - 1) % np;
-    enum { K = 5, BIG = 1 << 20 };
-    int32_t out[K], in[K];
-    cadre_request_t s[K], copy[K];
-    cadre_status_t st[K + 1];
-    memset(st, 0x5a, sizeof st);
-    for (int i = 0; i < K; i++) {
-        out[i] = me * 100 + i;
-        OK(cadre_isend(&out[i], 1, CADRE_INT32, next, 40 + i, W, &s[i]));
-        copy[i] = s[i];
-        EXPECT(s[i] != CADRE_REQUEST_NULL, "isend %d: no handle", i);
-        for (int j = 0; j < i; j++)
-            EXPECT(s[i] != s[j], "isends %d and %d have one handle", j, i);
-    }
-    /* The kind in the handle's low bits (runtime/runtime_handle.h): these
-     * tests are about handles of that kind. */
-    int light = 0;
-    for (int i = 0; i < K; i++)
-        light += ((uintptr_t)(void *)s[i] & 0xf) == 0xd;
-    EXPECT(light > 0, "none of %d small isends was done when posted", K);
-    /* A send with a request: 1 MiB goes by rendezvous. */
-    unsigned char *bo = malloc(BIG), *bi = malloc(BIG);
-    cadre_request_t big[2];
-    ru_fill(bo, BIG, me, next, 41);
-    memset(bi, 0, BIG);
-    OK(cadre_irecv(bi, BIG, CADRE_UINT8, prev, 50, W, &big[0]));
-    OK(cadre_isend(bo, BIG, CADRE_UINT8, next, 50, W, &big[1]));
-    cadre_status_t bst[2];
-    OK(cadre_waitall(2, big, bst));
-    EXPECT(ru_check(bi, BIG, prev, me, 41) == BIG, "the 1 MiB message is wrong");
-    free(bo);
-    free(bi);
-
-    OK(cadre_wait(&s[0], &st[0]));
-    EXPECT(s[0] == CADRE_REQUEST_NULL, "cadre_wait did not clear the handle");
-    int done = -5;
-    OK(cadre_test(&s[1], &done, &st[1]));
-    EXPECT(done == 1 && s[1] == CADRE_REQUEST_NULL, "cadre_test: done %d", done);
-    OK(cadre_wait_timeout(&s[2], 10, &st[2]));
-    EXPECT(s[2] == CADRE_REQUEST_NULL, "cadre_wait_timeout did not clear the handle");
-    /* One handle twice in a waitall, beside another: the second place is
-     * stale once the first is done. */
-    cadre_request_t three[3] = {s[3], s[4], s[3]};
-    int rc = cadre_waitall(3, three, &st[3]);
-    EXPECT(rc == CADRE_ERR_STATE, "waitall with one handle twice -> %s", cadre_error_string(rc));
-    EXPECT(strstr(cadre_last_error(), "reqs[2] is a stale handle"), "message \"%s\"",
-           cadre_last_error());
-    EXPECT(three[0] == CADRE_REQUEST_NULL && three[1] == CADRE_REQUEST_NULL &&
-               three[2] == copy[3],
-           "waitall's handles afterwards");
-    for (int i = 0; i < K; i++) {
-        EXPECT(!memcmp(&st[i], &bst[1], sizeof st[i]),
-               "status of send %d: source %d tag %d count %zu error %d; a send with a request: "
-               "%d %d %zu %d",
-               i, st[i].source, st[i].tag, st[i].count, st[i].error, bst[1].source, bst[1].tag,
-               bst[1].count, bst[1].error);
-        char what[64];
-        snprintf(what, sizeof what, "send done when posted, ended by way %d", i);
-        expect_stale_req(copy[i], what);
-    }
-    for (int i = 0; i < K; i++) {
-        OK(cadre_recv(&in[i], 1, CADRE_INT32, prev, 40 + i, W, NULL));
-        EXPECT(in[i] == prev * 100 + i, "message %d: %d", i, (int)in[i]);
-    }
-
-    /* A live one given as a communicator: not one. */
-    cadre_request_t live;
-    OK(cadre_isend(&out[0], 1, CADRE_INT32, next, 60, W, &live));
-    int size = -7;
-    rc = cadre_comm_size((cadre_comm_t)(void *)live, &size);
-    EXPECT(rc == CADRE_ERR_ARG && size == -7, "a send's handle as a communicator -> %s",
-           cadre_error_string(rc));
-    OK(cadre_wait(&live, NULL));
-    OK(cadre_recv(&in[0], 1, CADRE_INT32, prev, 60, W, NULL));
-
-    /* Many generations, windows of 100 in flight: no handle twice, every
-     * old one refused. */
-    enum { GENS = 6, WIN = 100 };
-    cadre_request_t *all = malloc(GENS * WIN * sizeof *all);
-    for (int g = 0; g < GENS; g++) {
-        cadre_request_t w[WIN];
-        for (int i = 0; i < WIN; i++) {
-            OK(cadre_isend(&out[1], 1, CADRE_INT32, next, 61, W, &w[i]));
-            all[g * WIN + i] = w[i];
-        }
-        OK(cadre_waitall(WIN, w, NULL));
-        for (int i = 0; i < WIN; i++)
-            OK(cadre_recv(&in[1], 1, CADRE_INT32, prev, 61, W, NULL));
-    }
-    long same = 0, live_old = 0;
-    for (int i = 0; i < GENS * WIN; i++) {
-        for (int j = 0; j < i; j++)
-            same += all[i] == all[j];
-        cadre_request_t h = all[i];
-        done = -5;
-        live_old += cadre_test(&h, &done, NULL) != CADRE_ERR_STATE || done != -5;
-    }
-    EXPECT(same == 0 && live_old == 0, "%ld handles repeated, %ld old ones accepted", same,
-           live_old);
-    free(all);
 }
 
 /* Every function that takes a communicator, on a bad one: want and a
@@ -547,8 +435,6 @@ int main(int argc, char **argv)
     ru_rank = me;
     if (wanted("stale_requests"))
         stale_requests();
-    if (wanted("sent_handles"))
-        sent_handles();
     if (wanted("freed_comms"))
         freed_comms();
     if (wanted("garbage"))
