@@ -160,8 +160,8 @@ static int pair_reduce_out(struct coll_sched *s, struct direct *d, unsigned char
  * starts with the chunks the call before read last, which the cache still
  * holds when the vectors as a whole do not fit in it (least recently used
  * goes first: front to back every time, each call finds nothing of the
- * call before). Beside six `yes`, 2 ranks, 8 MiB: 5.4 ms against 7.0, 4
- * MiB 2.46 against 2.78 (bench/RESULTS.md). */
+ * call before). Beside six `yes`, 2 ranks, 12 alternated turns: 4 MiB
+ * 3.14 ms against 3.39, 8 MiB 8.9 against 9.4 (bench/RESULTS.md). */
 static int allreduce_pair(struct coll_sched *s, struct direct *d)
 {
     unsigned char *acc, *tmp;

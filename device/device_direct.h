@@ -14,10 +14,11 @@
 #define GPU_DIRECT_MAXR 16 /* ranks of a communicator */
 #define GPU_DIRECT_THREADS 512
 
-/* The index space of a call and what element j of it means (n elements per
+/* The index space of a call and what index j of it means (n elements per
  * rank's block, K ranks):
  *   ALLREDUCE       j < n:   every out[q][j] = op over p of in[p][j]
- *   REDUCE_SCATTER  j < K*n: out[j/n][j%n] = op over p of in[p][j]
+ *   REDUCE_SCATTER  j < n:   for every block b < K, out[b][j] = op over p
+ *                            of in[p][b*n + j]
  *   ALLGATHER       j < K*n: every out[q][j] = in[j/n][j%n]
  * A launch covers [lo, hi) of it. Every element is reduced in rank order,
  * so every rank gets the same bits; half and bfloat16 accumulate in float32
