@@ -72,11 +72,6 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, uint64_t
     return CADRE_SUCCESS;
 }
 
-static int world_of(const struct cadre_comm *c, int r)
-{
-    return c->world_ranks ? c->world_ranks[r] : r;
-}
-
 /* Everyone's (color, key, next_ctx) over parent. */
 static int exchange(const char *fn, cadre_comm_t parent, struct cadre_comm *p, int64_t color,
                     int64_t key, struct entry **out)
@@ -159,7 +154,7 @@ int cadre_comm_split(cadre_comm_t comm, int color, int key, cadre_comm_t *newcom
     qsort(m, (size_t)n, sizeof *m, by_key);
     int myrank = -1;
     for (int i = 0; i < n; i++) {
-        world[i] = world_of(p, m[i].parent_rank);
+        world[i] = cadre__world_rank(p, m[i].parent_rank);
         if (m[i].parent_rank == p->rank)
             myrank = i;
     }
@@ -231,7 +226,7 @@ int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t 
     if (!world)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
     for (int i = 0; i < n; i++)
-        world[i] = world_of(p, ranks[i]);
+        world[i] = cadre__world_rank(p, ranks[i]);
     struct cadre_comm *c;
     rc = new_comm(myrank, n, world, ctx, fast, &c);
     free(world);
@@ -262,7 +257,7 @@ int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm)
     if (!world)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
     for (int i = 0; i < p->size; i++)
-        world[i] = world_of(p, i);
+        world[i] = cadre__world_rank(p, i);
     struct cadre_comm *c;
     rc = new_comm(p->rank, p->size, world, ctx, fast, &c);
     free(world);
@@ -300,6 +295,6 @@ int cadre_comm_world_rank(cadre_comm_t comm, int rank, int *world_rank)
         return rc;
     if (rank < 0 || rank >= c->size)
         return cadre__error(CADRE_ERR_ARG, "%s: rank %d out of range [0,%d)", fn, rank, c->size);
-    *world_rank = world_of(c, rank);
+    *world_rank = cadre__world_rank(c, rank);
     return CADRE_SUCCESS;
 }

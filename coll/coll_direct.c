@@ -38,7 +38,7 @@ int cadre__direct_usable(const struct cadre_comm *c)
     for (int i = 0; i < c->size; i++) {
         if (i == c->rank)
             continue;
-        const struct cadre_peer *p = &cadre__eng.peers[world_of(c, i)];
+        const struct cadre_peer *p = &cadre__eng.peers[cadre__world_rank(c, i)];
         if (p->tp != &cadre__p2p_shm || p->pid <= 0)
             return 0;
     }
@@ -47,7 +47,7 @@ int cadre__direct_usable(const struct cadre_comm *c)
 
 int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, size_t n, int write)
 {
-    int w = world_of(c, rank);
+    int w = cadre__world_rank(c, rank);
     if (err == ESRCH) {
         cadre__coll_poison_peer_locked(c, rank);
         return cadre__error(CADRE_ERR_PEER, "%s: rank %d (world rank %d, pid %d) is gone", fn, rank,
@@ -61,7 +61,7 @@ int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, s
 int cadre__direct_cma(struct coll_sched *s, int rank, void *local, uint64_t remote, size_t n,
                       int write)
 {
-    int err = cadre__cma(world_of(s->comm, rank), local, remote, n, write);
+    int err = cadre__cma(cadre__world_rank(s->comm, rank), local, remote, n, write);
     return err ? cadre__cma_failed(s->comm, s->op_name, rank, err, n, write) : CADRE_SUCCESS;
 }
 

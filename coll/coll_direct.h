@@ -39,11 +39,6 @@ struct direct {
     const size_t *counts, *displs; /* allgatherv: copies owned by the schedule */
 };
 
-static inline int world_of(const struct cadre_comm *c, int rank)
-{
-    return c->world_ranks ? c->world_ranks[rank] : rank;
-}
-
 /* Copies n bytes between local memory and rank `rank`'s address space
  * (write 0: reads); the error names the rank and fails a gone peer. */
 int cadre__direct_cma(struct coll_sched *s, int rank, void *local, uint64_t remote, size_t n,

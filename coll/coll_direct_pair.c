@@ -40,7 +40,7 @@ static int wait_flag_naps(struct coll_sched *s, int q, int which, uint64_t key, 
                           int *napping)
 {
     struct cadre_engine *e = &cadre__eng;
-    struct direct_flags *f = cadre__direct_flags(world_of(s->comm, q));
+    struct direct_flags *f = cadre__direct_flags(cadre__world_rank(s->comm, q));
     _Atomic uint64_t *w = which ? &f->cons : &f->prod;
     double since = 0, nap = 50e-6;
     int sleep = 0;
@@ -64,7 +64,7 @@ static int wait_flag_naps(struct coll_sched *s, int q, int which, uint64_t key, 
             continue;
         }
         cadre__p2p_check_peers();
-        if (e->peers[world_of(s->comm, q)].state == PEER_DEAD) {
+        if (e->peers[cadre__world_rank(s->comm, q)].state == PEER_DEAD) {
             /* Its news before its leaving (coll_poison.c). */
             if (cadre__coll_any_poisoned())
                 CADRE_CHECK(cadre__coll_poisoned(s->ctx, s->op_name));
@@ -191,13 +191,13 @@ static int pair_nt(const struct coll_sched *s, const struct direct *d)
  * system call. */
 static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
 {
-    int me = s->comm->rank, peer = !me, wpeer = world_of(s->comm, peer);
+    int me = s->comm->rank, peer = !me, wpeer = cadre__world_rank(s->comm, peer);
     size_t es = s->elsize, lo, hi, plo, phi;
     cadre__share(d->count, es, 2, me, &lo, &hi);
     cadre__share(d->count, es, 2, peer, &plo, &phi);
-    unsigned char *ring = cadre__direct_ring(world_of(s->comm, me));
+    unsigned char *ring = cadre__direct_ring(cadre__world_rank(s->comm, me));
     unsigned char *pring = cadre__direct_ring(wpeer);
-    struct direct_flags *mine = cadre__direct_flags(world_of(s->comm, me));
+    struct direct_flags *mine = cadre__direct_flags(cadre__world_rank(s->comm, me));
     uint64_t key = pair_key(s);
     size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
     int nt = pair_nt(s, d);
@@ -263,7 +263,7 @@ static int take_peer(struct coll_sched *s, struct direct *d, uint64_t key, size_
                      uint64_t n, uint32_t *got)
 {
     int peer = !s->comm->rank;
-    uint64_t v = atomic_load_explicit(&cadre__direct_flags(world_of(s->comm, peer))->prod,
+    uint64_t v = atomic_load_explicit(&cadre__direct_flags(cadre__world_rank(s->comm, peer))->prod,
                                       memory_order_acquire);
     if ((v & ~0xffffffffull) != key || (uint32_t)v <= *got)
         return CADRE_SUCCESS;
@@ -317,7 +317,7 @@ static int loose_chunk(struct coll_sched *s, struct direct *d, unsigned char *ac
 static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
 {
     int me = s->comm->rank, peer = !me;
-    int wme = world_of(s->comm, me), w1 = world_of(s->comm, 1);
+    int wme = cadre__world_rank(s->comm, me), w1 = cadre__world_rank(s->comm, 1);
     struct direct_flags *mine = cadre__direct_flags(wme);
     uint64_t key = pair_key(s); /* the claim word's key too: its top 32 bits */
     unsigned char *acc, *tmp;
@@ -334,7 +334,7 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
      * its last user, the call before on this pair, is done with it (a rank
      * leaves a call only after its peer's round 3), and rank 1 claims only
      * after it sees the key. */
-    _Atomic uint64_t *w = &cadre__direct_flags(world_of(s->comm, 0))->claim[w1];
+    _Atomic uint64_t *w = &cadre__direct_flags(cadre__world_rank(s->comm, 0))->claim[w1];
     if (me == 0)
         atomic_store_explicit(w, key, memory_order_release);
     uint32_t done = 0, got = 0;
@@ -358,7 +358,7 @@ static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
         if (!(me == 1 && n - 1 - (uint64_t)j < ahead))
             CADRE_CHECK(loose_chunk(s, d, acc, (uint64_t)j, step, nt));
         atomic_store_explicit(&mine->prod, key | ++done, memory_order_release);
-        cadre__shm_wake(world_of(s->comm, peer));
+        cadre__shm_wake(cadre__world_rank(s->comm, peer));
         CADRE_CHECK(take_peer(s, d, key, step, peer == 1, n, &got));
     }
     /* Every chunk is claimed: the peer's share is fixed. */
@@ -393,11 +393,11 @@ int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)
     if ((d->peer[0].busy | d->peer[1].busy) & DIRECT_OVERLAP)
         return allreduce_pair(s, d);
     if (d->peer[0].busy || d->peer[1].busy)
-        return bytes > PAIR_FULL_BUSY_MAX && world_of(s->comm, 1) < DIRECT_CLAIM_SLOTS
+        return bytes > PAIR_FULL_BUSY_MAX && cadre__world_rank(s->comm, 1) < DIRECT_CLAIM_SLOTS
                    ? allreduce_pair_loose(s, d)
                    : allreduce_pair(s, d);
-    return bytes >= DIRECT_STREAM_MIN && cadre__direct_ring(world_of(s->comm, 0)) &&
-                   cadre__direct_ring(world_of(s->comm, 1))
+    return bytes >= DIRECT_STREAM_MIN && cadre__direct_ring(cadre__world_rank(s->comm, 0)) &&
+                   cadre__direct_ring(cadre__world_rank(s->comm, 1))
                ? allreduce_pair_stream(s, d)
                : allreduce_pair(s, d);
 }

@@ -90,11 +90,6 @@ struct coll_fast {
 static uint64_t used_mask; /* slots this process has given to communicators */
 static int world_tried;
 
-static int world_of(const struct cadre_comm *c, int rank)
-{
-    return c->world_ranks ? c->world_ranks[rank] : rank;
-}
-
 uint64_t cadre__fast_free_mask(void)
 {
     if (!cadre__eng.shm_active)
@@ -121,7 +116,7 @@ int cadre__fast_setup(struct cadre_comm *c, uint64_t mask)
         return CADRE_ERR_NOMEM;
     }
     for (int i = 0; i < c->size; i++) {
-        F->world[i] = world_of(c, i);
+        F->world[i] = cadre__world_rank(c, i);
         unsigned char *area = cadre__shm_coll_area(F->world[i]);
         if (!area) {
             free(F->peer), free(F->world), free(F->seen_done), free(F);

@@ -125,11 +125,6 @@ static int cyc_ge(uint32_t a, uint32_t b)
     return (int32_t)(a - b) >= 0;
 }
 
-static int world_of(const struct cadre_comm *c, int r)
-{
-    return c->world_ranks ? c->world_ranks[r] : r;
-}
-
 static int all_on_node(const struct cadre_comm *c)
 {
     if (!cadre__eng.peers)
@@ -137,7 +132,7 @@ static int all_on_node(const struct cadre_comm *c)
     for (int i = 0; i < c->size; i++) {
         if (i == c->rank)
             continue;
-        const struct cadre_peer *p = &cadre__eng.peers[world_of(c, i)];
+        const struct cadre_peer *p = &cadre__eng.peers[cadre__world_rank(c, i)];
         if (p->tp != &cadre__p2p_shm || p->state != PEER_OK)
             return 0;
     }
@@ -222,7 +217,7 @@ static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
     int32_t ok = mine.ok, allok = 0;
     int devs[GPU_DIRECT_MAXR];
     for (int q = 0; rc == CADRE_SUCCESS && ok && q < c->size; q++) {
-        d->world[q] = world_of(c, q);
+        d->world[q] = cadre__world_rank(c, q);
         all[q].busid[sizeof all[q].busid - 1] = 0;
         int dev = -1, a = 0, b = 0;
         ok = all[q].ok && cudaDeviceGetByPCIBusId(&dev, all[q].busid) == cudaSuccess;

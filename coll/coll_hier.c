@@ -92,7 +92,7 @@ static struct coll_hier *hier_make(struct cadre_comm *c)
     for (int i = 0; i < nmap; i++)
         map[i] = -1;
     for (int q = 0; q < n; q++) {
-        int w = c->world_ranks ? c->world_ranks[q] : q;
+        int w = cadre__world_rank(c, q);
         ph[q] = cadre__p2p_host_of(w);
         if (map[ph[q]] < 0)
             map[ph[q]] = h->nh++;

@@ -45,11 +45,6 @@ static const struct poison *find(uint32_t ctx)
     return p;
 }
 
-static int world_of(const struct cadre_comm *c, int rank)
-{
-    return c->world_ranks ? c->world_ranks[rank] : rank;
-}
-
 /* Lock held. Returns 1 when this is ctx's first report. */
 static int record(uint32_t ctx, int code, const char *text, int32_t tag)
 {
@@ -96,7 +91,7 @@ static void tell_at(struct cadre_comm *c, int skip, int src, int other, uint64_t
     struct cadre_engine *e = &cadre__eng;
     uint32_t ctx = cadre__coll_ctx(c);
     for (int q = 0; q < c->size; q++) {
-        int w = world_of(c, q);
+        int w = cadre__world_rank(c, q);
         if (q == c->rank || q == skip || e->peers[w].state != PEER_OK)
             continue;
         struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .ctx = ctx, .src = src,
@@ -156,8 +151,9 @@ void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
         cadre__comm_foreach(find_ctx, &f);
         if (f.c && other >= 0 && other < f.c->size && (int)h->src >= 0 &&
             (int)h->src < f.c->size) {
-            cadre__p2p_peer_reported(world_of(f.c, other), world_of(f.c, (int)h->src));
-            host = cadre__p2p_tcp_host(world_of(f.c, other));
+            cadre__p2p_peer_reported(cadre__world_rank(f.c, other),
+                                     cadre__world_rank(f.c, (int)h->src));
+            host = cadre__p2p_tcp_host(cadre__world_rank(f.c, other));
         }
         snprintf(text, sizeof text, "rank %d%s%s%s failed (rank %d found out)", other,
                  host ? " (host " : "", host ? host : "", host ? ")" : "", (int)h->src);
@@ -174,7 +170,7 @@ void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
 void cadre__coll_poison_peer_locked(struct cadre_comm *c, int dead)
 {
     char text[300], world[32] = "", how[200] = "";
-    int w = world_of(c, dead);
+    int w = cadre__world_rank(c, dead);
     if (w != dead)
         snprintf(world, sizeof world, " (world rank %d)", w);
     /* What the engine saw, when it saw it ("(pid 4711) exited"). */
@@ -229,14 +225,14 @@ void cadre__coll_poison_dead_members(struct cadre_comm *c)
 int cadre__coll_blame(struct cadre_comm *c, int peer)
 {
     struct cadre_engine *e = &cadre__eng;
-    if (peer >= 0 && !e->peers[world_of(c, peer)].said_bye)
+    if (peer >= 0 && !e->peers[cadre__world_rank(c, peer)].said_bye)
         return peer;
     /* First a failure the engine noticed (it saw no BYE), then a process
      * that exited unnoticed: a rank that finalized may have exited with its
      * BYE still unread here, a failure seen is surer. */
     for (int pass = 0; pass < 2; pass++) {
         for (int q = 0; q < c->size; q++) {
-            const struct cadre_peer *m = &e->peers[world_of(c, q)];
+            const struct cadre_peer *m = &e->peers[cadre__world_rank(c, q)];
             if (q == c->rank || m->said_bye)
                 continue;
             struct pollfd pf = {m->pidfd, POLLIN, 0};
@@ -463,7 +459,7 @@ void cadre__coll_sigq_send_locked(struct cadre_comm *c, int peer, int32_t tag, u
     struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .ctx = cadre__coll_ctx(c), .src = c->rank,
                               .tag = CADRE_P2P_SIGQ_TAG, .sreq = (uint64_t)(uint32_t)tag,
                               .rreq = sig};
-    int w = world_of(c, peer);
+    int w = cadre__world_rank(c, peer);
     if (w != cadre__proc.rank && cadre__eng.peers[w].state == PEER_OK)
         (void)cadre__p2p_post(w, &h, NULL, NULL);
 }

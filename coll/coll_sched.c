@@ -202,11 +202,6 @@ void *cadre__sched_alloc(struct coll_sched *s, size_t bytes)
 
 /* ---- executor ------------------------------------------------------------------ */
 
-static int world_of(struct cadre_comm *c, int rank)
-{
-    return c->world_ranks ? c->world_ranks[rank] : rank;
-}
-
 static int post_round(struct coll_sched *s)
 {
     int from = s->round ? s->round_end[s->round - 1] : 0, to = s->round_end[s->round];
@@ -230,7 +225,7 @@ static int post_round(struct coll_sched *s)
         r->comm = s->comm;
         r->ctx = s->ctx;
         r->peer = st->peer;
-        r->peer_world = world_of(s->comm, st->peer);
+        r->peer_world = cadre__world_rank(s->comm, st->peer);
         r->tag = s->tag;
         r->sig = s->sig;
         r->elsize = 1;
@@ -346,7 +341,7 @@ static void peer_failure(struct coll_sched *s, int peer, const char *msg)
     int dead = cadre__coll_blame(s->comm, peer);
     if (dead >= 0 && dead != peer) {
         const char *host =
-            cadre__p2p_tcp_host(s->comm->world_ranks ? s->comm->world_ranks[dead] : dead);
+            cadre__p2p_tcp_host(cadre__world_rank(s->comm, dead));
         snprintf(s->errmsg, sizeof s->errmsg,
                  "%s: rank %d%s%s%s failed (a rank that finalized after it went first)",
                  s->op_name, dead, host ? " (host " : "", host ? host : "", host ? ")" : "");

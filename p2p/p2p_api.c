@@ -50,9 +50,7 @@ check_args(const char *fn, const void *buf, size_t count, cadre_datatype_t dt, i
                             a->comm->size);
     if (tag < 0 && !(is_recv && tag == CADRE_ANY_TAG))
         return cadre__error(CADRE_ERR_ARG, "%s: tag %d is negative", fn, tag);
-    a->world = peer == CADRE_ANY_SOURCE ? -1
-               : a->comm->world_ranks ? a->comm->world_ranks[peer]
-                                      : peer;
+    a->world = peer == CADRE_ANY_SOURCE ? -1 : cadre__world_rank(a->comm, peer);
     return CADRE_SUCCESS;
 }
 

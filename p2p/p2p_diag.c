@@ -190,7 +190,7 @@ static void send_final(const struct cadre_comm *c, void *arg)
     (void)arg;
     uint32_t seq = __atomic_load_n(&c->coll_seq, __ATOMIC_RELAXED);
     for (int i = 0; i < c->size; i++) {
-        int w = c->world_ranks ? c->world_ranks[i] : i;
+        int w = cadre__world_rank(c, i);
         if (i == c->rank || w < 0 || w >= cadre__eng.nranks || !cadre__p2p_talked_to(w))
             continue;
         struct cadre_p2p_hdr r = {.type = CADRE_P2P_STATE_R,
@@ -219,11 +219,6 @@ void cadre__p2p_diag_cleanup(void)
 }
 
 /* ---- asking --------------------------------------------------------------------- */
-
-static int world_of(const struct cadre_comm *c, int rank)
-{
-    return c->world_ranks ? c->world_ranks[rank] : rank;
-}
 
 /* Sends STATE_Q to the world ranks marked asked; waits for their answers. */
 static void ask(uint32_t ctx)
@@ -280,7 +275,7 @@ static void put(struct text *t, const char *fmt, ...)
 static void rank_name(const struct cadre_comm *c, int r, char *buf, size_t len)
 {
     if (c->world_ranks)
-        snprintf(buf, len, "rank %d (world %d)", r, world_of(c, r));
+        snprintf(buf, len, "rank %d (world %d)", r, cadre__world_rank(c, r));
     else
         snprintf(buf, len, "rank %d", r);
 }
@@ -366,7 +361,7 @@ void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *wh
         return;
     }
     for (int i = 0; i < c->size; i++) {
-        int w = world_of(c, i);
+        int w = cadre__world_rank(c, i);
         if (w < 0 || w >= nw || i == c->rank)
             continue;
         if (coll || r->peer == CADRE_ANY_SOURCE || r->peer == i)
@@ -392,7 +387,7 @@ void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *wh
         uint32_t seq = (uint32_t)r->tag + 1;
         int narrived = 0, nmissing = 0;
         for (int i = 0; i < c->size; i++) {
-            int w = world_of(c, i);
+            int w = cadre__world_rank(c, i);
             struct answer *a = &ans[w];
             int in_op = a->got && a->st.in_cadre && a->st.ctx == c->context_id && a->st.seq == seq;
             const struct final_seq *f = a->got ? NULL : find_final(w, c->context_id);
@@ -413,7 +408,7 @@ void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *wh
         for (int i = 0, listed = 0; i < c->size; i++) {
             if (arrived[i])
                 continue;
-            int w = world_of(c, i);
+            int w = cadre__world_rank(c, i);
             rank_name(c, i, name, sizeof name);
             peer_state(ans, w, state, sizeof state);
             if (lines++ < MAX_DETAIL_LINES)
@@ -425,7 +420,7 @@ void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *wh
         /* A rank inside this very collective number but a different
          * collective is a mismatch worth naming. */
         for (int i = 0; i < c->size; i++) {
-            struct answer *a = &ans[world_of(c, i)];
+            struct answer *a = &ans[cadre__world_rank(c, i)];
             if (i != c->rank && a->got && a->st.in_cadre && a->st.ctx == c->context_id &&
                 a->st.seq == seq && strcmp(a->st.op, r->op) && !a->st.via[0]) {
                 rank_name(c, i, name, sizeof name);
@@ -436,7 +431,7 @@ void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *wh
     } else {
         int listed = 0;
         for (int i = 0; i < c->size; i++) {
-            int w = world_of(c, i);
+            int w = cadre__world_rank(c, i);
             if (w < 0 || w >= nw || !ans[w].asked)
                 continue;
             rank_name(c, i, name, sizeof name);

@@ -55,11 +55,6 @@ static int p2p_classify(const char *fn, const void *buf, size_t bytes)
     return 1;
 }
 
-static int world_of(const struct cadre_comm *c, int r)
-{
-    return c->world_ranks ? c->world_ranks[r] : r;
-}
-
 /* The first half of a device send or receive: the op, and what goes on the
  * stream before its wait (the copy to staging and `ready` for a send; the
  * posted host receive for a receive). */
@@ -78,10 +73,11 @@ static int p2p_prepare(int kind, const char *fn, void *buf, size_t count, cadre_
     op->peer = peer;
     op->tag = tag;
     op->cap = bytes;
-    if (kind == OP_SEND && peer != comm->rank && cadre__gpu_ipc_peer_ok(world_of(comm, peer)) &&
+    if (kind == OP_SEND && peer != comm->rank &&
+        cadre__gpu_ipc_peer_ok(cadre__world_rank(comm, peer)) &&
         cadre__gpu_ipc_export(buf, &op->desc) == CADRE_SUCCESS) {
         op->ipc = 1;
-        op->peer_world = world_of(comm, peer);
+        op->peer_world = cadre__world_rank(comm, peer);
         op->desc.id = cadre__gpu_ipc_next_id();
         op->desc.bytes = bytes;
         cudaError_t e = cudaEventRecord(op->ready, *X);
@@ -97,7 +93,7 @@ static int p2p_prepare(int kind, const char *fn, void *buf, size_t count, cadre_
     size_t slot_off = (bytes + 63) & ~(size_t)63;
     if (kind == OP_RECV &&
         (peer == CADRE_ANY_SOURCE ||
-         (peer != comm->rank && cadre__gpu_ipc_peer_ok(world_of(comm, peer)))))
+         (peer != comm->rank && cadre__gpu_ipc_peer_ok(cadre__world_rank(comm, peer)))))
         op->ipc = 2;
     if (!(op->stage = cadre__gpu_stage_get(op->ipc ? slot_off + sizeof *op->slot : bytes, fn,
                                            &rc))) {

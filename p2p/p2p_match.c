@@ -162,7 +162,7 @@ int cadre__p2p_start_recv(struct cadre_request *r)
     if (r->peer == CADRE_ANY_SOURCE && r->comm &&
         (q = cadre__p2p_comm_dead_member(r->comm)) >= 0) {
         char msg[512];
-        cadre__p2p_any_source_text(r, q, r->comm->world_ranks ? r->comm->world_ranks[q] : q, msg,
+        cadre__p2p_any_source_text(r, q, cadre__world_rank(r->comm, q), msg,
                         sizeof msg);
         return cadre__error(CADRE_ERR_PEER, "%s", msg);
     }

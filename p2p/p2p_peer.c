@@ -210,7 +210,7 @@ int cadre__p2p_comm_dead_member(const struct cadre_comm *c)
     if (!cadre__eng.ndead)
         return -1;
     for (int q = 0; q < c->size; q++) {
-        int w = c->world_ranks ? c->world_ranks[q] : q;
+        int w = cadre__world_rank(c, q);
         if (w != cadre__proc.rank && cadre__p2p_peer_died(w))
             return q;
     }

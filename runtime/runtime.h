@@ -204,6 +204,12 @@ struct cadre_comm {
     uint32_t hidx;       /* its slot in cadre__comm_handles */
     struct cadre_hslot *hslot;
 };
+
+/* The world rank of member `rank` of c. */
+static inline int cadre__world_rank(const struct cadre_comm *c, int rank)
+{
+    return c->world_ranks ? c->world_ranks[rank] : rank;
+}
 /* memcpy for buffers that do not overlap, without the slow case of the
  * string instructions (runtime_copy.c). */
 void cadre__copy_big(void *dst, const void *src, size_t n);
