@@ -139,23 +139,41 @@ static int send_wait(int fd, double until)
  * BYE, a POISON saying why it left a collective. They are read and
  * delivered before the broken pipe fails the peer, so that they, not the
  * pipe, tell what happened (a rank that finalized after a failure elsewhere
- * is not blamed for it). Not while a drain runs: a message delivered here
- * may itself be answered with a send to the same peer. */
+ * is not blamed for it). They may also still be on their way: the reset of
+ * our connection (the peer closed it with our bytes unread) can overtake
+ * them, sent before it on the peer's connection to us, when the peer's
+ * process moved to another core in between (each core's loopback queue
+ * is its own). So the peer's connection is read until it ends (its EOF,
+ * after its BYE or not), for at most TCP_DRAIN_IN_WAIT: a rank that
+ * finalized, read too early, was blamed for a failure (the fault soak of
+ * make check, under load). Not while a drain runs: a message delivered
+ * here may itself be answered with a send to the same peer. */
 static void drain_in(int peer)
 {
     static int draining;
     if (draining)
         return;
     draining = 1;
-    /* What it sent may be on a connection it opened last, not yet accepted. */
-    cadre__p2p_tcp_accept();
-    for (int i = 0; i < tcp->nin; i++)
-        if (tcp->in[i]->fd >= 0 && tcp->in[i]->peer < 0)
-            cadre__p2p_tcp_in_progress(tcp->in[i]);
-    struct tcp_in *c = tcp->peers[peer].in;
-    for (int k = 0; c && k < 1024 && tcp->peers[peer].in == c && c->fd >= 0; k++)
-        if (cadre__p2p_tcp_in_progress(c) == 0)
+    double until = tcp_now() + TCP_DRAIN_IN_WAIT;
+    for (;;) {
+        /* What it sent may be on a connection it opened last, not yet accepted. */
+        cadre__p2p_tcp_accept();
+        for (int i = 0; i < tcp->nin; i++)
+            if (tcp->in[i]->fd >= 0 && tcp->in[i]->peer < 0)
+                cadre__p2p_tcp_in_progress(tcp->in[i]);
+        struct tcp_in *c = tcp->peers[peer].in;
+        for (int k = 0; c && k < 1024 && tcp->peers[peer].in == c && c->fd >= 0; k++)
+            if (cadre__p2p_tcp_in_progress(c) == 0)
+                break;
+        /* Ended (closed after its BYE, or failed), or it never opened one. */
+        if (!c || tcp->peers[peer].in != c || c->fd < 0)
             break;
+        double left = until - tcp_now();
+        if (left <= 0)
+            break;
+        struct pollfd pf = {c->fd, POLLIN, 0};
+        (void)poll(&pf, 1, (int)(left * 1e3) + 1);
+    }
     draining = 0;
 }
 

@@ -25,6 +25,7 @@
 #define TCP_RBUF 8192          /* per inbound socket: headers and small payloads */
 #define TCP_MSGS_PER_CALL 64   /* per socket and progress call: fairness */
 #define TCP_HELLO_TIMEOUT 30   /* seconds for the answer to our hello */
+#define TCP_DRAIN_IN_WAIT 0.5  /* seconds to read a peer's last messages after its reset */
 /* An accepted connection that has not said who it is: a peer's hello is
  * written as soon as its connect completes, so anything silent for longer
  * than TCP_IN_HELLO_TIMEOUT is closed; past TCP_MAX_PENDING of them the

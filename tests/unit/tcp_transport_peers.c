@@ -8,7 +8,7 @@
 
 /* ---- refused connections ------------------------------------------------------------ */
 
-static int raw_connect(int rank)
+int raw_connect(int rank)
 {
     const uint8_t *b = blob[rank];
     uint16_t port;
@@ -22,7 +22,7 @@ static int raw_connect(int rank)
     return fd;
 }
 
-static void raw_write(int fd, const void *p, size_t n)
+void raw_write(int fd, const void *p, size_t n)
 {
     CHECK(send(fd, p, n, MSG_NOSIGNAL) == (ssize_t)n, "%s", strerror(errno));
 }
@@ -38,7 +38,7 @@ static void expect_closed(int fd, const char *what)
     close(fd);
 }
 
-static void raw_hello(int fd, uint32_t magic, int from, int to, uint64_t cookie)
+void raw_hello(int fd, uint32_t magic, int from, int to, uint64_t cookie)
 {
     struct hello h = {magic, 1, from, to, cookie};
     raw_write(fd, &h, sizeof h);
@@ -387,7 +387,7 @@ int s_crowd(void)
 /* This process as rank 1 of 2, its transport up, and rank 0 published at a
  * loopback socket of ours (returned): listening (nonblocking) or only bound,
  * which refuses connects. fake holds rank 0's blob until the scenario ends. */
-static int fake_rank0(uint8_t fake[BLOB_HDR + BLOB_ENT], int listening, double secs)
+int fake_rank0(uint8_t fake[BLOB_HDR + BLOB_ENT], int listening, double secs)
 {
     me.rank = 1;
     deadline = now() + secs;

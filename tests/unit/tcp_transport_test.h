@@ -116,6 +116,13 @@ void eager_both_ways(uint64_t n);
 size_t eager_size(uint64_t seq);
 size_t burst_size(uint64_t seq);
 
+/* tcp_transport_peers.c: a raw peer's side of the protocol, and a fake rank 0
+ * (this process as rank 1 of 2, rank 0 published at the returned socket of
+ * ours: listening, or only bound). */
+int raw_connect(int rank);
+void raw_write(int fd, const void *p, size_t n);
+void raw_hello(int fd, uint32_t magic, int from, int to, uint64_t cookie);
+int fake_rank0(uint8_t fake[BLOB_HDR + BLOB_ENT], int listening, double secs);
 /* The scenarios. */
 int s_basic(void);
 int s_eager(void);
@@ -133,6 +140,7 @@ int s_kill_recv(void);
 int s_kill_send(void);
 int s_bye(void);
 int s_crowd(void);
+int s_late_bye(void);
 int s_retry(void);
 int s_decoy(void);
 int s_farewell(void);

@@ -42,6 +42,7 @@ static void test_crowd(void) { run_scenario("crowd", 90); }
 static void test_retry(void) { run_scenario("retry", 60); }
 static void test_decoy(void) { run_scenario("decoy", 60); }
 static void test_farewell(void) { run_scenario("farewell", 30); }
+static void test_late_bye(void) { run_scenario("late_bye", 30); }
 
 static void test_bench_smoke(void)
 {
@@ -274,5 +275,7 @@ void suite_tcp(void)
     CU_add_test(s, "decoy: a dropping, a wrong and a refusing address cost nothing", test_decoy);
     CU_add_test(s, "farewell: in cadre_finalize a refused connect is not tried again",
                 test_farewell);
+    CU_add_test(s, "late BYE: a send that meets a finalized peer's reset reads its BYE first",
+                test_late_bye);
     CU_add_test(s, "CADRE_SOCKET_IFNAME selecting nothing fails cadre_init", test_ifname_init);
 }
