@@ -3,7 +3,7 @@
  * window, like osu_latency and osu_bw / osu_mbw_mr), the same sizes and
  * iteration counts, the same output columns. Data checking is off in both
  * for timing.
- *   mpirun -np N mpi_pingpong sendrecv|stream [MINB [MAXB [many|one]]]
+ *   mpirun -np N mpi_pingpong sendrecv|stream [MINB [MAXB [many|one [ITERS]]]]
  * sendrecv: ranks 0 and 1. stream: as cadre-perf's, rank i < N/2 streams to
  * rank i + N/2 (an odd N's last rank idles), each message from its own
  * buffer, into its own buffer (many, osu_mbw_mr) or all into one (one,
@@ -35,6 +35,8 @@ int main(int argc, char **argv)
     size_t minb = argc > 2 ? strtoull(argv[2], NULL, 0) : 8;
     size_t maxb = argc > 3 ? strtoull(argv[3], NULL, 0) : (64u << 20);
     int one = argc > 4 && !strcmp(argv[4], "one");
+    /* ITERS: windows (stream) or round trips per size, as cadre-perf's -n */
+    int fixed_iters = argc > 5 ? atoi(argv[5]) : 0;
     int win = 64, pairs = np / 2;
     int sender = me < pairs, peer = -1;
     if (stream)
@@ -49,7 +51,7 @@ int main(int argc, char **argv)
                stream ? "stream" : "sendrecv", np,
                stream ? (one ? ", receives into one buffer" : ", receives into one buffer per message") : "");
     for (size_t n = minb; n <= maxb; n *= 2) {
-        int iters = stream ? iters_for(n) / 10 + 1 : iters_for(n);
+        int iters = fixed_iters > 0 ? fixed_iters : stream ? iters_for(n) / 10 + 1 : iters_for(n);
         int warm = stream ? 2 : iters / 10 + 1;
         double t0 = 0;
         MPI_Barrier(MPI_COMM_WORLD);

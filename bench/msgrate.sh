@@ -6,8 +6,13 @@
 # with --oversubscribe), cadre-perf stream beside Open MPI (bench/mpi_pingpong.c,
 # the same loop) taking turns, medians of REPS turns. RBUF=one receives each
 # window into one buffer instead (osu_bw's loop). BASE=builddir adds another
-# build of cadre (before a change) to the turns, in its own column.
-# Usage: [REPS=3] [SIZES="8 64 512 4096"] [RBUF=many|one] [BASE=builddir] bench/msgrate.sh [builddir]
+# build of cadre (before a change) to the turns, in its own column. ITERS=N
+# makes every turn N windows per size in both libraries (default: each
+# program's own count, about 1000 windows at 8 B: some 10 ms, shorter than
+# the scheduler's slices, so that with 2 pairs on 2 cores a turn measures
+# where the scheduler put the 4 ranks at its start; 20000 windows make
+# about 0.2 s, over which placements change and average out).
+# Usage: [REPS=3] [SIZES="8 64 512 4096"] [RBUF=many|one] [BASE=builddir] [ITERS=N] bench/msgrate.sh [builddir]
 # Prints a markdown table: messages per second summed over the pairs.
 set -euo pipefail
 . "$(dirname "$0")/common.sh" "$@"
@@ -15,23 +20,24 @@ mpicc -O2 -o "$tmp/mpi_pingpong" "$here/mpi_pingpong.c"
 reps=${REPS:-3}
 sizes=${SIZES:-8 64 512 4096}
 rbuf=${RBUF:-many}
+iters=${ITERS:-}
 
 base=${BASE:+$(cd "$BASE" && pwd)}
 cadre_rate() { # ranks size [builddir] -> msg/s
     local bind=core d=${3:-$build}
     [ "$1" -gt 2 ] && bind=none
     timeout 120 "$d/launcher/cadrerun" -n "$1" --bind-to $bind "$d/tools/cadre-perf" stream \
-        -b "$2" -e "$2" -c 0 -R "$rbuf" | awk '$2 == "msgrate" { print $6 }'
+        -b "$2" -e "$2" -c 0 -R "$rbuf" ${iters:+-n "$iters"} | awk '$2 == "msgrate" { print $6 }'
 }
 mpi_rate() { # ranks size -> msg/s
     local opts=(--bind-to core)
     [ "$1" -gt 2 ] && opts=(--oversubscribe --bind-to none)
-    timeout 120 mpirun -np "$1" "${opts[@]}" "$tmp/mpi_pingpong" stream "$2" "$2" "$rbuf" |
+    timeout 120 mpirun -np "$1" "${opts[@]}" "$tmp/mpi_pingpong" stream "$2" "$2" "$rbuf" ${iters:+"$iters"} |
         awk '!/^#/ { print $4 }'
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-echo "## message rate on $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p'), $(date -u '+%F %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg), receive buffers: $rbuf"
+echo "## message rate on $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p'), $(date -u '+%F %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg), receive buffers: $rbuf${iters:+, $iters windows per turn}"
 : > "$tmp/c2c.log"
 for ((i = 0; i < reps; i++)); do
     "$tmp/c2c" | awk '{ print $2 }' >> "$tmp/c2c.log"
