@@ -10,13 +10,6 @@
  * tcp_transport_test.h declares, the transport (T) and the C library. */
 #include "tcp_transport_test.h"
 
-/* Reads n bytes of fd (blocking), failing the check on EOF or error. */
-static void raw_read(int fd, void *p, size_t n)
-{
-    ssize_t k = recv(fd, p, n, MSG_WAITALL);
-    CHECK(k == (ssize_t)n, "read %zd of %zu bytes: %s", k, n, k < 0 ? strerror(errno) : "EOF");
-}
-
 /* The fake rank 0, in a child: takes rank 1's connection and message,
  * connects to rank 1 and sends it one message (`ready` is written once
  * rank 1 may have it), then resets rank 1's connection, tells `reset`,
@@ -30,19 +23,19 @@ static void late_rank0(int l, int ready, int reset)
     int in = accept(l, NULL, NULL);
     CHECK(in >= 0, "accept: %s", strerror(errno));
     struct hello hi;
-    raw_read(in, &hi, sizeof hi);
+    io_all(in, &hi, sizeof hi, 0);
     CHECK(hi.magic == TCP_MAGIC && hi.from == 1 && hi.to == 0 && hi.cookie == COOKIE);
     raw_hello(in, TCP_MAGIC, 0, 1, COOKIE);
     struct cadre_p2p_hdr m;
     char payload[4];
-    raw_read(in, &m, sizeof m);
+    io_all(in, &m, sizeof m, 0);
     CHECK(m.type == CADRE_P2P_EAGER && m.len == sizeof payload, "type %u len %llu", m.type,
           (unsigned long long)m.len);
-    raw_read(in, payload, sizeof payload);
+    io_all(in, payload, sizeof payload, 0);
     /* Our own connection to rank 1, and a message on it. */
     int out = raw_connect(1);
     raw_hello(out, TCP_MAGIC, 0, 1, COOKIE);
-    raw_read(out, &hi, sizeof hi);
+    io_all(out, &hi, sizeof hi, 0);
     CHECK(hi.magic == TCP_MAGIC && hi.from == 1 && hi.to == 0, "rank 1's answer");
     struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER, .src = 0, .tag = 7, .len = sizeof payload,
                               .seq = 1};

@@ -125,7 +125,7 @@ void io_all(int fd, void *p, size_t n, int wr)
         ssize_t k = wr ? write(fd, p, n) : read(fd, p, n);
         if (k < 0 && errno == EINTR)
             continue;
-        CHECK(k > 0, "pipe %s: %s", wr ? "write" : "read", k ? strerror(errno) : "EOF");
+        CHECK(k > 0, "%s of fd %d: %s", wr ? "write" : "read", fd, k ? strerror(errno) : "EOF");
         p = (char *)p + k;
         n -= (size_t)k;
     }

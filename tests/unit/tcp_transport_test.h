@@ -95,6 +95,7 @@ double now(void);
 uint8_t pat(uint64_t seq, size_t i);
 void fill(void *buf, size_t len, uint64_t seq);
 void check_pattern(const void *buf, size_t len, uint64_t seq, int peer);
+/* All n bytes to (wr) or from fd, a pipe or a socket; EOF or an error fails the check. */
 void io_all(int fd, void *p, size_t n, int wr);
 void blob_one(uint8_t *out, const uint8_t *like, uint16_t port, uint32_t addr);
 int nlisten(int r);
