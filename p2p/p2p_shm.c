@@ -302,9 +302,9 @@ static int tiny_send(struct shm_peer *p, const struct cadre_p2p_hdr *h, const vo
         memcpy(c->data, payload, len);
     atomic_store_explicit(&c->valid, (uint32_t)(l->pos + 1), memory_order_release);
     lane_next(l);
-    /* The line after the next cell's, as the eager lane does (shm_send). */
-    if (l->pos + 2 - l->seen < l->n)
-        prefetch_write(lane_slot_ahead(l, 2));
+    /* The line after the next one, as the eager lane does (shm_send). */
+    if (l->pos + TINY_TX_AHEAD - l->seen < l->n)
+        prefetch_write(lane_slot_ahead(l, TINY_TX_AHEAD));
     ring_peer(p);
     return 1;
 }

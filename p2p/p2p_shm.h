@@ -17,13 +17,17 @@ struct slot {
 _Static_assert(sizeof(struct slot) == 64, "slot header must fill one cache line");
 
 /* The tiny lane: a plain message of at most TINY_MAX bytes (no flags, no
- * signature) in a cell of one cache line, the cells side by side. A window
- * of small messages in the eager lane's slots, 8 KiB apart, touches a page
- * per message and puts every slot's line in the same set of the L1 cache;
- * 256 cells take 4 pages and spread over the sets, and a cell carries only
- * what a plain message needs. (Two 32-byte cells to a line were no faster
- * and, in 1 run of 10, far slower: the receiver polled the line the sender
- * was writing its second cell into.) The receiver takes messages from the
+ * signature) in a cell of 32 bytes, two to a cache line, the cells side by
+ * side. A window of small messages in the eager lane's slots, 8 KiB apart,
+ * touches a page per message and puts every slot's line in the same set of
+ * the L1 cache; 256 cells take 2 pages and spread over the sets, a cell
+ * carries only what a plain message needs, and a receiver that lags reads
+ * two messages per line it takes from the sender's core. (Cells of a whole
+ * line, measured against these: level in 30 alternated turns on
+ * 2026-11-27; on 2026-11-28 the median 4 ms block 2-3% slower in two runs
+ * of 90 alternated launches each, the slowest tenth of the blocks faster in
+ * one run and slower in the other, by the host's slow moments:
+ * bench/RESULTS.md.) The receiver takes messages from the
  * tiny and the eager lane in the order of their sequence numbers (every
  * message but DATA has the next one). */
 #define TINY_MAX 8
@@ -35,9 +39,12 @@ struct cell {
     int32_t src, tag;
     uint32_t len;
     unsigned char data[TINY_MAX];
-    char pad[32];
 };
-_Static_assert(sizeof(struct cell) == 64, "a cell fills one cache line");
+_Static_assert(sizeof(struct cell) == 32, "two cells to a cache line");
+/* How far ahead the tiny lane's receiver asks for cells (RX_AHEAD lines, as
+ * the eager lane), and its sender for the line it writes next but one. */
+#define TINY_RX_AHEAD (2 * RX_AHEAD)
+#define TINY_TX_AHEAD 4
 
 /* A slot is the sender's alone to write: it holds message pos while its seq
  * is pos + 1. The receiver never writes into slots; it tells the sender how

@@ -161,8 +161,8 @@ static int drain_msgs(int w, struct shm_peer *p, int max)
                 __builtin_prefetch(later);
                 __builtin_prefetch(later + 64);
             }
-        } else if (RX_AHEAD < l->n) {
-            __builtin_prefetch(lane_slot_ahead(l, RX_AHEAD));
+        } else if (TINY_RX_AHEAD < l->n) {
+            __builtin_prefetch(lane_slot_ahead(l, TINY_RX_AHEAD));
         }
         cadre__p2p_incoming_wire(w, &h, payload, &eager_framing);
         if (cadre__eng.peers[w].state == PEER_DEAD)
