@@ -4,7 +4,8 @@
 # the source tree; built first), cadrerun and perf (checked to be there),
 # tmp (a directory removed at exit), allows Open MPI to run as root, and
 # builds $tmp/c2c (bench/c2c.c: the vCPUs' core-to-core round trip).
-# Defines size_median (the median per size of "size value" lines).
+# Defines median (of numbers on stdin, one per line) and size_median (the
+# median per size of "size value" lines).
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
 build=$(cd "${1:-$top}" && pwd)
@@ -17,6 +18,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d "/tmp/cadre-$(basename "$0" .sh).XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 cc -O2 -pthread -o "$tmp/c2c" "$here/c2c.c"
+
+# numbers on stdin, one per line -> their median (the lower middle for an
+# even count)
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # "size value" lines on stdin -> per size, in increasing size, the median of
 # its values (the lower middle for an even count)

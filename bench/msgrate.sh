@@ -35,7 +35,6 @@ mpi_rate() { # ranks size -> msg/s
     timeout 120 mpirun -np "$1" "${opts[@]}" "$tmp/mpi_pingpong" stream "$2" "$2" "$rbuf" ${iters:+"$iters"} |
         awk '!/^#/ { print $4 }'
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "## message rate on $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p'), $(date -u '+%F %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg), receive buffers: $rbuf${iters:+, $iters windows per turn}"
 : > "$tmp/c2c.log"

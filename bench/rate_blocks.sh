@@ -27,12 +27,12 @@ run() { # lib -> block rates, one per line
     mpi) timeout 120 mpirun -np 2 --bind-to core "$tmp/rb_mpi" "$blocks" "$per" ;;
     esac
 }
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "## 8 B message rate by blocks of $per windows on $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p'), $(date -u '+%F %H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| round (UTC) | c2c (ns) | cadre (M msg/s) |${base:+ BASE (M msg/s) |} Open MPI (M msg/s) | cadre / Open MPI |"
 echo "|---|---:|---:|${base:+---:|}---:|---:|"
+declare -A med # library -> the round's median block
 for ((r = 0; r < rounds; r++)); do
     c2c=$("$tmp/c2c" | awk '{ print $2 }')
     for ((t = 0; t < turns; t++)); do
@@ -42,12 +42,11 @@ for ((r = 0; r < rounds; r++)); do
     done
     line="| $(date -u +%H:%M:%S) | $c2c |"
     for l in $libs; do
-        m=$(median < "$tmp/$l.$r")
-        eval "med_$l=$m"
-        line="$line $m |"
+        med[$l]=$(median < "$tmp/$l.$r")
+        line="$line ${med[$l]} |"
         cat "$tmp/$l.$r" >> "$tmp/$l.all"
     done
-    echo "$line $(awk -v c="$med_cadre" -v m="$med_mpi" 'BEGIN { printf "%.2f", c / m }') |"
+    echo "$line $(awk -v c="${med[cadre]}" -v m="${med[mpi]}" 'BEGIN { printf "%.2f", c / m }') |"
 done
 echo
 echo "| library | blocks | median | 25th percentile | 10th percentile |"
