@@ -72,7 +72,9 @@ void *perf_dev_alloc(size_t n)
     void *p = NULL;
     if (cudaMalloc(&p, n ? n : 1) != cudaSuccess)
         return NULL;
-    if (cudaMemset(p, 0, n ? n : 1) != cudaSuccess) {
+    /* On the legacy stream, which the calls' non-blocking stream does not
+     * wait for: done before the first upload. */
+    if (cudaMemset(p, 0, n ? n : 1) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
         cudaFree(p);
         return NULL;
     }

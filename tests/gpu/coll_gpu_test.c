@@ -121,6 +121,9 @@ static void one(int k, int mode, size_t n, cadre_datatype_t dt, cadre_op_t op, i
     CU(cudaMalloc(&dr, rb));
     CU(cudaMemcpy(ds, hs, sb, cudaMemcpyHostToDevice));
     CU(cudaMemcpy(dr, hr, rb, cudaMemcpyHostToDevice));
+    /* From pageable memory cudaMemcpy may return before the data is in
+     * place, and S does not wait for the legacy stream. */
+    CU(cudaDeviceSynchronize());
     const void *s_h = inplace ? CADRE_IN_PLACE : hs, *s_d = inplace ? CADRE_IN_PLACE : ds;
     int rc = call(k, 0, s_h, hr, n, dt, op, root);
     EXPECT(rc == CADRE_SUCCESS, "host %s: %s", names[k], cadre_last_error());
@@ -177,6 +180,7 @@ static void p2p(void)
     int right = (me + 1) % np, left = (me + np - 1) % np;
     for (size_t i = 0; i < n; i++) h[i] = me * 1000000 + (int)i;
     CU(cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice));
+    CU(cudaDeviceSynchronize()); /* the legacy stream's copy, before S */
     /* nonblocking ring */
     cadre_request_t q[2];
     CK(cadre_irecv(d2, n, CADRE_INT32, left, 5, CADRE_COMM_WORLD, &q[0]));
@@ -187,6 +191,7 @@ static void p2p(void)
     EXPECT(g[0] == left * 1000000 && g[n - 1] == left * 1000000 + (int)n - 1, "isend/irecv ring: %d", g[0]);
     /* sendrecv ring, small and large */
     CU(cudaMemset(d2, 0, n * sizeof *d2));
+    CU(cudaDeviceSynchronize());
     CK(cadre_sendrecv(d, n, right, 6, d2, n, left, 6, CADRE_INT32, CADRE_COMM_WORLD, NULL));
     CU(cudaStreamSynchronize(S));
     CU(cudaMemcpy(g, d2, n * sizeof *g, cudaMemcpyDeviceToHost));
@@ -213,6 +218,7 @@ static void p2p(void)
         } else {
             CK(cadre_recv(d2, n, CADRE_INT32, 0, 8, CADRE_COMM_WORLD, NULL));
             CU(cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice));
+            CU(cudaDeviceSynchronize());
             CK(cadre_send(d, n, CADRE_INT32, 0, 9, CADRE_COMM_WORLD));
             CU(cudaStreamSynchronize(S));
             CU(cudaMemcpy(g, d2, n * sizeof *g, cudaMemcpyDeviceToHost));
@@ -264,6 +270,7 @@ static void streams(void)
      *    copy not ordered after the operation would see the old data */
     for (size_t j = 0; j < n; j++) h[j] = 2.0f;
     CU(cudaMemcpy(d, h, n * sizeof *d, cudaMemcpyHostToDevice));
+    CU(cudaDeviceSynchronize());
     if (me == 0) usleep(200000);
     cadre_request_t q;
     CK(cadre_iallreduce(CADRE_IN_PLACE, d, n, CADRE_FLOAT32, CADRE_SUM, CADRE_COMM_WORLD, &q));
