@@ -23,15 +23,20 @@ static const char *const dtname[] = {"int8", "uint8", "int32", "uint32", "int64"
                                      "float16", "bfloat16", "float32", "float64"};
 static const char *const opname[] = {"sum", "prod", "max", "min", "avg"};
 
-/* ---- values: small integers and quarters, exact in every type -------------------- */
-static uint16_t f2h(float f) /* exact for the values used here */
+/* ---- values: small integers, exact in every type (averages rounded) ---------------- */
+/* float to half, rounded to nearest even (normal values and zero: those used
+ * here; an average over 3 ranks is not exact) */
+static uint16_t f2h(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
-    if (!(x & 0x7fffffff))
-        return (uint16_t)(x >> 16);
-    return (uint16_t)(((x >> 16) & 0x8000) | ((((x >> 23) & 0xff) - 112) << 10) |
-                      ((x >> 13) & 0x3ff));
+    uint32_t s = (x >> 16) & 0x8000, a = x & 0x7fffffff;
+    if (!a)
+        return (uint16_t)s;
+    uint32_t h = ((((a >> 23) & 0xff) - 112) << 10) | ((a >> 13) & 0x3ff), rest = a & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+        h++; /* a carry into the exponent is right */
+    return (uint16_t)(s | h);
 }
 
 static float h2f(uint16_t h)
@@ -62,11 +67,11 @@ static void put(void *b, size_t i, int dt, double v)
     case CADRE_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
     case CADRE_UINT64: ((uint64_t *)p)[i] = (uint64_t)(int64_t)v; break;
     case CADRE_FLOAT16: ((uint16_t *)p)[i] = f2h((float)v); break;
-    case CADRE_BFLOAT16: {
+    case CADRE_BFLOAT16: { /* rounded to nearest even */
         float f = (float)v;
         uint32_t x;
         memcpy(&x, &f, 4);
-        ((uint16_t *)p)[i] = (uint16_t)(x >> 16);
+        ((uint16_t *)p)[i] = (uint16_t)((x + 0x7fff + ((x >> 16) & 1)) >> 16);
         break;
     }
     case CADRE_FLOAT32: ((float *)p)[i] = (float)v; break;
