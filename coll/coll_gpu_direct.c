@@ -95,8 +95,7 @@ struct gd_page {
     struct gd_call ring[RING];
 };
 _Static_assert(sizeof(struct gd_page) <= 4096, "a rank's page is one page");
-_Static_assert(offsetof(struct gd_page, ready) == 0 && offsetof(struct gd_page, done) == 64 &&
-                   offsetof(struct gd_page, failed) == 192,
+_Static_assert(offsetof(struct gd_page, ready) == 0 && offsetof(struct gd_page, done) == 64,
                "the device addresses of the flags (OFF_*)");
 
 struct gpu_direct {
@@ -110,6 +109,10 @@ struct gpu_direct {
     char *dev[GPU_DIRECT_MAXR];     /* each page's device address */
     uint32_t seq;
     int blocks_max;
+    int gate_id;                    /* its gate, or -1 */
+    unsigned int *gate;             /* device word: the leader's `failed`, copied before each
+                                       kernel (a read of host memory per block costs about
+                                       1 us, one block after another) */
     cudaEvent_t last;               /* the end of the last direct call */
     int have_last;
     pthread_mutex_t lock;
@@ -171,6 +174,37 @@ static int map_page(struct gpu_direct *d, int q, int fd)
     return 0;
 }
 
+/* Gate words (device/device_direct.cu), one per communicator in use. */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char gate_used[GPU_DIRECT_GATES];
+
+static void gate_put(int id)
+{
+    if (id < 0)
+        return;
+    pthread_mutex_lock(&gate_lock);
+    gate_used[id] = 0;
+    pthread_mutex_unlock(&gate_lock);
+}
+
+static unsigned int *gate_get(int *id)
+{
+    *id = -1;
+    pthread_mutex_lock(&gate_lock);
+    for (int i = 0; i < GPU_DIRECT_GATES && *id < 0; i++)
+        if (!gate_used[i]) {
+            gate_used[i] = 1;
+            *id = i;
+        }
+    pthread_mutex_unlock(&gate_lock);
+    unsigned int *g = *id >= 0 ? cadre__gpu_direct_gate(*id) : NULL;
+    if (!g && *id >= 0) {
+        gate_put(*id);
+        *id = -1;
+    }
+    return g;
+}
+
 /* Makes the communicator's state; every rank of c calls it at the same call. */
 static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
 {
@@ -179,6 +213,7 @@ static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
     pthread_mutex_init(&d->lock, NULL);
     d->state = -1;
+    d->gate_id = -1;
     d->comm = c;
     d->n = c->size;
     d->me = c->rank;
@@ -200,6 +235,11 @@ static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
     }
     if (mine.ok && cudaEventCreateWithFlags(&d->last, cudaEventDisableTiming) != cudaSuccess)
         mine.ok = 0;
+    if (mine.ok && !(d->gate = gate_get(&d->gate_id))) {
+        CADRE_INFO(DEVICE, "%s: all %d gates of the direct device collectives in use", fn,
+                   GPU_DIRECT_GATES);
+        mine.ok = 0;
+    }
     if (mine.ok && cudaDeviceGetPCIBusId(mine.busid, (int)sizeof mine.busid,
                                          cadre__proc.device) != cudaSuccess)
         mine.ok = 0;
@@ -457,7 +497,6 @@ static struct gpu_direct *usable(const char *fn, struct cadre_comm *comm, int *r
 
 #define OFF_READY 0
 #define OFF_DONE 64
-#define OFF_FAILED 192
 
 /* The leader's host part: every rank's call, checked and mapped, into a. */
 static int gather_calls(struct gpu_direct *d, const char *fn, uint32_t s,
@@ -483,6 +522,17 @@ static int gather_calls(struct gpu_direct *d, const char *fn, uint32_t s,
         } else if ((rc = cadre__gpu_ipc_map(d->world[q], &c->in, fn, &pin)) != CADRE_SUCCESS ||
                    (rc = cadre__gpu_ipc_map(d->world[q], &c->out, fn, &pout)) != CADRE_SUCCESS) {
             break;
+        } else if (cadre__gpu_ipc_mapped(d->world[q], &c->in) != pin) {
+            /* mapping out closed in's mapping (cadre__gpu_ipc_map): once more */
+            if ((rc = cadre__gpu_ipc_map(d->world[q], &c->in, fn, &pin)) == CADRE_SUCCESS &&
+                cadre__gpu_ipc_mapped(d->world[q], &c->out) != pout)
+                rc = cadre__error(CADRE_ERR_DEVICE, "%s: rank %d's input and output buffers "
+                                  "cannot be mapped here at once (CUDA IPC: one of them is "
+                                  "already mapped)", fn, q);
+            if (rc != CADRE_SUCCESS)
+                break;
+            pin = (char *)pin + c->in.offset;
+            pout = (char *)pout + c->out.offset;
         } else {
             pin = (char *)pin + c->in.offset;
             pout = (char *)pout + c->out.offset;
@@ -529,7 +579,10 @@ static cudaError_t enqueue_kernel(struct gpu_direct *d, cudaStream_t X, uint32_t
     a->divisor = op == CADRE_AVG ? d->n : 0;
     a->mode = mode;
     a->n = count;
-    a->failed = (const volatile unsigned int *)(d->dev[d->me] + OFF_FAILED);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(d->gate, &d->page[d->me]->failed, sizeof *d->gate,
+                            cudaMemcpyHostToDevice, X);
+    a->failed = d->gate;
     a->seq = s;
     share(d, mode == GPU_DIRECT_ALLGATHER ? count * (size_t)d->n : count, es, &a->lo, &a->hi);
     a->vec = mode == GPU_DIRECT_ALLREDUCE || (count * es) % 16 == 0;
@@ -748,6 +801,7 @@ void cadre__gpu_direct_free(struct gpu_comm *g)
     if (d->have_last)
         cudaEventSynchronize(d->last);
     unmap_pages(d);
+    gate_put(d->gate_id);
     if (d->last)
         cudaEventDestroy(d->last);
     cudaGetLastError();

@@ -48,6 +48,13 @@ int cadre__gpu_copy_slot(void *dst, const void *slot, size_t cap, void *stream);
 /* The direct allreduce kernels (device/device_direct.cu); p is a struct
  * gpu_direct_args. */
 int cadre__gpu_direct_launch(const void *p, void *stream);
+/* The device address of gate word i (< GPU_DIRECT_GATES), or NULL. */
+unsigned int *cadre__gpu_direct_gate(int i);
+/* Load every kernel of device_kernels.cu / device_direct.cu now, not at
+ * its first launch (lazy loading waits for the context's streams there);
+ * cudaError_t. Called when the device is bound. */
+int cadre__gpu_kernels_load(void);
+int cadre__gpu_direct_load(void);
 /* A kernel that spins for about `ns` nanoseconds, or until *release != 0
  * when release is given: the long kernel of the stream-semantics tests. */
 int cadre__gpu_busy_kernel(unsigned long long ns, volatile unsigned int *release, void *stream);

@@ -12,6 +12,8 @@ int cadre__gpu_on;
 #if HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "device/device.h"
+
 int cadre__device_count(void)
 {
     int n = 0;
@@ -39,6 +41,18 @@ int cadre__device_bind(void)
     cadre__proc.device = dev;
     cadre__gpu_on = cadre__config_bool(CADRE_CFG_GPU_BUFFERS);
     CADRE_INFO(DEVICE, "bound CUDA device %d of %d", dev, n);
+    if (cadre__gpu_on) {
+        /* before any stream waits on a flag: see cadre__gpu_kernels_load */
+        int ke = cadre__gpu_kernels_load();
+        if (!ke)
+            ke = cadre__gpu_direct_load();
+        if (ke) {
+            CADRE_WARN(DEVICE, "cadre_init: the device kernels do not load on CUDA device %d (%s): "
+                               "device-buffer calls will fail", dev,
+                       cudaGetErrorString((cudaError_t)ke));
+            cudaGetLastError();
+        }
+    }
     struct cadre_device_pub pub = {.gpu_on = cadre__gpu_on};
     if (cudaDeviceGetPCIBusId(pub.busid, (int)sizeof pub.busid, dev) == cudaSuccess)
         cadre__bootstrap_put(CADRE_DEVICE_PUB_KEY, &pub, sizeof pub);

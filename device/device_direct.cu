@@ -36,24 +36,31 @@ template <typename A, int OP> __device__ __forceinline__ A combine(A a, A b)
     return OP == MAX ? (a > b ? a : b) : (a < b ? a : b);
 }
 
-/* The V elements of unit u (element offset e) of every rank's input, reduced in
- * rank order. */
+/* The V elements at element offset e of every rank's input, reduced in rank
+ * order. The loads go out four ranks at a time, before any of them is
+ * used, so that a thread has several reads in flight (streaming: each input
+ * is read once). */
 template <typename T, int OP>
 __device__ __forceinline__ uint4 reduce_unit(const gpu_direct_args &a, unsigned long long e)
 {
     constexpr int V = 16 / sizeof(T);
     typedef typename Acc<T>::type A;
     A acc[V];
-    uint4 v = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.in[0]) + e);
-    const T *t = reinterpret_cast<const T *>(&v);
+    for (int q0 = 0; q0 < a.nranks; q0 += 4) {
+        uint4 v[4];
 #pragma unroll
-    for (int k = 0; k < V; k++)
-        acc[k] = to_acc(t[k]);
-    for (int q = 1; q < a.nranks; q++) {
-        v = *reinterpret_cast<const uint4 *>(static_cast<const T *>(a.in[q]) + e);
+        for (int k = 0; k < 4; k++)
+            if (q0 + k < a.nranks)
+                v[k] = __ldcs(reinterpret_cast<const uint4 *>(static_cast<const T *>(a.in[q0 + k]) + e));
 #pragma unroll
-        for (int k = 0; k < V; k++)
-            acc[k] = combine<A, OP>(acc[k], (A)to_acc(t[k]));
+        for (int k = 0; k < 4; k++) {
+            if (q0 + k >= a.nranks)
+                break;
+            const T *t = reinterpret_cast<const T *>(&v[k]);
+#pragma unroll
+            for (int j = 0; j < V; j++)
+                acc[j] = q0 + k == 0 ? (A)to_acc(t[j]) : combine<A, OP>(acc[j], (A)to_acc(t[j]));
+        }
     }
     if (a.divisor) {
 #pragma unroll
@@ -92,17 +99,28 @@ __device__ __forceinline__ bool stopped(const gpu_direct_args &a)
     return stop != 0;
 }
 
+/* Outputs are written once and not read again here: 16-byte units as
+ * streaming stores. */
+__device__ __forceinline__ void store(uint4 *p, uint4 v)
+{
+    __stcs(p, v);
+}
+template <typename U> __device__ __forceinline__ void store(U *p, U v)
+{
+    *p = v;
+}
+
 /* v (a 16-byte unit or one element) at element i of output q, or of every
  * output when q < 0. */
 template <typename T, typename U>
 __device__ __forceinline__ void put(const gpu_direct_args &a, int q, unsigned long long i, U v)
 {
     if (q >= 0) {
-        *reinterpret_cast<U *>(static_cast<T *>(a.out[q]) + i) = v;
+        store(reinterpret_cast<U *>(static_cast<T *>(a.out[q]) + i), v);
         return;
     }
     for (int k = 0; k < a.nranks; k++)
-        *reinterpret_cast<U *>(static_cast<T *>(a.out[k]) + i) = v;
+        store(reinterpret_cast<U *>(static_cast<T *>(a.out[k]) + i), v);
 }
 
 /* A thread's part of [lo, hi): 16-byte units u0, u0 + stride, ... below uhi
@@ -182,7 +200,55 @@ template <typename T> cudaError_t launch_t(const gpu_direct_args &a, cudaStream_
     return cudaGetLastError();
 }
 
+template <typename T> cudaError_t load_t()
+{
+    cudaFuncAttributes at;
+    cudaError_t e = cudaFuncGetAttributes(&at, k_reduce<T, SUM>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_reduce<T, PROD>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_reduce<T, MAX>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_reduce<T, MIN>);
+    return e;
+}
+
 } // namespace
+
+/* The gates of the direct calls (gpu_direct_args.failed): a word of device
+ * memory per communicator, in the module's own memory (no cudaMalloc). */
+__device__ unsigned int cadre_direct_gates[GPU_DIRECT_GATES];
+
+extern "C" unsigned int *cadre__gpu_direct_gate(int i)
+{
+    void *p = NULL;
+    if (i < 0 || i >= GPU_DIRECT_GATES ||
+        cudaGetSymbolAddress(&p, cadre_direct_gates) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return static_cast<unsigned int *>(p) + i;
+}
+
+/* Every kernel of this file loaded now (cadre__gpu_kernels_load says why). */
+extern "C" int cadre__gpu_direct_load(void)
+{
+    cudaFuncAttributes at;
+    cudaError_t e = cudaFuncGetAttributes(&at, k_gather<uint8_t>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_gather<uint16_t>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_gather<uint32_t>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_gather<uint64_t>);
+    cudaError_t (*const each[])() = {load_t<int8_t>,  load_t<uint8_t>, load_t<int32_t>,
+                                     load_t<uint32_t>, load_t<int64_t>, load_t<uint64_t>,
+                                     load_t<__half>,  load_t<__nv_bfloat16>, load_t<float>,
+                                     load_t<double>};
+    for (unsigned i = 0; e == cudaSuccess && i < sizeof each / sizeof *each; i++)
+        e = each[i]();
+    return e;
+}
 
 extern "C" int cadre__gpu_direct_launch(const void *p, void *stream)
 {

@@ -13,6 +13,7 @@
 
 #define GPU_DIRECT_MAXR 16 /* ranks of a communicator */
 #define GPU_DIRECT_THREADS 512
+#define GPU_DIRECT_GATES 1024 /* communicators with direct calls at once, per process */
 
 /* The index space of a call and what index j of it means (n elements per
  * rank's block, K ranks):
@@ -35,8 +36,9 @@ struct gpu_direct_args {
     int vec;            /* every pointer 16-byte aligned, and n a whole number of
                            16-byte units unless ALLREDUCE: 16-byte accesses */
     int blocks;
-    /* The leader's `failed` word (host memory) and this call: a block that
-     * finds a failure at or before the call returns at once (a dead rank's
+    /* A device copy of the leader's `failed` word (host memory), made on
+     * the stream just before the launch, and this call: a block that finds
+     * a failure at or before the call returns at once (a dead rank's
      * buffers may be gone; the call fails anyway). */
     const volatile unsigned int *failed;
     unsigned int seq;

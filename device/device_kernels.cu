@@ -143,7 +143,54 @@ cudaError_t reduce_t(void *dst, const void *src, size_t n, int op, cudaStream_t 
     return cudaErrorInvalidValue;
 }
 
+/* Loads (see cadre__gpu_kernels_load) every kernel of this file. */
+template <typename T> cudaError_t load_reduce()
+{
+    cudaFuncAttributes at;
+    cudaError_t e = cudaFuncGetAttributes(&at, k_reduce<T, SUM>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_reduce<T, PROD>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_reduce<T, MAX>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_reduce<T, MIN>);
+    return e;
+}
+
 } // namespace
+
+/* With lazy loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA
+ * 12.2) the first launch of a kernel loads it, and the load waits for the
+ * context's streams. A launch enqueued behind a stream wait that only a
+ * later step releases (a receive's copy behind its flag, which the proxy
+ * sets once the op is handed over) then never returns: seen on an H200,
+ * cudaLaunchKernel of k_copy_slot. cadre loads its kernels when it binds
+ * the device, before any stream waits. */
+extern "C" int cadre__gpu_kernels_load(void)
+{
+    cudaFuncAttributes at;
+    cudaError_t e = cudaFuncGetAttributes(&at, k_copy_slot);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_spin_wait);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_busy);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_scale<__half>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_scale<__nv_bfloat16>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_scale<float>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&at, k_scale<double>);
+    cudaError_t (*const each[])() = {load_reduce<int8_t>,  load_reduce<uint8_t>,
+                                     load_reduce<int32_t>, load_reduce<uint32_t>,
+                                     load_reduce<int64_t>, load_reduce<uint64_t>,
+                                     load_reduce<__half>,  load_reduce<__nv_bfloat16>,
+                                     load_reduce<float>,   load_reduce<double>};
+    for (unsigned i = 0; e == cudaSuccess && i < sizeof each / sizeof *each; i++)
+        e = each[i]();
+    return e;
+}
 
 extern "C" int cadre__gpu_reduce(void *dst, const void *src, size_t n, int dt, int op,
                                  void *stream)
