@@ -119,11 +119,12 @@ struct stage *cadre__gpu_stage_get(size_t bytes, const char *fn, int *rc)
             return s;
         }
     }
-    struct stage *s = NULL;
-    if (nstage_all < (int)(sizeof stage_all / sizeof *stage_all))
-        s = calloc(1, sizeof *s);
+    int room = nstage_all < (int)(sizeof stage_all / sizeof *stage_all);
+    pthread_mutex_unlock(&pool_lock);
+    /* cudaHostAlloc may wait for the device: never under pool_lock, which
+     * the proxy takes to recycle before it releases a waiting stream. */
+    struct stage *s = room ? calloc(1, sizeof *s) : NULL;
     if (!s) {
-        pthread_mutex_unlock(&pool_lock);
         *rc = cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a staging buffer", fn);
         return NULL;
     }
@@ -131,14 +132,22 @@ struct stage *cadre__gpu_stage_get(size_t bytes, const char *fn, int *rc)
     cudaError_t e =
         cudaHostAlloc((void **)&s->p, cap, cudaHostAllocMapped | cudaHostAllocPortable);
     if (e != cudaSuccess) {
-        pthread_mutex_unlock(&pool_lock);
         free(s);
         *rc = cadre__gpu_cuda_fail(e, fn, "cudaHostAlloc of a staging buffer");
         return NULL;
     }
     s->cap = cap;
-    stage_all[nstage_all++] = s;
+    pthread_mutex_lock(&pool_lock);
+    room = nstage_all < (int)(sizeof stage_all / sizeof *stage_all);
+    if (room)
+        stage_all[nstage_all++] = s;
     pthread_mutex_unlock(&pool_lock);
+    if (!room) { /* the table filled meanwhile */
+        cudaFreeHost(s->p);
+        free(s);
+        *rc = cadre__error(CADRE_ERR_NOMEM, "%s: no room for another staging buffer", fn);
+        return NULL;
+    }
     return s;
 }
 
@@ -160,17 +169,29 @@ static int nflag_blocks;
 struct flag *cadre__gpu_flag_get(const char *fn, int *rc)
 {
     pthread_mutex_lock(&pool_lock);
-    if (!flag_free) {
+    while (!flag_free) {
+        int room = nflag_blocks < 64;
+        pthread_mutex_unlock(&pool_lock);
+        /* cudaHostAlloc may wait for the device: not under pool_lock (see
+         * cadre__gpu_stage_get) */
         unsigned int *words = NULL;
-        struct flag *f = calloc(FLAGS_PER_BLOCK, sizeof *f);
+        struct flag *f = room ? calloc(FLAGS_PER_BLOCK, sizeof *f) : NULL;
         cudaError_t e = cudaErrorMemoryAllocation;
-        if (f && nflag_blocks < 64)
+        if (f)
             e = cudaHostAlloc((void **)&words, FLAGS_PER_BLOCK * sizeof *words,
                               cudaHostAllocMapped | cudaHostAllocPortable);
         if (e != cudaSuccess) {
-            pthread_mutex_unlock(&pool_lock);
             free(f);
             *rc = cadre__gpu_cuda_fail(e, fn, "cudaHostAlloc of completion flags");
+            return NULL;
+        }
+        pthread_mutex_lock(&pool_lock);
+        if (nflag_blocks >= 64) {
+            pthread_mutex_unlock(&pool_lock);
+            cudaFreeHost(words);
+            free(f);
+            *rc = cadre__gpu_cuda_fail(cudaErrorMemoryAllocation, fn,
+                                       "cudaHostAlloc of completion flags (64 blocks in use)");
             return NULL;
         }
         flag_blocks[nflag_blocks++] = words;

@@ -139,6 +139,12 @@ int cadre__gpu_ipc_export(const void *buf, struct gpu_ipc_desc *d);
 /* The address of d's data in this process (the mapping cached per sender
  * and allocation); a status, with the error recorded. */
 int cadre__gpu_ipc_map(int src_world, const struct gpu_ipc_desc *d, const char *fn, void **ptr);
+/* d's mapping if it is open now, else NULL (opens nothing). A map in a
+ * calling thread may close the sender's other mappings (a packed allocation
+ * already mapped): a caller holding two checks the first is still there. */
+void *cadre__gpu_ipc_mapped(int src_world, const struct gpu_ipc_desc *d);
+/* Set in the proxy thread: it never closes a mapping (see p2p_gpu_ipc.c). */
+extern __thread int cadre__gpu_in_proxy;
 /* Closes every mapping (cadre_finalize). */
 void cadre__gpu_ipc_finalize(void);
 /* A new answer id (a tag on CADRE_GPU_CTX). */

@@ -2,7 +2,7 @@
  * p2p_gpu_ipc.c - CUDA IPC between the processes of one node: which peers can
  * take it, the handles of this process's allocations (exported once per
  * allocation), the mappings of the peers' (opened once per sender and
- * allocation, closed at cadre_finalize), and the small control messages of
+ * allocation, closed when found stale or at cadre_finalize), and the small control messages of
  * p2p/p2p_gpu.c's protocol.
  *
  * Cache keys are the allocation's start address and its buffer id
@@ -108,8 +108,11 @@ static struct {
 } exported[NEXPORT];
 static int nexported, next_export;
 
+static void close_stale(void);
+
 int cadre__gpu_ipc_export(const void *buf, struct gpu_ipc_desc *d)
 {
+    close_stale();
     pthread_once(&attrs_once, load_attrs);
     if (!p_attrs)
         return CADRE__GPU_NOT_MINE;
@@ -161,13 +164,90 @@ int cadre__gpu_ipc_export(const void *buf, struct gpu_ipc_desc *d)
 }
 
 /* ---- the peers' allocations ------------------------------------------------------------- */
+/* cudaIpcCloseMemHandle waits for every stream of this process (seen on an
+ * H200, tests/gpu/block_probe.cu; cudaIpcOpenMemHandle does not), and the
+ * proxy maps in fill_slot while the stream of the very receive it maps for
+ * waits on it: the proxy never closes. A mapping found stale (the sender
+ * freed the allocation and made another at the same address) goes to
+ * `stale`; a calling thread closes the stale ones before it opens (a new
+ * allocation at the old address may be the same memory, which cannot be
+ * opened while its old mapping stands) and at export. The proxy opens with
+ * the old mapping still there; where the driver answers that the memory is
+ * already mapped, the old mapping is that memory and is used again. Opens
+ * and closes run outside ipc_lock (which the proxy takes), and closes
+ * outside open_lock too; open_lock keeps two threads from opening at once. */
 struct import {
     int w;
     uint64_t base, bufid;
     void *p;
     struct import *next;
 };
-static struct import *imports;
+static struct import *imports, *stale;
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Closes the stale mappings, outside ipc_lock; never in the proxy. */
+static void close_stale(void)
+{
+    if (cadre__gpu_in_proxy)
+        return;
+    pthread_mutex_lock(&ipc_lock);
+    struct import *m = stale;
+    stale = NULL;
+    pthread_mutex_unlock(&ipc_lock);
+    while (m) {
+        struct import *next = m->next;
+        cudaIpcCloseMemHandle(m->p);
+        cudaGetLastError();
+        free(m);
+        m = next;
+    }
+}
+
+/* The cached mapping of (src_world, d), or NULL; a stale one with d's base
+ * moves to `stale`. ipc_lock held. */
+static void *cached(int src_world, const struct gpu_ipc_desc *d)
+{
+    for (struct import **pp = &imports; *pp; pp = &(*pp)->next) {
+        struct import *m = *pp;
+        if (m->w != src_world || m->base != d->base)
+            continue;
+        if (m->bufid == d->bufid)
+            return m->p;
+        /* Freed there and allocated again at the same address: every copy
+         * from the old one has finished (the sender waited for it). */
+        *pp = m->next;
+        m->next = stale;
+        stale = m;
+        return NULL;
+    }
+    return NULL;
+}
+
+/* A stale mapping of (src_world, base) taken back as the mapping of d, or
+ * NULL. ipc_lock held. */
+static struct import *revive(int src_world, const struct gpu_ipc_desc *d)
+{
+    for (struct import **pp = &stale; *pp; pp = &(*pp)->next) {
+        struct import *m = *pp;
+        if (m->w == src_world && m->base == d->base) {
+            *pp = m->next;
+            m->bufid = d->bufid;
+            return m;
+        }
+    }
+    return NULL;
+}
+
+void *cadre__gpu_ipc_mapped(int src_world, const struct gpu_ipc_desc *d)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&ipc_lock);
+    for (struct import *m = imports; m && !p; m = m->next)
+        if (m->w == src_world && m->base == d->base && m->bufid == d->bufid)
+            p = m->p;
+    pthread_mutex_unlock(&ipc_lock);
+    return p;
+}
 
 int cadre__gpu_ipc_map(int src_world, const struct gpu_ipc_desc *d, const char *fn, void **ptr)
 {
@@ -175,42 +255,77 @@ int cadre__gpu_ipc_map(int src_world, const struct gpu_ipc_desc *d, const char *
         return cadre__error(CADRE_ERR_INTERNAL, "%s: rank %d sent a malformed device-buffer "
                                                 "descriptor", fn, src_world);
     pthread_mutex_lock(&ipc_lock);
-    for (struct import **pp = &imports; *pp; pp = &(*pp)->next) {
-        struct import *m = *pp;
-        if (m->w != src_world || m->base != d->base)
-            continue;
-        if (m->bufid == d->bufid) {
-            *ptr = m->p;
-            pthread_mutex_unlock(&ipc_lock);
-            return CADRE_SUCCESS;
-        }
-        /* Freed there and allocated again at the same address: every copy
-         * from the old one has finished (the sender waited for it). */
-        cudaIpcCloseMemHandle(m->p);
-        cudaGetLastError();
-        *pp = m->next;
-        free(m);
-        break;
+    void *p = cached(src_world, d);
+    pthread_mutex_unlock(&ipc_lock);
+    if (p) {
+        *ptr = p;
+        return CADRE_SUCCESS;
+    }
+    close_stale(); /* may wait for the streams: no lock held */
+    pthread_mutex_lock(&open_lock);
+    pthread_mutex_lock(&ipc_lock);
+    p = cached(src_world, d); /* another thread may have opened it meanwhile */
+    pthread_mutex_unlock(&ipc_lock);
+    if (p) {
+        pthread_mutex_unlock(&open_lock);
+        *ptr = p;
+        return CADRE_SUCCESS;
     }
     struct import *m = calloc(1, sizeof *m);
-    void *p = NULL;
     cudaError_t e = m ? cudaIpcOpenMemHandle(&p, d->mem, cudaIpcMemLazyEnablePeerAccess)
                       : cudaErrorMemoryAllocation;
-    if (e != cudaSuccess) {
+    if (e == cudaErrorAlreadyMapped && !cadre__gpu_in_proxy) {
+        /* cudaMalloc packs small allocations into one larger one, whose
+         * mapping here may stand from a buffer the sender has freed since
+         * (seen on an H200: buffers 0x200 bytes apart): every mapping of
+         * this sender is closed (when this process's streams are idle) and
+         * opened again on demand. */
+        cudaGetLastError();
+        pthread_mutex_lock(&ipc_lock);
+        for (struct import **pp = &imports; *pp;) {
+            struct import *o = *pp;
+            if (o->w == src_world) {
+                *pp = o->next;
+                o->next = stale;
+                stale = o;
+            } else {
+                pp = &o->next;
+            }
+        }
         pthread_mutex_unlock(&ipc_lock);
+        pthread_mutex_unlock(&open_lock);
+        close_stale();
+        pthread_mutex_lock(&open_lock);
+        e = cudaIpcOpenMemHandle(&p, d->mem, cudaIpcMemLazyEnablePeerAccess);
+    }
+    pthread_mutex_lock(&ipc_lock);
+    if (e == cudaErrorAlreadyMapped) {
+        struct import *old = revive(src_world, d);
+        if (old) {
+            free(m);
+            m = old;
+            p = old->p;
+            e = cudaSuccess;
+        }
+    } else if (e == cudaSuccess) {
+        m->w = src_world;
+        m->base = d->base;
+        m->bufid = d->bufid;
+        m->p = p;
+    }
+    if (e == cudaSuccess) {
+        m->next = imports;
+        imports = m;
+    }
+    pthread_mutex_unlock(&ipc_lock);
+    pthread_mutex_unlock(&open_lock);
+    if (e != cudaSuccess) {
         free(m);
         cudaGetLastError();
         return cadre__error(CADRE_ERR_DEVICE,
                             "%s: cannot map rank %d's device buffer (cudaIpcOpenMemHandle: %s)",
                             fn, src_world, cudaGetErrorString(e));
     }
-    m->w = src_world;
-    m->base = d->base;
-    m->bufid = d->bufid;
-    m->p = p;
-    m->next = imports;
-    imports = m;
-    pthread_mutex_unlock(&ipc_lock);
     *ptr = p;
     return CADRE_SUCCESS;
 }
@@ -218,11 +333,14 @@ int cadre__gpu_ipc_map(int src_world, const struct gpu_ipc_desc *d, const char *
 void cadre__gpu_ipc_finalize(void)
 {
     pthread_mutex_lock(&ipc_lock);
-    while (imports) {
-        struct import *m = imports;
-        imports = m->next;
-        cudaIpcCloseMemHandle(m->p);
-        free(m);
+    for (int k = 0; k < 2; k++) {
+        struct import **list = k ? &stale : &imports;
+        while (*list) {
+            struct import *m = *list;
+            *list = m->next;
+            cudaIpcCloseMemHandle(m->p);
+            free(m);
+        }
     }
     cudaGetLastError();
     nexported = next_export = 0;

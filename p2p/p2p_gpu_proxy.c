@@ -355,9 +355,12 @@ static int proxy_pass(struct gpu_op **list)
     return moved;
 }
 
+__thread int cadre__gpu_in_proxy;
+
 static void *proxy_main(void *arg)
 {
     (void)arg;
+    cadre__gpu_in_proxy = 1;
     cudaSetDevice(cadre__proc.device);
     struct gpu_op *list = NULL, **tail = &list;
     unsigned idle = 0;
