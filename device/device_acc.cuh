@@ -29,4 +29,20 @@ template <> struct Wrap<int8_t> { typedef uint8_t type; };
 template <> struct Wrap<int32_t> { typedef uint32_t type; };
 template <> struct Wrap<int64_t> { typedef uint64_t type; };
 
+/* e = the load of kernel template K for element type T and every op, unless
+ * e already holds a failure (cudaFuncGetAttributes loads a lazily loaded
+ * kernel: cadre__gpu_kernels_load). */
+#define CADRE_LOAD_OPS(e, K, T)                                                                    \
+    do {                                                                                           \
+        cudaFuncAttributes at_;                                                                    \
+        if (e == cudaSuccess)                                                                      \
+            e = cudaFuncGetAttributes(&at_, K<T, SUM>);                                            \
+        if (e == cudaSuccess)                                                                      \
+            e = cudaFuncGetAttributes(&at_, K<T, PROD>);                                           \
+        if (e == cudaSuccess)                                                                      \
+            e = cudaFuncGetAttributes(&at_, K<T, MAX>);                                            \
+        if (e == cudaSuccess)                                                                      \
+            e = cudaFuncGetAttributes(&at_, K<T, MIN>);                                            \
+    } while (0)
+
 #endif /* CADRE_GPU_ACC_CUH */

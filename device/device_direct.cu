@@ -202,14 +202,8 @@ template <typename T> cudaError_t launch_t(const gpu_direct_args &a, cudaStream_
 
 template <typename T> cudaError_t load_t()
 {
-    cudaFuncAttributes at;
-    cudaError_t e = cudaFuncGetAttributes(&at, k_reduce<T, SUM>);
-    if (e == cudaSuccess)
-        e = cudaFuncGetAttributes(&at, k_reduce<T, PROD>);
-    if (e == cudaSuccess)
-        e = cudaFuncGetAttributes(&at, k_reduce<T, MAX>);
-    if (e == cudaSuccess)
-        e = cudaFuncGetAttributes(&at, k_reduce<T, MIN>);
+    cudaError_t e = cudaSuccess;
+    CADRE_LOAD_OPS(e, k_reduce, T);
     return e;
 }
 

@@ -143,17 +143,11 @@ cudaError_t reduce_t(void *dst, const void *src, size_t n, int op, cudaStream_t 
     return cudaErrorInvalidValue;
 }
 
-/* Loads (see cadre__gpu_kernels_load) every kernel of this file. */
+/* k_reduce<T, op> loaded for every op (see cadre__gpu_kernels_load). */
 template <typename T> cudaError_t load_reduce()
 {
-    cudaFuncAttributes at;
-    cudaError_t e = cudaFuncGetAttributes(&at, k_reduce<T, SUM>);
-    if (e == cudaSuccess)
-        e = cudaFuncGetAttributes(&at, k_reduce<T, PROD>);
-    if (e == cudaSuccess)
-        e = cudaFuncGetAttributes(&at, k_reduce<T, MAX>);
-    if (e == cudaSuccess)
-        e = cudaFuncGetAttributes(&at, k_reduce<T, MIN>);
+    cudaError_t e = cudaSuccess;
+    CADRE_LOAD_OPS(e, k_reduce, T);
     return e;
 }
 
