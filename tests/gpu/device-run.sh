@@ -11,8 +11,8 @@
 # commit and the bundle's), the reduction kernels (kernel_test), the
 # device-to-device copy bandwidth (copy_bw), the tests/gpu programs at 1 and
 # 2 ranks on the one GPU, cadre-perf -G float32 allreduce 8 B - 256 MiB at 4
-# ranks (timed, then checked), ipc_gpu_test at 4 ranks, a rank killed in a
-# device collective (peerfail.sh), coll_gpu_test at 4 ranks, ipc_gpu_test
+# ranks (timed, then checked), ipc_gpu_test at 3 and 4 ranks, a rank killed in a
+# device collective (peerfail.sh), coll_gpu_test at 3 and 4 ranks, ipc_gpu_test
 # with every stream on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1)
 # and at 8 ranks, the 4-rank sweep again under an MPS daemon of its own
 # (with-mps.sh), the 1-rank sweep against the torch/NCCL references
@@ -239,8 +239,10 @@ main() {
     done
     step perf-G-allreduce-4 90 gpu $(crun 4) "$P" "${SWEEP[@]}"
     step perf-G-allreduce-4-check 60 gpu $(crun 4) "$P" allreduce -G -d float32 -b 8 -e 64M -f 8 -n 2 -w 1 -c 1
+    step ipc_gpu_test-3 60 gpu env CADRE_TIMEOUT=30 $(crun 3) "$T/ipc_gpu_test"
     step ipc_gpu_test-4 60 gpu env CADRE_TIMEOUT=30 $(crun 4) "$T/ipc_gpu_test"
     step gpu_peerfail-4 60 gpu bash "$here/peerfail.sh" "$R" "$T/gpu_peerfail" --tag-output
+    step coll_gpu_test-3 60 gpu env CADRE_TIMEOUT=30 $(crun 3) "$T/coll_gpu_test"
     step coll_gpu_test-4 60 gpu env CADRE_TIMEOUT=30 $(crun 4) "$T/coll_gpu_test"
     step maxconn1-ipc-4 60 gpu env CUDA_DEVICE_MAX_CONNECTIONS=1 CADRE_TIMEOUT=30 $(crun 4) "$T/ipc_gpu_test"
     step ipc_gpu_test-8 60 gpu env CADRE_TIMEOUT=30 $(crun 8) "$T/ipc_gpu_test"
