@@ -522,18 +522,17 @@ static int gather_calls(struct gpu_direct *d, const char *fn, uint32_t s,
         } else if ((rc = cadre__gpu_ipc_map(d->world[q], &c->in, fn, &pin)) != CADRE_SUCCESS ||
                    (rc = cadre__gpu_ipc_map(d->world[q], &c->out, fn, &pout)) != CADRE_SUCCESS) {
             break;
-        } else if (cadre__gpu_ipc_mapped(d->world[q], &c->in) != pin) {
-            /* mapping out closed in's mapping (cadre__gpu_ipc_map): once more */
-            if ((rc = cadre__gpu_ipc_map(d->world[q], &c->in, fn, &pin)) == CADRE_SUCCESS &&
+        } else {
+            /* mapping out may have closed in's mapping (cadre__gpu_ipc_map):
+             * once more, and then out must still stand */
+            if (cadre__gpu_ipc_mapped(d->world[q], &c->in) != pin &&
+                (rc = cadre__gpu_ipc_map(d->world[q], &c->in, fn, &pin)) == CADRE_SUCCESS &&
                 cadre__gpu_ipc_mapped(d->world[q], &c->out) != pout)
                 rc = cadre__error(CADRE_ERR_DEVICE, "%s: rank %d's input and output buffers "
                                   "cannot be mapped here at once (CUDA IPC: one of them is "
                                   "already mapped)", fn, q);
             if (rc != CADRE_SUCCESS)
                 break;
-            pin = (char *)pin + c->in.offset;
-            pout = (char *)pout + c->out.offset;
-        } else {
             pin = (char *)pin + c->in.offset;
             pout = (char *)pout + c->out.offset;
         }

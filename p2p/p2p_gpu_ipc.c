@@ -203,23 +203,30 @@ static void close_stale(void)
     }
 }
 
+/* The link to the mapping of src_world at d's base in list pp (imports or
+ * stale; whichever allocation it was made for), or to the list's end.
+ * ipc_lock held. */
+static struct import **find(struct import **pp, int src_world, const struct gpu_ipc_desc *d)
+{
+    while (*pp && ((*pp)->w != src_world || (*pp)->base != d->base))
+        pp = &(*pp)->next;
+    return pp;
+}
+
 /* The cached mapping of (src_world, d), or NULL; a stale one with d's base
  * moves to `stale`. ipc_lock held. */
 static void *cached(int src_world, const struct gpu_ipc_desc *d)
 {
-    for (struct import **pp = &imports; *pp; pp = &(*pp)->next) {
-        struct import *m = *pp;
-        if (m->w != src_world || m->base != d->base)
-            continue;
-        if (m->bufid == d->bufid)
-            return m->p;
-        /* Freed there and allocated again at the same address: every copy
-         * from the old one has finished (the sender waited for it). */
-        *pp = m->next;
-        m->next = stale;
-        stale = m;
+    struct import **pp = find(&imports, src_world, d), *m = *pp;
+    if (!m)
         return NULL;
-    }
+    if (m->bufid == d->bufid)
+        return m->p;
+    /* Freed there and allocated again at the same address: every copy
+     * from the old one has finished (the sender waited for it). */
+    *pp = m->next;
+    m->next = stale;
+    stale = m;
     return NULL;
 }
 
@@ -227,24 +234,19 @@ static void *cached(int src_world, const struct gpu_ipc_desc *d)
  * NULL. ipc_lock held. */
 static struct import *revive(int src_world, const struct gpu_ipc_desc *d)
 {
-    for (struct import **pp = &stale; *pp; pp = &(*pp)->next) {
-        struct import *m = *pp;
-        if (m->w == src_world && m->base == d->base) {
-            *pp = m->next;
-            m->bufid = d->bufid;
-            return m;
-        }
+    struct import **pp = find(&stale, src_world, d), *m = *pp;
+    if (m) {
+        *pp = m->next;
+        m->bufid = d->bufid;
     }
-    return NULL;
+    return m;
 }
 
 void *cadre__gpu_ipc_mapped(int src_world, const struct gpu_ipc_desc *d)
 {
-    void *p = NULL;
     pthread_mutex_lock(&ipc_lock);
-    for (struct import *m = imports; m && !p; m = m->next)
-        if (m->w == src_world && m->base == d->base && m->bufid == d->bufid)
-            p = m->p;
+    const struct import *m = *find(&imports, src_world, d);
+    void *p = m && m->bufid == d->bufid ? m->p : NULL;
     pthread_mutex_unlock(&ipc_lock);
     return p;
 }
