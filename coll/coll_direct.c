@@ -102,10 +102,12 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
 {
     struct direct *d = st->arg;
     int n = s->comm->size, me = s->comm->rank;
-    /* The pair algorithm reads the peer's input while the peer writes its
-     * output: only where no rank works in place. Every rank decides from
-     * the same addresses. */
-    if (n == 2 && d->peer[0].s != d->peer[0].r && d->peer[1].s != d->peer[1].r)
+    /* The pair algorithms read the peer's input while the peer writes its
+     * output: only where no rank works in place, but for the one in which
+     * each chunk is read and written by the rank that claimed it. Every
+     * rank decides from the same addresses and flags. */
+    if (n == 2 && ((d->peer[0].s != d->peer[0].r && d->peer[1].s != d->peer[1].r) ||
+                   cadre__direct_pair_claims(s, d)))
         return cadre__direct_pair_allreduce(s, d);
     size_t es = s->elsize, lo, hi;
     cadre__share(d->count, es, n, me, &lo, &hi);
@@ -187,8 +189,11 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
 /* The direct schedules alive in this process. */
 static _Atomic int live;
 
-void cadre__direct_gone(void)
+void cadre__direct_gone(struct coll_sched *s)
 {
+    if (s->direct_window)
+        cadre__direct_pair_close(s);
+    s->direct_live = 0;
     atomic_fetch_sub(&live, 1);
 }
 
@@ -212,7 +217,12 @@ static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
     d->mine.r = (uint64_t)(uintptr_t)d->rbuf;
     int others = atomic_fetch_add(&live, 1);
     s->direct_live = 1;
-    d->mine.busy = (cadre__cores_busy() ? DIRECT_BUSY : 0) | (others ? DIRECT_OVERLAP : 0);
+    /* Before the peer has this rank's addresses: the window of the variant
+     * that writes into them (coll_direct_pair.c). */
+    if (fn == allreduce_call && n == 2 && !others)
+        cadre__direct_pair_open(s);
+    d->mine.busy = (cadre__cores_busy() ? DIRECT_BUSY : 0) | (others ? DIRECT_OVERLAP : 0) |
+                   (s->direct_window ? DIRECT_WINDOW : 0);
     d->peer = cadre__sched_alloc(s, (size_t)n * sizeof *d->peer);
     if (!d->peer)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);

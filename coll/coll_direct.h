@@ -22,11 +22,14 @@
  * built: this call's round 2 must not wait for the peer (build in
  * coll_direct.c). */
 #define DIRECT_OVERLAP 2
+/* Its window is open: the peer of a two-rank allreduce may write into its
+ * output (cadre__direct_pair_open). */
+#define DIRECT_WINDOW 4
 
 /* What each rank tells the others in round 1. */
 struct direct_addr {
     uint64_t s, r;  /* its send and receive buffer addresses */
-    uint64_t busy;  /* DIRECT_BUSY, DIRECT_OVERLAP */
+    uint64_t busy;  /* DIRECT_BUSY, DIRECT_OVERLAP, DIRECT_WINDOW */
 };
 
 struct direct {
@@ -49,5 +52,16 @@ int cadre__direct_scratch(struct coll_sched *s, unsigned char **acc, unsigned ch
 /* Round 2 of a two-rank allreduce out of place (coll_direct_pair.c): the
  * variant for the machine's state and the size. */
 int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d);
+/* Whether round 2 of this two-rank allreduce, in place or not, takes the
+ * variant in which the ranks claim chunks and write them into each other's
+ * output (the machine busy, both windows open, the size). */
+int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d);
+/* A two-rank allreduce that no other direct schedule of this process
+ * overlaps, at build, before round 1: opens this rank's window for the
+ * call (the peer may write into its output) and, on rank 0, the pair's
+ * claim word. cadre__direct_gone closes the window
+ * (cadre__direct_pair_close). */
+void cadre__direct_pair_open(struct coll_sched *s);
+void cadre__direct_pair_close(struct coll_sched *s);
 
 #endif

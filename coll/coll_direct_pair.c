@@ -1,15 +1,18 @@
-/* The two-rank allreduce of the direct algorithms (coll_direct.c), out of
- * place: the pair reads the peer's input with process_vm_readv and reduces
- * in chunks that stay in cache. On an idle machine each rank computes the
- * whole result (small vectors) or its half, streamed to the peer through a
- * small ring in its shm segment that paces the two; on a busy machine
- * (either rank's cadre__cores_busy in round 1) nothing paces them: each
- * rank computes the whole result up to PAIR_FULL_BUSY_MAX, and above it the
- * two claim chunks from either end, and each reads the other's. */
+/* The two-rank allreduce of the direct algorithms (coll_direct.c): the
+ * pair reads the peer's input with process_vm_readv and reduces in chunks
+ * that stay in cache. On an idle machine, out of place, each rank computes
+ * the whole result (small vectors) or its half, streamed to the peer
+ * through a small ring in its shm segment that paces the two. On a busy
+ * machine (either rank's cadre__cores_busy in round 1) nothing paces them:
+ * each rank computes the whole result up to PAIR_FULL_BUSY_MAX, and above
+ * it, in place or not, the two claim chunks from either end and write each
+ * into both outputs. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coll_direct.h"
 
@@ -122,7 +125,8 @@ static int reduce_out(void *out, void *acc, const void *src, size_t n, cadre_dat
     return 0;
 }
 
-/* The chunk key of allreduce_pair_stream and allreduce_pair_loose's flags. */
+/* The chunk key of allreduce_pair_stream's flags, and of allreduce_pair_claim's
+ * window and claim word. */
 /* Both halves are odd multiples, one-to-one on 32 bits: calls of one
  * communicator, and calls of the same number on two communicators, never
  * share a key (the context's low 2 bits alone, as before, let the k-th
@@ -225,7 +229,7 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
     return wait_flag(s, peer, 1, key, nme);
 }
 
-/* The claim word of allreduce_pair_loose: a call's key in the top 32 bits
+/* The claim word of allreduce_pair_claim: a call's key in the top 32 bits
  * (pair_key), then the chunks rank 0 has claimed from the front and those
  * rank 1 has claimed from the back, 16 bits each. */
 #define CLAIM_BITS 16
@@ -233,19 +237,16 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
 
 /* The next of n chunks for rank `me` (rank 0 from the front, rank 1 from the
  * back), -1 when all are claimed, -2 while the word is not open for this
- * call; *front and *back: the claims seen. Only rank 0 opens the word (sets
- * it to the call's key, allreduce_pair_loose); rank 1 claims only under
- * that key, so that a word another call still uses is never taken over. */
-static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n, uint64_t *front,
-                       uint64_t *back)
+ * call. Only rank 0 opens the word (sets it to the call's key,
+ * cadre__direct_pair_open); rank 1 claims only under that key, so that a
+ * word another call still uses is never taken over. */
+static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n)
 {
     uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
     for (;;) {
         if ((v & ~(((uint64_t)1 << (2 * CLAIM_BITS)) - 1)) != key)
             return -2;
         uint64_t f = (v >> CLAIM_BITS) & CLAIM_MAX, b = v & CLAIM_MAX;
-        *front = f;
-        *back = b;
         if (f + b >= n)
             return -1;
         uint64_t nv = v + (me == 0 ? (uint64_t)1 << CLAIM_BITS : 1);
@@ -255,148 +256,169 @@ static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n, ui
     }
 }
 
-/* Reads into this rank's output, in one system call, the peer's chunks of
- * `step` elements that its counter says it has written into its own output
- * past the *got already read: counted from the front, or with `back` set
- * (rank 1 of allreduce_pair_loose) down from the last of the n chunks. */
-static int take_peer(struct coll_sched *s, struct direct *d, uint64_t key, size_t step, int back,
-                     uint64_t n, uint32_t *got)
+/* The pair's claim word, in rank 0's segment, by rank 1's world rank; NULL
+ * when rank 1 has none (cadre__direct_pair_allreduce then never claims). */
+static _Atomic uint64_t *claim_word(const struct coll_sched *s)
 {
-    int peer = !s->comm->rank;
-    uint64_t v = atomic_load_explicit(&cadre__direct_flags(cadre__world_rank(s->comm, peer))->prod,
-                                      memory_order_acquire);
-    if ((v & ~0xffffffffull) != key || (uint32_t)v <= *got)
-        return CADRE_SUCCESS;
-    size_t es = s->elsize, lo, hi;
-    if (!back) {
-        lo = (size_t)*got * step;
-        hi = (size_t)(uint32_t)v * step;
-    } else {
-        lo = (size_t)(n - (uint32_t)v) * step;
-        hi = (size_t)(n - *got) * step;
-    }
-    if (hi > d->count)
-        hi = d->count;
-    CADRE_CHECK(cadre__direct_cma(s, peer, (char *)d->rbuf + lo * es, d->peer[peer].r + lo * es,
-                                  (hi - lo) * es, 0));
-    *got = (uint32_t)v;
-    return CADRE_SUCCESS;
+    int w1 = cadre__world_rank(s->comm, 1);
+    struct direct_flags *f = cadre__direct_flags(cadre__world_rank(s->comm, 0));
+    return f && w1 < DIRECT_CLAIM_SLOTS ? &f->claim[w1] : NULL;
 }
 
-/* Chunk j (of `step` elements) into this rank's output, in pieces that fit
- * the scratch (a chunk is larger only past CLAIM_MAX chunks). */
-static int loose_chunk(struct coll_sched *s, struct direct *d, unsigned char *acc, uint64_t j,
-                       size_t step, int nt)
+void cadre__direct_pair_open(struct coll_sched *s)
 {
-    size_t piece = DIRECT_CHUNK / s->elsize;
-    size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
-    for (size_t p = 0; p < m; p += piece)
-        CADRE_CHECK(pair_reduce_out(s, d, acc, off + p, m - p < piece ? m - p : piece, nt));
-    return CADRE_SUCCESS;
+    struct direct_flags *mine = cadre__direct_flags(cadre__world_rank(s->comm, s->comm->rank));
+    _Atomic uint64_t *w = claim_word(s);
+    /* Both ranks' flags mapped here: the window and the writes use both. */
+    if (!mine || !w || !cadre__direct_flags(cadre__world_rank(s->comm, !s->comm->rank)))
+        return;
+    uint64_t key = pair_key(s);
+    s->direct_window = key;
+    atomic_store(&mine->open, key);
+    /* The claim word's last user, the call before on this pair, is done
+     * with it: this schedule overlaps no other in this process, so that
+     * call finished here, after the peer's round 3. */
+    if (s->comm->rank == 0)
+        atomic_store_explicit(w, key, memory_order_release);
+}
+
+/* Closes the window, then waits for the peer's write into this rank's
+ * output that may still be in flight (the call key | 1 + this rank's world
+ * rank in the peer's `writing`): only after a failure (on success the
+ * peer's round 3 came after its last write). Waits until the write ends or
+ * the peer is gone, with a warning after CADRE_TIMEOUT. */
+void cadre__direct_pair_close(struct coll_sched *s)
+{
+    uint64_t key = s->direct_window;
+    s->direct_window = 0;
+    int wme = cadre__world_rank(s->comm, s->comm->rank);
+    int wpeer = cadre__world_rank(s->comm, !s->comm->rank);
+    struct direct_flags *mine = cadre__direct_flags(wme), *pf = cadre__direct_flags(wpeer);
+    uint64_t k = key;
+    atomic_compare_exchange_strong(&mine->open, &k, 0);
+    uint64_t busy = key | (uint32_t)(wme + 1);
+    if (atomic_load(&pf->writing) != busy)
+        return;
+    const struct cadre_peer *p = &cadre__eng.peers[wpeer];
+    double since = cadre__now();
+    int said = 0;
+    while (atomic_load_explicit(&pf->writing, memory_order_acquire) == busy) {
+        if (p->state == PEER_DEAD || (kill(p->pid, 0) != 0 && errno == ESRCH))
+            return;
+        /* A peer stopped (SIGSTOP, a debugger) in the middle of a write
+         * would finish it when it goes on: wait, and say why. */
+        if (!said && cadre__now() - since > cadre__eng.timeout) {
+            said = 1;
+            CADRE_WARN(COLL, "%s: rank %d (pid %d) has been writing into this rank's output "
+                       "for %g s (CADRE_TIMEOUT) after this rank left the call; waiting for it "
+                       "to finish or exit", s->op_name, !s->comm->rank, (int)p->pid,
+                       cadre__eng.timeout);
+        }
+        struct timespec nap = {0, 50000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* Writes the m elements at acc into the peer's output at element off, if
+ * the peer is still in the call: its window (cadre__direct_pair_open) is
+ * open for it. This rank says whom it writes into before it looks at the
+ * window, and the peer closes the window before it looks at that (both
+ * sequentially consistent): either this rank sees the window closed and
+ * writes nothing, or the peer sees the write and waits for its end. */
+static int pair_write_peer(struct coll_sched *s, struct direct *d, const unsigned char *acc,
+                           size_t off, size_t m, uint64_t key)
+{
+    int peer = !s->comm->rank, wpeer = cadre__world_rank(s->comm, peer);
+    struct direct_flags *mine = cadre__direct_flags(cadre__world_rank(s->comm, s->comm->rank));
+    atomic_store(&mine->writing, key | (uint32_t)(wpeer + 1));
+    int rc;
+    if (atomic_load(&cadre__direct_flags(wpeer)->open) != key)
+        rc = cadre__error(CADRE_ERR_PEER, "%s: rank %d left the call before its output was written",
+                          s->op_name, peer);
+    else
+        rc = cadre__direct_cma(s, peer, (void *)acc, d->peer[peer].r + off * s->elsize,
+                               m * s->elsize, 1);
+    atomic_store_explicit(&mine->writing, 0, memory_order_release);
+    return rc;
 }
 
 /* Two ranks, large vectors, on a busy machine (either rank's
  * cadre__cores_busy in round 1): the unpaced variant. With other processes
- * on the cores each rank runs in the slices the scheduler gives it, and
- * the ring's pacing made the two meet every RING_K chunks, each meeting a
- * wait for a rank the scheduler had set aside (2-rank allreduce beside six
- * `yes`, 32 MiB: 150-190 ms paced, 34-41 ms unpaced). Here the chunks go
- * to whichever rank runs: rank 0 claims them from the front, rank 1 from
- * the back (the claim word in rank 0's segment), and each reduces what it
- * claims into its own output, where the other reads it as far as the
- * owner's counter says it is written. (Writing each chunk into the peer's
- * output too, from the scratch, was up to 7% faster at 32 MiB and level at
- * 16 beside six `yes`; but a rank whose wait timed out would return while
- * its peer, late, may still write into its output, then the caller's
- * memory again. Reads leave a late peer's memory alone, and round 3 fails
- * what a read of a peer that left may have got.) A rank the scheduler sets
- * aside holds up at most the chunk it is on: before, each rank reduced a
- * fixed half and spent a fifth of its time beside six `yes` waiting for its
- * peer's half (perf, 16 MiB). Each chunk is still computed once, so both
- * ranks get the same bits. */
-static int allreduce_pair_loose(struct coll_sched *s, struct direct *d)
+ * on the cores each rank runs in the slices the scheduler gives it, and a
+ * rank that waits for its peer waits for a process the scheduler set
+ * aside. Here the chunks go to whichever rank runs: rank 0 claims them
+ * from the front, rank 1 from the back (the claim word in rank 0's
+ * segment), and each reduces what it claims into its own output and
+ * writes it, from the cache, into the peer's: neither rank waits for the
+ * other before round 3, and the result crosses once, from the cache,
+ * instead of being read back from the owner's output in memory.
+ * Beside six `yes`, 16 MiB out of place, alternated turns, medians: 16.2
+ * ms against 20.1 for the variant before, in which each rank read the
+ * peer's chunks back from the owner's output, where its streaming stores
+ * had sent them to memory; in place 14.2 against 15.4 for the fixed halves
+ * (bench/RESULTS.md). In place too, since a chunk is read and written only
+ * by the rank that claimed it. A write goes only into a peer still in the
+ * call (pair_write_peer). Each chunk is computed once, so both ranks get
+ * the same bits. */
+static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
 {
-    int me = s->comm->rank, peer = !me;
-    int wme = cadre__world_rank(s->comm, me), w1 = cadre__world_rank(s->comm, 1);
-    struct direct_flags *mine = cadre__direct_flags(wme);
-    uint64_t key = pair_key(s); /* the claim word's key too: its top 32 bits */
+    int me = s->comm->rank;
+    _Atomic uint64_t *w = claim_word(s);
+    uint64_t key = s->direct_window; /* the claim word's key too: its top 32 bits */
     unsigned char *acc, *tmp;
     CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
-    /* Chunks of DIRECT_CHUNK bytes (32 or more past PAIR_FULL_BUSY_MAX),
-     * larger only past CLAIM_MAX of them. */
-    size_t step = DIRECT_CHUNK / s->elsize;
+    /* Chunks of DIRECT_CHUNK bytes, larger only past CLAIM_MAX of them,
+     * reduced in pieces that fit the scratch. */
+    size_t step = DIRECT_CHUNK / s->elsize, piece = step;
     uint64_t n = (d->count + step - 1) / step;
     if (n > CLAIM_MAX)
         step = (d->count + CLAIM_MAX - 1) / CLAIM_MAX, n = (d->count + step - 1) / step;
     int nt = pair_nt(s, d);
-    /* The pair's claim word (cadre__direct_pair_allreduce sends pairs whose
-     * rank 1 has no word to allreduce_pair). Rank 0 opens it for this call:
-     * its last user, the call before on this pair, is done with it (a rank
-     * leaves a call only after its peer's round 3), and rank 1 claims only
-     * after it sees the key. */
-    _Atomic uint64_t *w = &cadre__direct_flags(cadre__world_rank(s->comm, 0))->claim[w1];
-    if (me == 0)
-        atomic_store_explicit(w, key, memory_order_release);
-    uint32_t done = 0, got = 0;
-    uint64_t front = 0, back = 0, ahead = 0;
     long j;
-    while ((j = claim_next(w, key, me, n, &front, &back)) != -1) {
-        if (j == -2) {
-            /* Rank 0 has not opened the word yet. Rather than wait, reduce
-             * the chunks rank 1 would claim next, from the back, into its
-             * own output: it most likely gets them; and if rank 0 takes
-             * one, rank 1 has written the same bits that it will read from
-             * rank 0 over them. Once none is left, wait for rank 0's first
-             * chunk, which it reduces after opening the word. */
-            if (ahead < n)
-                CADRE_CHECK(loose_chunk(s, d, acc, n - 1 - ahead++, step, nt));
-            else
-                CADRE_CHECK(wait_flag(s, 0, 0, key, 1));
-            continue;
+    while ((j = claim_next(w, key, me, n)) != -1) {
+        if (j == -2)
+            /* Rank 0 opened the word before it sent its addresses. */
+            return cadre__error(CADRE_ERR_INTERNAL, "%s: the claim word of ranks 0 and 1 "
+                                "is not open for this call", s->op_name);
+        size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
+        for (size_t p = 0; p < m; p += piece) {
+            size_t k = m - p < piece ? m - p : piece;
+            CADRE_CHECK(pair_reduce_out(s, d, acc, off + p, k, nt));
+            CADRE_CHECK(pair_write_peer(s, d, acc, off + p, k, key));
         }
-        /* A chunk reduced ahead is done. */
-        if (!(me == 1 && n - 1 - (uint64_t)j < ahead))
-            CADRE_CHECK(loose_chunk(s, d, acc, (uint64_t)j, step, nt));
-        atomic_store_explicit(&mine->prod, key | ++done, memory_order_release);
-        cadre__shm_wake(cadre__world_rank(s->comm, peer));
-        CADRE_CHECK(take_peer(s, d, key, step, peer == 1, n, &got));
     }
-    /* Every chunk is claimed: the peer's share is fixed. */
-    uint32_t theirs = (uint32_t)(me == 0 ? back : front);
-    while (got < theirs) {
-        CADRE_CHECK(wait_flag(s, peer, 0, key, got + 1));
-        CADRE_CHECK(take_peer(s, d, key, step, peer == 1, n, &got));
-    }
-    /* Round 3 keeps the peer from returning while this rank reads its output. */
+    /* Round 3 keeps the peer from returning while this rank writes into its output. */
     return CADRE_SUCCESS;
 }
 
 /* The two-rank allreduce on a busy machine: each rank computes the whole
- * result up to this size (allreduce_pair), and the two claim chunks above
- * it (allreduce_pair_loose). Neither rank then waits for the other in round
- * 2, and the inputs, the part of the four buffers that stays in the cache,
- * fit in what a rank keeps of it beside other processes (a 16 MiB stream
- * read again ran at 21 GB/s quiet and beside six `yes`, 32 MiB at 22
- * against 13: bench/cache_life.c, bench/RESULTS.md). Beside six `yes`, medians of 5 alternated
- * runs against fixed halves below 2 MiB and claimed chunks above: 64 KiB
- * 45 us against 68, 1 MiB 638 against 775, 4 MiB 3.04 ms against 3.88, 8
- * MiB 7.7 against 9.7; 16 MiB 22.5-27.0 against 20.8-24.9. */
-#define PAIR_FULL_BUSY_MAX ((size_t)8 << 20)
+ * result up to one chunk out of place (allreduce_pair; in place, the fixed
+ * halves of coll_direct.c), and the two claim chunks above it
+ * (allreduce_pair_claim). Neither rank then waits for the other in round
+ * 2. Beside six `yes`, 2 ranks, 6 alternated turns, medians: the claims
+ * against the whole result 64 KiB 72 us against 38, 256 KiB 237 against
+ * 127, 512 KiB 175 against 254, 1 MiB 464 against 576 (bench/RESULTS.md). */
+#define PAIR_FULL_BUSY_MAX DIRECT_CHUNK
+
+int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d)
+{
+    uint64_t any = d->peer[0].busy | d->peer[1].busy, all = d->peer[0].busy & d->peer[1].busy;
+    return (any & DIRECT_BUSY) && !(any & DIRECT_OVERLAP) && (all & DIRECT_WINDOW) &&
+           d->count * s->elsize > PAIR_FULL_BUSY_MAX;
+}
 
 int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)
 {
     /* Every rank decides from the same addresses and flags. Overlapping
      * another call (build, coll_direct.c): the one variant that never
-     * waits for the peer. Busy, past PAIR_FULL_BUSY_MAX, the claimed chunks
-     * where rank 1 has a claim word. */
-    size_t bytes = d->count * s->elsize;
-    if ((d->peer[0].busy | d->peer[1].busy) & DIRECT_OVERLAP)
+     * waits for the peer. */
+    if (cadre__direct_pair_claims(s, d))
+        return allreduce_pair_claim(s, d);
+    uint64_t any = d->peer[0].busy | d->peer[1].busy;
+    if (any & (DIRECT_OVERLAP | DIRECT_BUSY))
         return allreduce_pair(s, d);
-    if (d->peer[0].busy || d->peer[1].busy)
-        return bytes > PAIR_FULL_BUSY_MAX && cadre__world_rank(s->comm, 1) < DIRECT_CLAIM_SLOTS
-                   ? allreduce_pair_loose(s, d)
-                   : allreduce_pair(s, d);
-    return bytes >= DIRECT_STREAM_MIN && cadre__direct_ring(cadre__world_rank(s->comm, 0)) &&
+    return d->count * s->elsize >= DIRECT_STREAM_MIN &&
+                   cadre__direct_ring(cadre__world_rank(s->comm, 0)) &&
                    cadre__direct_ring(cadre__world_rank(s->comm, 1))
                ? allreduce_pair_stream(s, d)
                : allreduce_pair(s, d);

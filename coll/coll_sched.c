@@ -103,7 +103,7 @@ static void scratch_put(void *p)
 void cadre__sched_free(struct coll_sched *s)
 {
     if (s->direct_live)
-        cadre__direct_gone();
+        cadre__direct_gone(s);
     for (int i = 0; i < s->ntmp; i++)
         scratch_put(s->tmp[i]);
     free(s->tmp);
@@ -466,10 +466,8 @@ static int sched_poll(struct cadre_request *r)
         /* Past its rounds it waits for nobody: later calls need not give
          * way to it (coll_direct.c, build), though the user may free its
          * request much later. */
-        if (s->direct_live) {
-            s->direct_live = 0;
-            cadre__direct_gone();
-        }
+        if (s->direct_live)
+            cadre__direct_gone(s);
         cadre__req_unlink_generic(r);
         if (s->error)
             cadre__req_complete(r, s->error, "%s", s->errmsg);

@@ -1,13 +1,13 @@
 /* The two-rank allreduce of a busy machine (coll_direct_pair.c; run with
- * CADRE_WAIT=sleep, which counts the cores as busy): up to 8 MiB each rank
- * computes the whole result; above, the ranks claim chunks from either end
- * of the vector, each reads the other's from its output, and rank 1
- * reduces chunks ahead while rank 0 has not opened the claims. Each call
- * makes one rank late (rank 0, so that rank 1 reduces every chunk ahead;
- * rank 1, so that rank 0 claims them all; or neither), at sizes from one
- * chunk to many, odd counts, float32 sum, int32 max and float64 sum; every
- * element is checked against the sum computed here from both ranks'
- * inputs, and the inputs must be left as they were. */
+ * CADRE_WAIT=sleep, which counts the cores as busy): up to one chunk (256
+ * KiB) each rank computes the whole result (in place: its fixed half);
+ * above, in place or not, the ranks claim chunks from either end of the
+ * vector and write each into both outputs. Each call makes one rank late
+ * (rank 0, so that rank 1 claims them all; rank 1, so that rank 0 does; or
+ * neither), at sizes from one chunk to many, odd counts, float32 sum,
+ * int32 max and float64 sum, out of place and in place; every element is
+ * checked against the result computed here from both ranks' inputs, and out
+ * of place the inputs must be left as they were. */
 #include <unistd.h>
 
 #include "rank_util.h"
@@ -29,7 +29,8 @@ int main(int argc, char **argv)
     int call = 0;
     for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
         for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
-            for (int late = 0; late < 3; late++, call++) {
+            for (int late = 0; late < 6; late++, call++) {
+                int inpl = late >= 3;
                 size_t n = counts[c];
                 cadre_datatype_t dt = types[t];
                 cadre_op_t op = dt == CADRE_INT32 ? CADRE_MAX : CADRE_SUM;
@@ -48,27 +49,29 @@ int main(int argc, char **argv)
                         ((double *)in)[i] = v;
                 }
                 memset(out, 0xa5, n * es);
-                if (late == me + 1)
+                if (late % 3 == me + 1)
                     usleep(20000);
-                OK(cadre_allreduce(in, out, n, dt, op, W));
+                OK(cadre_allreduce(inpl ? CADRE_IN_PLACE : in, inpl ? in : out, n, dt, op, W));
+                const unsigned char *res = inpl ? in : out;
                 long wrong = 0, changed = 0;
                 for (size_t i = 0; i < n; i++) {
                     double a = input(0, i, call), b = input(1, i, call), mine = input(me, i, call);
                     if (dt == CADRE_FLOAT32) {
-                        wrong += ((float *)out)[i] != (float)a + (float)b;
-                        changed += ((float *)in)[i] != (float)mine;
+                        wrong += ((const float *)res)[i] != (float)a + (float)b;
+                        changed += !inpl && ((float *)in)[i] != (float)mine;
                     } else if (dt == CADRE_INT32) {
-                        wrong += ((int32_t *)out)[i] != (int32_t)(a > b ? a : b);
-                        changed += ((int32_t *)in)[i] != (int32_t)mine;
+                        wrong += ((const int32_t *)res)[i] != (int32_t)(a > b ? a : b);
+                        changed += !inpl && ((int32_t *)in)[i] != (int32_t)mine;
                     } else {
-                        wrong += ((double *)out)[i] != a + b;
-                        changed += ((double *)in)[i] != mine;
+                        wrong += ((const double *)res)[i] != a + b;
+                        changed += !inpl && ((double *)in)[i] != mine;
                     }
                 }
                 EXPECT(wrong == 0 && changed == 0,
-                       "count %zu, type %d, late rank %d: %ld wrong elements, %ld input elements "
-                       "changed",
-                       n, (int)dt, late - 1, wrong, changed);
+                       "count %zu, type %d, %s, late rank %d: %ld wrong elements, %ld input "
+                       "elements changed",
+                       n, (int)dt, inpl ? "in place" : "out of place", late % 3 - 1, wrong,
+                       changed);
                 free(in);
                 free(out);
             }
