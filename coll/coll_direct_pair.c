@@ -352,10 +352,10 @@ static int pair_write_peer(struct coll_sched *s, struct direct *d, const unsigne
  * writes it, from the cache, into the peer's: neither rank waits for the
  * other before round 3, and the result crosses once, from the cache,
  * instead of being read back from the owner's output in memory.
- * Beside six `yes`, 16 MiB out of place, alternated turns, medians: 16.2
- * ms against 20.1 for the variant before, in which each rank read the
+ * Beside six `yes`, 16 MiB out of place, alternated turns, medians: 15.1
+ * ms against 20.5 for the variant before, in which each rank read the
  * peer's chunks back from the owner's output, where its streaming stores
- * had sent them to memory; in place 14.2 against 15.4 for the fixed halves
+ * had sent them to memory; in place 13.2 against 14.1 for the fixed halves
  * (bench/RESULTS.md). In place too, since a chunk is read and written only
  * by the rank that claimed it. A write goes only into a peer still in the
  * call (pair_write_peer). Each chunk is computed once, so both ranks get
@@ -396,8 +396,8 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
  * halves of coll_direct.c), and the two claim chunks above it
  * (allreduce_pair_claim). Neither rank then waits for the other in round
  * 2. Beside six `yes`, 2 ranks, 6 alternated turns, medians: the claims
- * against the whole result 64 KiB 72 us against 38, 256 KiB 237 against
- * 127, 512 KiB 175 against 254, 1 MiB 464 against 576 (bench/RESULTS.md). */
+ * against the whole result 64 KiB 72 us against 39, 256 KiB 240 against
+ * 129, 512 KiB 187 against 260, 1 MiB 468 against 580 (bench/RESULTS.md). */
 #define PAIR_FULL_BUSY_MAX DIRECT_CHUNK
 
 int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d)
