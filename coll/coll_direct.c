@@ -20,6 +20,10 @@
  * own output and into every peer's. Each input byte is read once and each
  * output byte written once, which is what this machine's memory allows; and
  * since one rank computes each slice, every rank gets the same bits.
+ *
+ * A rank writes into a peer only while the peer is in the call, through
+ * the windows of coll_direct_window.c; a call that overlaps another direct
+ * call in its process has none, and takes variants that write into nobody.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -98,17 +102,80 @@ static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine
     return CADRE_SUCCESS;
 }
 
+/* Elements [off, off+m) of the result into acc, every rank's input folded
+ * in rank order (rank 0's op rank 1's ...), whichever rank computes it: the
+ * same bits on every rank. */
+static int fold_chunk(struct coll_sched *s, struct direct *d, size_t off, size_t m,
+                      unsigned char *acc, unsigned char *tmp)
+{
+    size_t es = s->elsize;
+    for (int q = 0; q < s->comm->size; q++) {
+        const void *src = (const char *)d->sbuf + off * es;
+        if (q != s->comm->rank) {
+            CADRE_CHECK(cadre__direct_cma(s, q, q ? tmp : acc, d->peer[q].s + off * es, m * es, 0));
+            src = q ? tmp : acc;
+        }
+        if (!q) {
+            if (src != acc)
+                memcpy(acc, src, m * es);
+        } else {
+            cadre__coll_reduce(acc, src, m, s->dt, s->op);
+        }
+    }
+    return CADRE_SUCCESS;
+}
+
+/* The allreduce where some rank's window is closed (it overlaps another
+ * direct call in its process: build): each rank reads every peer's input
+ * and computes the whole result itself, writing into nobody. In place the
+ * result goes to a scratch vector, copied into the buffer after round 3
+ * (allreduce_finish), once no peer reads the input any more. */
+static int allreduce_whole(struct coll_sched *s, struct direct *d)
+{
+    size_t es = s->elsize;
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
+    char *out = d->rbuf;
+    if (d->sbuf == d->rbuf) {
+        out = d->tmpout = cadre__sched_alloc(s, d->count * es);
+        if (!out)
+            return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for %zu bytes", s->op_name,
+                                d->count * es);
+    }
+    size_t step = DIRECT_CHUNK / es;
+    for (size_t off = 0; off < d->count; off += step) {
+        size_t m = d->count - off < step ? d->count - off : step;
+        CADRE_CHECK(fold_chunk(s, d, off, m, acc, tmp));
+        memcpy(out + off * es, acc, m * es);
+    }
+    return CADRE_SUCCESS;
+}
+
+static int allreduce_finish(struct coll_sched *s, const struct coll_step *st)
+{
+    struct direct *d = st->arg;
+    if (d->tmpout)
+        cadre__copy_out(d->rbuf, d->tmpout, d->count * s->elsize, s->out_bytes);
+    return CADRE_SUCCESS;
+}
+
 static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
 {
     struct direct *d = st->arg;
     int n = s->comm->size, me = s->comm->rank;
+    int inplace = 0;
+    for (int q = 0; q < n; q++)
+        inplace |= d->peer[q].s == d->peer[q].r;
     /* The pair algorithms read the peer's input while the peer writes its
      * output: only where no rank works in place, but for the one in which
      * each chunk is read and written by the rank that claimed it. Every
      * rank decides from the same addresses and flags. */
-    if (n == 2 && ((d->peer[0].s != d->peer[0].r && d->peer[1].s != d->peer[1].r) ||
-                   cadre__direct_pair_claims(s, d)))
+    if (n == 2 && (!inplace || cadre__direct_pair_claims(s, d)))
         return cadre__direct_pair_allreduce(s, d);
+    /* The slices below write into every peer: only where every window is
+     * open. */
+    if (!cadre__direct_windows(s, d))
+        return allreduce_whole(s, d);
     size_t es = s->elsize, lo, hi;
     cadre__share(d->count, es, n, me, &lo, &hi);
     unsigned char *acc, *tmp;
@@ -120,7 +187,7 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
         cadre__copy_nt((char *)d->rbuf + off * es, acc, bytes);
         for (int q = 0; q < n; q++)
             if (q != me)
-                CADRE_CHECK(cadre__direct_cma(s, q, acc, d->peer[q].r + off * es, bytes, 1));
+                CADRE_CHECK(cadre__direct_write(s, q, acc, d->peer[q].r + off * es, bytes));
     }
     return CADRE_SUCCESS;
 }
@@ -164,21 +231,31 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     return CADRE_SUCCESS;
 }
 
+/* The two-rank bcast's writes, at a time (bcast_call). */
+#define BCAST_PIECE ((size_t)4 << 20)
+
 static int bcast_call(struct coll_sched *s, const struct coll_step *st)
 {
     struct direct *d = st->arg;
     int n = s->comm->size, me = s->comm->rank, root = d->root;
     size_t bytes = d->count * s->elsize;
     char *buf = d->rbuf;
-    if (n == 2) {
+    if (n == 2 && cadre__direct_windows(s, d)) {
         /* Both cores copy: the root writes the first 60%, the other rank
          * reads the rest. The root's process_vm_writev costs less per byte
          * than the reader's readv here: at 16 MiB, 60% against 50% took
          * 564 against 657 us (medians of 5, c2c ~470 ns), and 65-75% did
-         * better still where c2c read ~110 ns (bench/RESULTS.md). */
+         * better still where c2c read ~110 ns (bench/RESULTS.md). In pieces
+         * of BCAST_PIECE, so that a peer that left the call stops the
+         * writes within one (cadre__direct_write). */
         size_t half = bytes / 5 * 3 / 64 * 64;
-        if (me == root)
-            return cadre__direct_cma(s, !me, buf, d->peer[!me].r, half, 1);
+        if (me == root) {
+            for (size_t off = 0; off < half; off += BCAST_PIECE)
+                CADRE_CHECK(cadre__direct_write(s, !me, buf + off, d->peer[!me].r + off,
+                                                half - off < BCAST_PIECE ? half - off
+                                                                         : BCAST_PIECE));
+            return CADRE_SUCCESS;
+        }
         return cadre__direct_cma(s, root, buf + half, d->peer[root].r + half, bytes - half, 0);
     }
     if (me == root)
@@ -192,7 +269,7 @@ static _Atomic int live;
 void cadre__direct_gone(struct coll_sched *s)
 {
     if (s->direct_window)
-        cadre__direct_pair_close(s);
+        cadre__direct_window_close(s);
     s->direct_live = 0;
     atomic_fetch_sub(&live, 1);
 }
@@ -217,10 +294,13 @@ static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
     d->mine.r = (uint64_t)(uintptr_t)d->rbuf;
     int others = atomic_fetch_add(&live, 1);
     s->direct_live = 1;
-    /* Before the peer has this rank's addresses: the window of the variant
-     * that writes into them (coll_direct_pair.c). */
-    if (fn == allreduce_call && n == 2 && !others)
-        cadre__direct_pair_open(s);
+    /* Before the peers have this rank's addresses: the window for the
+     * variants that write into them (coll_direct_window.c). */
+    if (!others && (fn == allreduce_call || fn == bcast_call)) {
+        cadre__direct_window_open(s);
+        if (fn == allreduce_call && n == 2 && me == 0 && s->direct_window)
+            cadre__direct_pair_open(s);
+    }
     d->mine.busy = (cadre__cores_busy() ? DIRECT_BUSY : 0) | (others ? DIRECT_OVERLAP : 0) |
                    (s->direct_window ? DIRECT_WINDOW : 0);
     d->peer = cadre__sched_alloc(s, (size_t)n * sizeof *d->peer);
@@ -261,7 +341,9 @@ int cadre__algo_allreduce_direct(struct coll_sched *s, const void *sbuf, void *r
     d->sbuf = sbuf;
     d->rbuf = rbuf;
     d->count = count;
-    return build(s, d, allreduce_call);
+    CADRE_CHECK(build(s, d, allreduce_call));
+    CADRE_CHECK(cadre__sched_call(s, allreduce_finish, d));
+    return cadre__sched_barrier(s);
 }
 
 int cadre__algo_reduce_scatter_direct(struct coll_sched *s, const void *sbuf, void *rbuf,

@@ -22,8 +22,8 @@
  * built: this call's round 2 must not wait for the peer (build in
  * coll_direct.c). */
 #define DIRECT_OVERLAP 2
-/* Its window is open: the peer of a two-rank allreduce may write into its
- * output (cadre__direct_pair_open). */
+/* Its window is open: the peers may write into its buffers
+ * (cadre__direct_window_open). */
 #define DIRECT_WINDOW 4
 
 /* What each rank tells the others in round 1. */
@@ -40,6 +40,7 @@ struct direct {
     size_t count;       /* allreduce: the vector; reduce_scatter: the block; bcast: buf */
     int root;           /* bcast */
     const size_t *counts, *displs; /* allgatherv: copies owned by the schedule */
+    void *tmpout; /* allreduce in place with a window closed: the result until round 3 */
 };
 
 /* Copies n bytes between local memory and rank `rank`'s address space
@@ -56,12 +57,29 @@ int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d);
  * variant in which the ranks claim chunks and write them into each other's
  * output (the machine busy, both windows open, the size). */
 int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d);
-/* A two-rank allreduce that no other direct schedule of this process
- * overlaps, at build, before round 1: opens this rank's window for the
- * call (the peer may write into its output) and, on rank 0, the pair's
- * claim word. cadre__direct_gone closes the window
- * (cadre__direct_pair_close). */
+/* A two-rank allreduce whose window is open, at build (rank 0): opens the
+ * pair's claim word for the call (coll_direct_pair.c). */
 void cadre__direct_pair_open(struct coll_sched *s);
-void cadre__direct_pair_close(struct coll_sched *s);
+
+/* The windows (coll_direct_window.c). The call's key: the top 32 bits of
+ * the pacing counters, the claim word, `open` and `writing`; 0 for a few
+ * calls, which then open no window. */
+uint64_t cadre__direct_key(const struct coll_sched *s);
+/* At build, before round 1, in a schedule no other direct schedule of this
+ * process overlaps: the peers may write into this rank's buffers during
+ * the call (s->direct_window, DIRECT_WINDOW in round 1), where every rank's
+ * flags are mapped here and the key is not 0. */
+void cadre__direct_window_open(struct coll_sched *s);
+/* When the schedule finishes or is freed (cadre__direct_gone): closes the
+ * window, then waits for a peer's write into this rank's buffers still in
+ * flight, which only a failed call can leave. */
+void cadre__direct_window_close(struct coll_sched *s);
+/* Whether every rank opened its window (round 1's flags): only then does
+ * anyone write into a peer. */
+int cadre__direct_windows(const struct coll_sched *s, const struct direct *d);
+/* process_vm_writev of n bytes into rank's memory at remote, unless rank
+ * left the call (its window closed): CADRE_ERR_PEER naming it. */
+int cadre__direct_write(struct coll_sched *s, int rank, const void *local, uint64_t remote,
+                        size_t n);
 
 #endif

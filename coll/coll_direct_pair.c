@@ -9,10 +9,8 @@
  * into both outputs. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "coll_direct.h"
 
@@ -125,18 +123,6 @@ static int reduce_out(void *out, void *acc, const void *src, size_t n, cadre_dat
     return 0;
 }
 
-/* The chunk key of allreduce_pair_stream's flags, and of allreduce_pair_claim's
- * window and claim word. */
-/* Both halves are odd multiples, one-to-one on 32 bits: calls of one
- * communicator, and calls of the same number on two communicators, never
- * share a key (the context's low 2 bits alone, as before, let the k-th
- * calls of communicators 1 and 5 read each other's counters). */
-static uint64_t pair_key(const struct coll_sched *s)
-{
-    uint32_t k = (uint32_t)s->tag * 0x9e3779b1u ^ (uint32_t)s->ctx * 0x85ebca77u;
-    return (uint64_t)k << 32;
-}
-
 /* Two ranks: elements [off, off+m) of the result into this rank's output,
  * through acc (which keeps them): the peer's input read into acc, this
  * rank's added; with streaming stores where nt. */
@@ -202,7 +188,7 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
     unsigned char *ring = cadre__direct_ring(cadre__world_rank(s->comm, me));
     unsigned char *pring = cadre__direct_ring(wpeer);
     struct direct_flags *mine = cadre__direct_flags(cadre__world_rank(s->comm, me));
-    uint64_t key = pair_key(s);
+    uint64_t key = cadre__direct_key(s);
     size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
     int nt = pair_nt(s, d);
     void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
@@ -230,8 +216,8 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
 }
 
 /* The claim word of allreduce_pair_claim: a call's key in the top 32 bits
- * (pair_key), then the chunks rank 0 has claimed from the front and those
- * rank 1 has claimed from the back, 16 bits each. */
+ * (cadre__direct_key), then the chunks rank 0 has claimed from the front
+ * and those rank 1 has claimed from the back, 16 bits each. */
 #define CLAIM_BITS 16
 #define CLAIM_MAX (((uint64_t)1 << CLAIM_BITS) - 1)
 
@@ -267,79 +253,12 @@ static _Atomic uint64_t *claim_word(const struct coll_sched *s)
 
 void cadre__direct_pair_open(struct coll_sched *s)
 {
-    struct direct_flags *mine = cadre__direct_flags(cadre__world_rank(s->comm, s->comm->rank));
-    _Atomic uint64_t *w = claim_word(s);
-    /* Both ranks' flags mapped here: the window and the writes use both. */
-    if (!mine || !w || !cadre__direct_flags(cadre__world_rank(s->comm, !s->comm->rank)))
-        return;
-    uint64_t key = pair_key(s);
-    s->direct_window = key;
-    atomic_store(&mine->open, key);
     /* The claim word's last user, the call before on this pair, is done
-     * with it: this schedule overlaps no other in this process, so that
-     * call finished here, after the peer's round 3. */
-    if (s->comm->rank == 0)
-        atomic_store_explicit(w, key, memory_order_release);
-}
-
-/* Closes the window, then waits for the peer's write into this rank's
- * output that may still be in flight (the call key | 1 + this rank's world
- * rank in the peer's `writing`): only after a failure (on success the
- * peer's round 3 came after its last write). Waits until the write ends or
- * the peer is gone, with a warning after CADRE_TIMEOUT. */
-void cadre__direct_pair_close(struct coll_sched *s)
-{
-    uint64_t key = s->direct_window;
-    s->direct_window = 0;
-    int wme = cadre__world_rank(s->comm, s->comm->rank);
-    int wpeer = cadre__world_rank(s->comm, !s->comm->rank);
-    struct direct_flags *mine = cadre__direct_flags(wme), *pf = cadre__direct_flags(wpeer);
-    uint64_t k = key;
-    atomic_compare_exchange_strong(&mine->open, &k, 0);
-    uint64_t busy = key | (uint32_t)(wme + 1);
-    if (atomic_load(&pf->writing) != busy)
-        return;
-    const struct cadre_peer *p = &cadre__eng.peers[wpeer];
-    double since = cadre__now();
-    int said = 0;
-    while (atomic_load_explicit(&pf->writing, memory_order_acquire) == busy) {
-        if (p->state == PEER_DEAD || (kill(p->pid, 0) != 0 && errno == ESRCH))
-            return;
-        /* A peer stopped (SIGSTOP, a debugger) in the middle of a write
-         * would finish it when it goes on: wait, and say why. */
-        if (!said && cadre__now() - since > cadre__eng.timeout) {
-            said = 1;
-            CADRE_WARN(COLL, "%s: rank %d (pid %d) has been writing into this rank's output "
-                       "for %g s (CADRE_TIMEOUT) after this rank left the call; waiting for it "
-                       "to finish or exit", s->op_name, !s->comm->rank, (int)p->pid,
-                       cadre__eng.timeout);
-        }
-        struct timespec nap = {0, 50000};
-        nanosleep(&nap, NULL);
-    }
-}
-
-/* Writes the m elements at acc into the peer's output at element off, if
- * the peer is still in the call: its window (cadre__direct_pair_open) is
- * open for it. This rank says whom it writes into before it looks at the
- * window, and the peer closes the window before it looks at that (both
- * sequentially consistent): either this rank sees the window closed and
- * writes nothing, or the peer sees the write and waits for its end. */
-static int pair_write_peer(struct coll_sched *s, struct direct *d, const unsigned char *acc,
-                           size_t off, size_t m, uint64_t key)
-{
-    int peer = !s->comm->rank, wpeer = cadre__world_rank(s->comm, peer);
-    struct direct_flags *mine = cadre__direct_flags(cadre__world_rank(s->comm, s->comm->rank));
-    atomic_store(&mine->writing, key | (uint32_t)(wpeer + 1));
-    int rc;
-    if (atomic_load(&cadre__direct_flags(wpeer)->open) != key)
-        rc = cadre__error(CADRE_ERR_PEER, "%s: rank %d left the call before its output was written",
-                          s->op_name, peer);
-    else
-        rc = cadre__direct_cma(s, peer, (void *)acc, d->peer[peer].r + off * s->elsize,
-                               m * s->elsize, 1);
-    atomic_store_explicit(&mine->writing, 0, memory_order_release);
-    return rc;
+     * with it: this schedule overlaps no other in this process (its window
+     * is open), so that call finished here, after the peer's round 3. */
+    _Atomic uint64_t *w = claim_word(s);
+    if (w)
+        atomic_store_explicit(w, s->direct_window, memory_order_release);
 }
 
 /* Two ranks, large vectors, on a busy machine (either rank's
@@ -358,8 +277,8 @@ static int pair_write_peer(struct coll_sched *s, struct direct *d, const unsigne
  * had sent them to memory; in place 13.2 against 14.1 for the fixed halves
  * (bench/RESULTS.md). In place too, since a chunk is read and written only
  * by the rank that claimed it. A write goes only into a peer still in the
- * call (pair_write_peer). Each chunk is computed once, so both ranks get
- * the same bits. */
+ * call (cadre__direct_write). Each chunk is computed once, so both ranks
+ * get the same bits. */
 static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
 {
     int me = s->comm->rank;
@@ -384,7 +303,8 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
         for (size_t p = 0; p < m; p += piece) {
             size_t k = m - p < piece ? m - p : piece;
             CADRE_CHECK(pair_reduce_out(s, d, acc, off + p, k, nt));
-            CADRE_CHECK(pair_write_peer(s, d, acc, off + p, k, key));
+            CADRE_CHECK(cadre__direct_write(s, !me, acc, d->peer[!me].r + (off + p) * s->elsize,
+                                            k * s->elsize));
         }
     }
     /* Round 3 keeps the peer from returning while this rank writes into its output. */
@@ -404,7 +324,7 @@ int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d
 {
     uint64_t any = d->peer[0].busy | d->peer[1].busy, all = d->peer[0].busy & d->peer[1].busy;
     return (any & DIRECT_BUSY) && !(any & DIRECT_OVERLAP) && (all & DIRECT_WINDOW) &&
-           d->count * s->elsize > PAIR_FULL_BUSY_MAX;
+           claim_word(s) && d->count * s->elsize > PAIR_FULL_BUSY_MAX;
 }
 
 int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)

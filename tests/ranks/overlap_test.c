@@ -7,7 +7,11 @@
  * (pair r, r+1 first at rank r); with 2 ranks, also four in flight on one
  * communicator. Sizes from 64 KiB (the paced stream) to 16 MiB
  * (with CADRE_WAIT=sleep, the claimed chunks), float32 sum; every
- * element is checked against the sum of the pair's inputs computed here. */
+ * element is checked against the sum of the pair's inputs computed here.
+ * Then calls in flight together on the world whose windows are closed
+ * (closed_windows). */
+#include <math.h>
+
 #include "rank_util.h"
 
 #define ROUNDS 12
@@ -28,6 +32,110 @@ static int alloc_bufs(float **in, float **out, int k, size_t n)
             return 0;
     }
     return 1;
+}
+
+/* Calls in flight together on the world, in the same order on every rank:
+ * the first takes the variants that write into the peers' buffers, the
+ * others (their windows closed: build in coll_direct.c) each rank's whole
+ * result, reading its peers' inputs and writing into nobody; in place,
+ * through a scratch copied after round 3. K allreduces in place (float32
+ * sum of whole numbers, exact), K out of place (int32 max), K in place of
+ * float32 sums that depend on the order of the additions (within 1e-5 of
+ * the sum in double, and the same bits on every rank: the ranks' checksums
+ * compared), and K bcasts from each root; 1 MiB and up (the direct
+ * algorithms of nonblocking calls; bcast from 8 MiB). */
+static void closed_windows(int me, int np)
+{
+    enum { K = 3 };
+    const size_t n = ((size_t)1 << 21) + 11; /* 8 MiB of float32 and a bit */
+    float *f[K];
+    int32_t *a[K], *b[K];
+    cadre_request_t q[K];
+    for (int k = 0; k < K; k++) {
+        f[k] = malloc(n * sizeof *f[k]);
+        a[k] = malloc(n * sizeof *a[k]);
+        b[k] = malloc(n * sizeof *b[k]);
+        EXPECT(f[k] && a[k] && b[k], "no memory");
+        if (!f[k] || !a[k] || !b[k])
+            return;
+    }
+    long wrong = 0;
+    for (int k = 0; k < K; k++)
+        for (size_t i = 0; i < n; i++)
+            f[k][i] = input(me, i, 100 + k);
+    for (int k = 0; k < K; k++)
+        OK(cadre_iallreduce(CADRE_IN_PLACE, f[k], n, CADRE_FLOAT32, CADRE_SUM, CADRE_COMM_WORLD,
+                            &q[k]));
+    OK(cadre_waitall(K, q, NULL));
+    for (int k = 0; k < K; k++)
+        for (size_t i = 0; i < n; i++) {
+            float want = 0;
+            for (int r = 0; r < np; r++)
+                want += input(r, i, 100 + k);
+            wrong += f[k][i] != want;
+        }
+    EXPECT(wrong == 0, "%d allreduces in place in flight: %ld wrong", K, wrong);
+    wrong = 0;
+    for (int k = 0; k < K; k++)
+        for (size_t i = 0; i < n; i++) {
+            a[k][i] = (int32_t)((i * 7 + (size_t)me * 5 + (size_t)k) % 1000) - 500;
+            b[k][i] = INT32_MIN;
+        }
+    for (int k = 0; k < K; k++)
+        OK(cadre_iallreduce(a[k], b[k], n, CADRE_INT32, CADRE_MAX, CADRE_COMM_WORLD, &q[k]));
+    OK(cadre_waitall(K, q, NULL));
+    for (int k = 0; k < K; k++)
+        for (size_t i = 0; i < n; i++) {
+            int32_t want = INT32_MIN;
+            for (int r = 0; r < np; r++) {
+                int32_t v = (int32_t)((i * 7 + (size_t)r * 5 + (size_t)k) % 1000) - 500;
+                want = v > want ? v : want;
+            }
+            wrong += b[k][i] != want || a[k][i] != (int32_t)((i * 7 + (size_t)me * 5 + (size_t)k) %
+                                                             1000) - 500;
+        }
+    EXPECT(wrong == 0, "%d allreduces out of place in flight: %ld wrong", K, wrong);
+    wrong = 0;
+    for (int k = 0; k < K; k++)
+        for (size_t i = 0; i < n; i++)
+            f[k][i] = 1.0f / (float)(i % 977 + 1) + (float)(me * 1000 + k);
+    for (int k = 0; k < K; k++)
+        OK(cadre_iallreduce(CADRE_IN_PLACE, f[k], n, CADRE_FLOAT32, CADRE_SUM, CADRE_COMM_WORLD,
+                            &q[k]));
+    OK(cadre_waitall(K, q, NULL));
+    uint64_t sum[K], lo[K], hi[K];
+    for (int k = 0; k < K; k++) {
+        sum[k] = 0;
+        for (size_t i = 0; i < n; i++) {
+            double want = 0;
+            for (int r = 0; r < np; r++)
+                want += (double)(1.0f / (float)(i % 977 + 1) + (float)(r * 1000 + k));
+            wrong += fabs(f[k][i] - want) > 1e-5 * fabs(want);
+            uint32_t bits;
+            memcpy(&bits, &f[k][i], sizeof bits);
+            sum[k] = sum[k] * 1000003 + bits;
+        }
+    }
+    EXPECT(wrong == 0, "%d allreduces in place of inexact sums in flight: %ld wrong", K, wrong);
+    OK(cadre_allreduce(sum, lo, K, CADRE_UINT64, CADRE_MIN, CADRE_COMM_WORLD));
+    OK(cadre_allreduce(sum, hi, K, CADRE_UINT64, CADRE_MAX, CADRE_COMM_WORLD));
+    for (int k = 0; k < K; k++)
+        EXPECT(lo[k] == hi[k], "call %d in flight: the ranks' results differ in their bits", k);
+    for (int root = 0; root < np; root++) {
+        wrong = 0;
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < n; i++)
+                a[k][i] = me == root ? (int32_t)(i * 13 + (size_t)k * 7 + (size_t)root) : -1;
+        for (int k = 0; k < K; k++)
+            OK(cadre_ibcast(a[k], n, CADRE_INT32, root, CADRE_COMM_WORLD, &q[k]));
+        OK(cadre_waitall(K, q, NULL));
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < n; i++)
+                wrong += a[k][i] != (int32_t)(i * 13 + (size_t)k * 7 + (size_t)root);
+        EXPECT(wrong == 0, "%d bcasts from rank %d in flight: %ld wrong", K, root, wrong);
+    }
+    for (int k = 0; k < K; k++)
+        free(f[k]), free(a[k]), free(b[k]);
 }
 
 /* The communicator of world ranks a and b (a split over the world). */
@@ -135,6 +243,7 @@ int main(int argc, char **argv)
         for (int k = 0; k < SAME; k++)
             free(sin[k]), free(sout[k]);
     }
+    closed_windows(me, np);
     for (int k = 0; k < 3; k++)
         if (all[k] != CADRE_COMM_NULL)
             OK(cadre_comm_free(&all[k]));
