@@ -349,8 +349,7 @@ static int dead_rank(const struct gpu_direct *d)
 
 static double timeout_s(void)
 {
-    double t = cadre__config_dbl(CADRE_CFG_TIMEOUT);
-    return t > 0 ? t : 1e30;
+    return cadre__config_dbl(CADRE_CFG_TIMEOUT); /* more than 0: cadre_init checked it */
 }
 
 /* Waits on the host until arrived(d, q, s) for every rank q in `who`

@@ -135,6 +135,13 @@ int cadre__p2p_init(void)
     int nr = cadre__proc.size, me = cadre__proc.rank;
     e->nranks = nr;
     e->timeout = cadre__config_dbl(CADRE_CFG_TIMEOUT);
+    /* 0 or less once made every wait fail at once ("no progress for 0 s"),
+     * while the device waits took it for "never". */
+    if (!(e->timeout > 0))
+        return cadre__error(CADRE_ERR_ARG,
+                            "cadre_init: CADRE_TIMEOUT=%g out of range (seconds, more than 0; inf "
+                            "for no limit)",
+                            e->timeout);
     cadre__membarrier_init();
     /* Until a shared segment brings peers' rings, only this process's
      * threads ring its bell, and seldom (kicks): they fence, and its naps

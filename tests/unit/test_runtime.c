@@ -183,6 +183,34 @@ static void test_config_debug_bad(void)
     }
 }
 
+/* CADRE_TIMEOUT of 0 or less: cadre_init fails with CADRE_ERR_ARG naming it
+ * (it once made every wait fail at once, "made no progress for 0 s", while
+ * the device waits took it for "never"); inf is no limit. */
+static void test_config_timeout(void)
+{
+    static const struct {
+        const char *value, *want;
+        int exit_code;
+    } cases[] = {
+        {"0", "CADRE_TIMEOUT=0 out of range (seconds, more than 0; inf for no limit)", 1},
+        {"-5", "CADRE_TIMEOUT=-5 out of range", 1},
+        {"nan", "CADRE_TIMEOUT=nan out of range", 1},
+        {"inf", "hello from rank 0 of 1", 0},
+        {"0.5", "hello from rank 0 of 1", 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "env CADRE_TIMEOUT=%s %s 2>&1", cases[k].value,
+                 build_path("examples/hello"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+        CHECK_MSG(r.exit_code == cases[k].exit_code && strstr(r.out, cases[k].want),
+                  "CADRE_TIMEOUT=%s: want exit %d and '%s'; exit %d, output:\n%s", cases[k].value,
+                  cases[k].exit_code, cases[k].want, r.exit_code, r.out);
+        run_free(&r);
+    }
+}
+
 void suite_runtime(void)
 {
     CU_pSuite s = CU_add_suite("runtime", NULL, NULL);
@@ -193,4 +221,5 @@ void suite_runtime(void)
     CU_add_test(s, "singleton program", test_singleton_program);
     CU_add_test(s, "CADRE_DEBUG and subsystems", test_config_debug);
     CU_add_test(s, "CADRE_DEBUG values that mean nothing", test_config_debug_bad);
+    CU_add_test(s, "CADRE_TIMEOUT of 0 or less", test_config_timeout);
 }
