@@ -126,8 +126,8 @@ static void checked(void)
         long wrong = 0;
         for (size_t i = 0; i < N; i++)
             wrong += res[i] != want_sum(i);
-        EXPECT(wrong == 0, "float32 sum, %s: %ld wrong elements", inpl ? "in place" : "out of place",
-               wrong);
+        EXPECT(wrong == 0, "float32 sum, %s: %ld wrong elements",
+               inpl ? "in place" : "out of place", wrong);
         for (size_t i = 0; i < N; i++)
             iv[i] = (int32_t)input(me, i) * (me % 2 ? -1 : 1);
         OK(cadre_allreduce(CADRE_IN_PLACE, iv, N, CADRE_INT32, CADRE_MAX, W));
