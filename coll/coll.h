@@ -75,8 +75,8 @@ struct coll_sched {
     /* counted among the direct schedules alive (coll_direct.c, build) until
      * it finishes (sched_poll) or is freed */
     int direct_live;
-    /* the call key whose window into this rank's output the schedule
-     * opened (coll_direct_pair.c), closed when it finishes or is freed */
+    /* the call key whose window into this rank's buffers the schedule
+     * opened (coll_direct_window.c), closed when it finishes or is freed */
     uint64_t direct_window;
 };
 
@@ -86,7 +86,7 @@ int cadre__sched_init(struct coll_sched *s, struct cadre_comm *comm, const char 
 void cadre__sched_free(struct coll_sched *s);
 /* A schedule counted alive (direct_live, coll_direct.c) finished or was
  * freed: it no longer counts, and the window it opened into this rank's
- * output is closed, once no write of the peer's is in flight. */
+ * buffers is closed, once no peer's write is in flight. */
 void cadre__direct_gone(struct coll_sched *s);
 int cadre__sched_send(struct coll_sched *s, int peer, const void *buf, size_t bytes);
 int cadre__sched_recv(struct coll_sched *s, int peer, void *buf, size_t bytes);

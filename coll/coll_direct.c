@@ -81,46 +81,28 @@ int cadre__direct_scratch(struct coll_sched *s, unsigned char **acc, unsigned ch
     return CADRE_SUCCESS;
 }
 
-/* Reduces elements [off, off+m) over all ranks into acc: rank q's part of
- * its send buffer sits at base[q] + off*es (base of this rank is local). */
-static int reduce_chunk(struct coll_sched *s, struct direct *d, const char *mine, size_t sboff,
-                        size_t m, unsigned char *acc, unsigned char *tmp)
+/* Reduces m elements at byte offset sboff of every rank's send buffer into
+ * acc. Ranked: in rank order (rank 0's op rank 1's ...), the same bits
+ * whichever rank computes it; otherwise the peers in rank order and this
+ * rank's own last, which never copies its own (one rank computes each
+ * element there). */
+static int reduce_chunk(struct coll_sched *s, struct direct *d, size_t sboff, size_t m,
+                        unsigned char *acc, unsigned char *tmp, int ranked)
 {
     int n = s->comm->size, me = s->comm->rank;
     size_t bytes = m * s->elsize;
-    int first = 1;
-    for (int q = 0; q < n; q++) {
-        if (q == me)
-            continue;
-        unsigned char *dst = first ? acc : tmp;
-        CADRE_CHECK(cadre__direct_cma(s, q, dst, d->peer[q].s + sboff, bytes, 0));
-        if (!first)
-            cadre__coll_reduce(acc, tmp, m, s->dt, s->op);
-        first = 0;
-    }
-    cadre__coll_reduce(acc, mine + sboff, m, s->dt, s->op);
-    return CADRE_SUCCESS;
-}
-
-/* Elements [off, off+m) of the result into acc, every rank's input folded
- * in rank order (rank 0's op rank 1's ...), whichever rank computes it: the
- * same bits on every rank. */
-static int fold_chunk(struct coll_sched *s, struct direct *d, size_t off, size_t m,
-                      unsigned char *acc, unsigned char *tmp)
-{
-    size_t es = s->elsize;
-    for (int q = 0; q < s->comm->size; q++) {
-        const void *src = (const char *)d->sbuf + off * es;
-        if (q != s->comm->rank) {
-            CADRE_CHECK(cadre__direct_cma(s, q, q ? tmp : acc, d->peer[q].s + off * es, m * es, 0));
-            src = q ? tmp : acc;
+    for (int i = 0; i < n; i++) {
+        int q = ranked || i < me ? i : i == n - 1 ? me : i + 1;
+        const void *src = (const char *)d->sbuf + sboff;
+        if (q != me) {
+            unsigned char *dst = i ? tmp : acc;
+            CADRE_CHECK(cadre__direct_cma(s, q, dst, d->peer[q].s + sboff, bytes, 0));
+            src = dst;
         }
-        if (!q) {
-            if (src != acc)
-                memcpy(acc, src, m * es);
-        } else {
+        if (i)
             cadre__coll_reduce(acc, src, m, s->dt, s->op);
-        }
+        else if (src != acc)
+            memcpy(acc, src, bytes);
     }
     return CADRE_SUCCESS;
 }
@@ -145,7 +127,7 @@ static int allreduce_whole(struct coll_sched *s, struct direct *d)
     size_t step = DIRECT_CHUNK / es;
     for (size_t off = 0; off < d->count; off += step) {
         size_t m = d->count - off < step ? d->count - off : step;
-        CADRE_CHECK(fold_chunk(s, d, off, m, acc, tmp));
+        CADRE_CHECK(reduce_chunk(s, d, off * es, m, acc, tmp, 1));
         memcpy(out + off * es, acc, m * es);
     }
     return CADRE_SUCCESS;
@@ -183,7 +165,7 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
     size_t step = DIRECT_CHUNK / es;
     for (size_t off = lo; off < hi; off += step) {
         size_t m = hi - off < step ? hi - off : step, bytes = m * es;
-        CADRE_CHECK(reduce_chunk(s, d, d->sbuf, off * es, m, acc, tmp));
+        CADRE_CHECK(reduce_chunk(s, d, off * es, m, acc, tmp, 0));
         cadre__copy_nt((char *)d->rbuf + off * es, acc, bytes);
         for (int q = 0; q < n; q++)
             if (q != me)
@@ -201,7 +183,7 @@ static int reduce_scatter_call(struct coll_sched *s, const struct coll_step *st)
     size_t step = DIRECT_CHUNK / es;
     for (size_t off = 0; off < d->count; off += step) {
         size_t m = d->count - off < step ? d->count - off : step;
-        CADRE_CHECK(reduce_chunk(s, d, d->sbuf, base + off * es, m, acc, tmp));
+        CADRE_CHECK(reduce_chunk(s, d, base + off * es, m, acc, tmp, 0));
         cadre__copy_nt((char *)d->rbuf + off * es, acc, m * es);
     }
     return CADRE_SUCCESS;
@@ -342,6 +324,9 @@ int cadre__algo_allreduce_direct(struct coll_sched *s, const void *sbuf, void *r
     d->rbuf = rbuf;
     d->count = count;
     CADRE_CHECK(build(s, d, allreduce_call));
+    if (sbuf != rbuf)
+        return CADRE_SUCCESS;
+    /* allreduce_whole's result, in place, once no peer reads the input. */
     CADRE_CHECK(cadre__sched_call(s, allreduce_finish, d));
     return cadre__sched_barrier(s);
 }

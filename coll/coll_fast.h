@@ -33,19 +33,20 @@ struct direct_flags {
     char pad1[56];
     _Atomic uint64_t cons;
     char pad2[56];
-    /* The two-rank allreduce on a busy machine (coll_direct_pair.c,
-     * allreduce_pair_claim), whose ranks write into each other's output:
-     * `open`, the key of the call whose output this process lets its peer
-     * write into (0: none); `writing`, the call key | 1 + the world rank of
-     * the process this one writes into now (0: none). A rank that leaves
-     * the call closes its window and waits for a write in flight: no write
-     * of that call lands in its memory after it returned. */
+    /* The windows of the direct algorithms that write into peers
+     * (coll_direct_window.c): `open`, the key of the call whose buffers
+     * this process lets its peers write into (0: none); `writing`, the call
+     * key | 1 + the world rank of the process this one writes into now (0:
+     * none). A rank that leaves the call closes its window and waits for a
+     * write in flight: no write of that call lands in its memory after it
+     * returned. */
     _Atomic uint64_t open;
     char pad3[56];
     _Atomic uint64_t writing;
     char pad4[56];
-    /* ... and the chunks each rank of a pair has claimed, in its rank 0's
-     * segment, by the world rank of its rank 1. */
+    /* The two-rank allreduce on a busy machine (coll_direct_pair.c,
+     * allreduce_pair_claim): the chunks each rank of a pair has claimed, in
+     * its rank 0's segment, by the world rank of its rank 1. */
     _Atomic uint64_t claim[DIRECT_CLAIM_SLOTS];
 };
 struct direct_flags *cadre__direct_flags(int w);
