@@ -296,9 +296,11 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
     long j;
     while ((j = claim_next(w, key, me, n)) != -1) {
         if (j == -2)
-            /* Rank 0 opened the word before it sent its addresses. */
-            return cadre__error(CADRE_ERR_INTERNAL, "%s: the claim word of ranks 0 and 1 "
-                                "is not open for this call", s->op_name);
+            /* Rank 0 opened the word before it sent its addresses; it holds
+             * another call's key only once rank 0 left this call (a failed
+             * wait) and started another on the pair. */
+            return cadre__error(CADRE_ERR_PEER, "%s: rank 0 left the call (the pair's claim "
+                                "word holds another call's)", s->op_name);
         size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
         for (size_t p = 0; p < m; p += piece) {
             size_t k = m - p < piece ? m - p : piece;
