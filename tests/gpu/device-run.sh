@@ -132,10 +132,32 @@ step() {
         t0=$(now_ms)
         # To a file, not through a pipe: a process the command leaves behind
         # cannot hold the step open.
-        timeout -k 5 "$limit" "${cmd[@]}" > "$log" 2>&1 < /dev/null
+        timeout -k 5 "$limit" "${cmd[@]}" > "$log" 2>&1 < /dev/null &
+        local tpid=$!
+        # A step still running 12 s before its limit (cadrerun's own
+        # timeout fires 5 s before it) is likely hung: the stacks of its
+        # test program's ranks (at most 4, cuda-gdb: the GPU machine has no
+        # gdb) go to the step's .stacks file, printed below.
+        local waited=0
+        while kill -0 $tpid 2>/dev/null && [ $waited -lt $((limit - 12)) ]; do
+            sleep 1
+            waited=$((waited + 1))
+        done
+        if kill -0 $tpid 2>/dev/null && [ $dry = 0 ] && command -v cuda-gdb >/dev/null; then
+            local prog=${key:-$(basename "${cmd[-1]}")} p n=0
+            for p in $(pgrep -f "tests/gpu/$prog|bin/cadre-perf" | head -4); do
+                [ $n -ge 4 ] && break
+                n=$((n + 1))
+                echo "=== stacks of pid $p ($(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep '^CADRE_RANK=' | head -1))"
+                timeout 5 cuda-gdb -batch -p "$p" -ex 'thread apply all bt 12' 2>&1 \
+                    | grep -E '^(#|Thread)' | grep -v 'libcudadebugger' | head -60
+            done > "$log.stacks"
+        fi
+        wait $tpid
         rc=$?
         wall=$(( $(now_ms) - t0 ))
         cat "$log"
+        [ -s "$log.stacks" ] && cat "$log.stacks"
         case $rc in
         0) verdict=ok outcome=ok ;;
         77) if [ $have_gpu = 1 ]; then # nvidia-smi lists one: the program should see it
