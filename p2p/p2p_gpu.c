@@ -136,15 +136,24 @@ static int p2p_finish(struct gpu_op *op, void *buf, cudaStream_t X, cadre_reques
 {
     size_t bytes = op->cap;
     cudaError_t e = cudaSuccess;
-    int rc = cadre__gpu_enqueue_wait(op, X);
+    /* A nonblocking CUDA IPC send waits for the receiver's copy only where
+     * cadre_wait puts that wait, not on its stream now: a later send's
+     * `ready` behind it could be what the receiver's copy waits for (two
+     * isends against irecvs in the other order), and with every stream on
+     * one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1) so could the
+     * receives enqueued after it. */
+    int lazy = op->kind == OP_SEND && op->ipc == 1 && req;
+    int rc = lazy ? CADRE_SUCCESS : cadre__gpu_enqueue_wait(op, X);
     if (rc == CADRE_SUCCESS && op->kind == OP_RECV) {
         if (op->ipc)
             e = (cudaError_t)cadre__gpu_copy_slot(buf, op->slot, bytes, X);
         else
             e = cudaMemcpyAsync(buf, op->stage->p, bytes, cudaMemcpyHostToDevice, X);
     }
-    if (rc == CADRE_SUCCESS && e == cudaSuccess)
+    if (rc == CADRE_SUCCESS && e == cudaSuccess && !lazy)
         e = cudaEventRecord(op->done, X);
+    if (lazy)
+        atomic_store(&op->lazy, LAZY_OPEN);
     if (rc == CADRE_SUCCESS && e != cudaSuccess)
         rc = cadre__gpu_cuda_fail(e, op->fn, "enqueueing on the stream");
     if (rc == CADRE_SUCCESS && req)

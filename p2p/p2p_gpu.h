@@ -98,6 +98,12 @@ struct gpu_op {
     size_t cap;                    /* receive: bytes the user's buffer holds */
     struct cadre_request *ctl;     /* the answer, received (send) or sent (receive) */
     int32_t ack;                   /* its payload */
+    /* A nonblocking CUDA IPC send puts no wait on a stream when it is made
+     * (LAZY_OPEN): the first of cadre_wait (LAZY_ENQUEUING while it
+     * enqueues, then LAZY_WAITER: the communicator's stream waits for the
+     * flag, then `done`) and the proxy once the receiver answered (LAZY_PROXY:
+     * nothing on the device) ends it. 0: not such a send. */
+    _Atomic int lazy;
     struct cadre_request *host_r;  /* OP_HOSTRECV: the user's receive */
     /* outcome */
     int error;
@@ -112,6 +118,8 @@ struct gpu_op {
     _Atomic int refs;     /* the proxy, and the user request if any */
     struct gpu_op *next;
 };
+
+enum { LAZY_OPEN = 1, LAZY_ENQUEUING, LAZY_WAITER, LAZY_PROXY };
 
 void cadre__gpu_op_unref(struct gpu_op *op);
 cadre_comm_t cadre__gpu_handle_of(struct cadre_comm *c);

@@ -112,7 +112,26 @@ int cadre__gpu_wait(struct cadre_request *r, cadre_status_t *status)
         return rc;
     }
     struct gpu_comm *gc = op->gc;
-    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)gc->stream, op->done, 0);
+    cudaStream_t us = (cudaStream_t)gc->stream;
+    cudaError_t e = cudaSuccess;
+    int open = LAZY_OPEN;
+    if (atomic_load(&op->lazy) &&
+        atomic_compare_exchange_strong(&op->lazy, &open, LAZY_ENQUEUING)) {
+        /* A CUDA IPC send nobody has ended: the stream waits for the
+         * receiver's answer here (the flag stays the op's until `done`). */
+        int wr = cadre__gpu_enqueue_wait(op, us);
+        if (wr == CADRE_SUCCESS)
+            e = cudaEventRecord(op->done, us);
+        atomic_store(&op->lazy, LAZY_WAITER);
+        if (wr != CADRE_SUCCESS) {
+            eng_lock();
+            cadre__p2p_abandon(r);
+            eng_unlock();
+            return wr;
+        }
+    } else if (open != LAZY_PROXY) {
+        e = cudaStreamWaitEvent(us, op->done, 0);
+    }
     if (status)
         *status = (cadre_status_t){.source = op->kind == OP_SEND ? -1 : op->peer,
                                    .tag = op->tag, .count = op->count};

@@ -309,6 +309,13 @@ static int proxy_pass(struct gpu_op **list)
         }
         if (op->state == ST_WAIT_DEVICE) {
             cudaError_t e = op->done ? cudaEventQuery(op->done) : cudaSuccess;
+            if (atomic_load(&op->lazy)) { /* a nonblocking CUDA IPC send, answered */
+                int open = LAZY_OPEN;
+                if (atomic_compare_exchange_strong(&op->lazy, &open, LAZY_PROXY))
+                    e = cudaSuccess; /* nothing of it waits on the device */
+                else if (open == LAZY_ENQUEUING)
+                    e = cudaErrorNotReady; /* cadre_wait is recording `done` */
+            }
             if (e == cudaErrorNotReady && op->watch && !op->error && op->watch(op, 0))
                 moved = 1; /* failed: its waits are released, `done` follows */
             if (e == cudaSuccess || e != cudaErrorNotReady) {

@@ -379,6 +379,40 @@ static void p2p(void)
         }
     CK(cadre_barrier(W));
 
+    /* Two isends to the right (tags 11, 12) against irecvs from the left in
+     * the other order (12, 11), then waitall: a CUDA IPC isend that made its
+     * stream wait for the receiver's copy held the second send's descriptor
+     * behind the first, whose copy sat behind the second's: a hang (and, on
+     * one hardware queue, CUDA_DEVICE_MAX_CONNECTIONS=1, any wait there). */
+    for (int round = 0; round < 3; round++) {
+        size_t n = round == 0 ? 5 : round == 1 ? 70001 : ((size_t)1 << 21) + 1;
+        int dt = CADRE_FLOAT32;
+        char *s1, *s2, *r1, *r2;
+        CU(cudaMalloc((void **)&s1, n * 4));
+        CU(cudaMalloc((void **)&s2, n * 4));
+        CU(cudaMalloc((void **)&r1, n * 4));
+        CU(cudaMalloc((void **)&r2, n * 4));
+        fill_dev(s1, n, dt, me, 11);
+        fill_dev(s2, n, dt, me, 12);
+        CU(cudaMemset(r1, 0x5A, n * 4));
+        CU(cudaMemset(r2, 0x5A, n * 4));
+        CU(cudaDeviceSynchronize());
+        cadre_request_t q[4];
+        CK(cadre_isend(s1, n, (cadre_datatype_t)dt, right, 11, W, &q[0]));
+        CK(cadre_isend(s2, n, (cadre_datatype_t)dt, right, 12, W, &q[1]));
+        CK(cadre_irecv(r2, n, (cadre_datatype_t)dt, left, 12, W, &q[2]));
+        CK(cadre_irecv(r1, n, (cadre_datatype_t)dt, left, 11, W, &q[3]));
+        CK(cadre_waitall(4, q, NULL));
+        CU(cudaStreamSynchronize(S));
+        check(r1, 0, n, dt, left, 11, 0, "isends against irecvs in the other order, tag 11");
+        check(r2, 0, n, dt, left, 12, 0, "isends against irecvs in the other order, tag 12");
+        cudaFree(s1);
+        cudaFree(s2);
+        cudaFree(r1);
+        cudaFree(r2);
+    }
+    CK(cadre_barrier(W));
+
     /* pairs 0-1: the cache, host buffers, any source, a short message */
     if (me < 2) {
         size_t n = 300001;
