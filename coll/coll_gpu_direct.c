@@ -568,8 +568,11 @@ static cudaError_t enqueue_kernel(struct gpu_direct *d, cudaStream_t X, uint32_t
 {
     size_t es = cadre_datatype_size(dt);
     cudaError_t e = cudaSuccess;
+    /* A rank whose mark the host already sees needs no wait on the stream
+     * (a rank that handed its call over from the host marked it before it
+     * published the call: host_done). */
     for (int q = 0; q < d->n && e == cudaSuccess; q++)
-        if (q != d->me)
+        if (q != d->me && !cyc_ge(atomic_load(&d->page[q]->ready), s))
             e = cadre__gpu_stream_wait_geq(d->dev[q] + OFF_READY, s, X);
     a->nranks = d->n;
     a->dt = dt;
@@ -594,6 +597,63 @@ static cudaError_t enqueue_kernel(struct gpu_direct *d, cudaStream_t X, uint32_t
     if (e == cudaSuccess)
         e = cadre__gpu_stream_write(d->dev[d->me] + OFF_DONE, s, X);
     return e;
+}
+
+/* ---- a small blocking call of a rank that is not a leader, from the host ------------- */
+/* Without MPS each process's context is time-sliced on a shared GPU: a rank
+ * whose stream marks its call and waits for the leaders' marks costs a switch
+ * to its context and back, about 10 us per rank and call (36 us for 8 KiB at
+ * 4 ranks on an H200, RESULTS.md), while the leader's kernel takes 2-3 us. A
+ * rank that is not a leader, in a blocking call of at most CADRE_GPU_HOST_DONE
+ * bytes, whose stream is idle (its earlier work, so its input, is complete),
+ * marks its call from the host and waits on the host for the leaders' marks,
+ * at most HOST_SPIN_S: then nothing of the call runs in its context, and
+ * later work on its stream, enqueued after the call returns, follows the
+ * leader's kernel. A leader late past HOST_SPIN_S: the rank's stream waits
+ * as in any other call, and the call returns. */
+#define HOST_SPIN_S 200e-6
+
+static int host_done_ok(const struct gpu_direct *d, cudaStream_t X, size_t bytes, int blocking)
+{
+    if (!blocking || d->lead || !bytes)
+        return 0;
+    long long max = cadre__config_int(CADRE_CFG_GPU_HOST_DONE);
+    if (max <= 0 || bytes > (unsigned long long)max)
+        return 0;
+    if (d->have_last && cudaEventQuery(d->last) != cudaSuccess)
+        return 0;
+    cudaError_t e = cudaStreamQuery(X);
+    if (e != cudaSuccess) {
+        if (e != cudaErrorNotReady)
+            cudaGetLastError(); /* the stream part reports it */
+        return 0;
+    }
+    return 1;
+}
+
+/* Waits on the host for every leader's mark of call s (*over 1), at most
+ * HOST_SPIN_S (*over 0): a failure status if the call broke at a rank. */
+static int host_done_wait(struct gpu_direct *d, const char *fn, uint32_t s, int *over)
+{
+    double t0 = cadre__now();
+    *over = 0;
+    for (unsigned spins = 0;; spins++) {
+        int all = 1;
+        for (int k = 0; k < d->ngpu && all; k++)
+            all = cyc_ge(atomic_load_explicit(&d->page[d->leader[k]]->done,
+                                              memory_order_acquire), s);
+        uint32_t at;
+        int f = failed_rank(d, s, &at);
+        if (f >= 0)
+            return cadre__error(CADRE_ERR_PEER, "%s: rank %d's direct device collective #%u "
+                                                "failed", fn, f, at);
+        if (all) {
+            *over = 1;
+            return CADRE_SUCCESS;
+        }
+        if ((spins & 15) == 15 && cadre__now() - t0 > HOST_SPIN_S)
+            return CADRE_SUCCESS;
+    }
 }
 
 /* Enqueues call s and hands the op over. count: elements of a rank's block
@@ -668,6 +728,9 @@ static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, in
                    "read this rank's call of 8 calls ago (its ring slot)");
     if (rc != CADRE_SUCCESS)
         goto unlock;
+    int from_host = host_done_ok(d, X, in_bytes > out_bytes ? in_bytes : out_bytes, !req);
+    if (from_host) /* before the call is published: the leader's host sees it */
+        atomic_store_explicit(&d->page[d->me]->ready, s, memory_order_release);
     struct gd_call *slot = &d->page[d->me]->ring[s % RING];
     slot->mode = mine.mode;
     slot->dt = mine.dt;
@@ -682,9 +745,21 @@ static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, in
     if (d->lead && (rc = gather_calls(d, fn, s, &mine, &a)) != CADRE_SUCCESS)
         goto unlock;
 
-    if (d->have_last)
+    if (from_host) {
+        /* Over (1: nothing on the stream, nothing to watch), or failed at
+         * another rank (whose page says so; this call's mark is made). */
+        int over;
+        int hr = host_done_wait(d, fn, s, &over);
+        if (hr != CADRE_SUCCESS || over) {
+            pthread_mutex_unlock(&d->lock);
+            free(w);
+            cadre__gpu_op_discard(gop);
+            return hr;
+        }
+    }
+    if (d->have_last && !from_host)
         e = cudaStreamWaitEvent(X, d->last, 0);
-    if (e == cudaSuccess)
+    if (e == cudaSuccess && !from_host)
         e = cadre__gpu_stream_write(d->dev[d->me] + OFF_READY, s, X);
     if (d->lead && e == cudaSuccess)
         e = enqueue_kernel(d, X, s, &a, mode, count, dt, op);

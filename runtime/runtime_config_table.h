@@ -14,6 +14,7 @@ X(GPU_BUFFERS, BOOL, "1", "look for CUDA device buffers (cudaPointerGetAttribute
 X(GPU_WAIT, STR, "auto", "how a stream waits for a device-buffer operation: auto (cuStreamWaitValue32 where available) or kernel (a one-thread spin kernel)")
 X(GPU_IPC, BOOL, "1", "device buffers to another process of the node go by CUDA IPC (the receiver copies from the sender's buffer) where both GPUs can reach each other; 0 stages them through host memory")
 X(GPU_ALGO, STR, "auto", "allreduce, reduce_scatter and allgather on device buffers: auto (one kernel per GPU over every rank's buffers through CUDA IPC, where the communicator's ranks are on one node with GPUs that reach each other, at most 16 ranks; else staged) or staged (through host memory, with the host algorithms); see cadre(7)")
+X(GPU_HOST_DONE, INT, "1048576", "largest buffer in bytes of a blocking device-buffer allreduce, reduce_scatter or allgather on the direct path that a rank other than its GPU's leader, with its stream idle, hands over and waits for on the host (at most 0.2 ms, then on its stream) instead of marking it on its stream, which on a GPU shared without MPS costs a switch to its context; 0 = never; see cadre(7)")
 X(SHM_FRAG, INT, "131072", "bytes per fragment of a large message in shared memory (the pipeline's unit)")
 X(TCP_BUFFER, INT, "0", "bytes of each TCP socket's kernel send and receive buffers (SO_SNDBUF, SO_RCVBUF; 4096..1 GiB); 0 = the kernel's defaults, which grow as needed")
 X(SHM_NFRAGS, INT, "8", "fragments in flight per pair of ranks in shared memory")
