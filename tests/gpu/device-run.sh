@@ -145,7 +145,9 @@ step() {
         done
         if kill -0 $tpid 2>/dev/null && [ $dry = 0 ] && command -v cuda-gdb >/dev/null; then
             local prog=${key:-$(basename "${cmd[-1]}")} p n=0
-            for p in $(pgrep -f "tests/gpu/$prog|bin/cadre-perf" | head -4); do
+            # -x on the name the kernel keeps (15 characters): the ranks, not
+            # timeout or cadrerun, whose command lines name the program too
+            for p in $(pgrep -x "${prog:0:15}" | head -4); do
                 [ $n -ge 4 ] && break
                 n=$((n + 1))
                 echo "=== stacks of pid $p ($(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep '^CADRE_RANK=' | head -1))"
@@ -260,6 +262,10 @@ main() {
         step "coll_gpu_test-$n" 60 gpu env CADRE_TIMEOUT=30 $(crun $n) "$T/coll_gpu_test"
     done
     step perf-G-allreduce-4 90 gpu $(crun 4) "$P" "${SWEEP[@]}"
+    # the same sizes up to 4 MiB with every rank's stream marking each call
+    # (no hand-over from the host): the change of CADRE_GPU_HOST_DONE, same run
+    step perf-G-allreduce-4-hostdone0 40 gpu env CADRE_GPU_HOST_DONE=0 $(crun 4) "$P" \
+        allreduce -G -d float32 -b 8 -e 4M -f 4 -c 0 -T 0.05 -w 3
     step perf-G-allreduce-4-check 60 gpu $(crun 4) "$P" allreduce -G -d float32 -b 8 -e 64M -f 8 -n 2 -w 1 -c 1
     step ipc_gpu_test-3 60 gpu env CADRE_TIMEOUT=30 $(crun 3) "$T/ipc_gpu_test"
     step ipc_gpu_test-4 60 gpu env CADRE_TIMEOUT=30 $(crun 4) "$T/ipc_gpu_test"
@@ -267,6 +273,7 @@ main() {
     step coll_gpu_test-3 60 gpu env CADRE_TIMEOUT=30 $(crun 3) "$T/coll_gpu_test"
     step coll_gpu_test-4 60 gpu env CADRE_TIMEOUT=30 $(crun 4) "$T/coll_gpu_test"
     step maxconn1-ipc-4 60 gpu env CUDA_DEVICE_MAX_CONNECTIONS=1 CADRE_TIMEOUT=30 $(crun 4) "$T/ipc_gpu_test"
+    step maxconn1-coll-2 60 gpu env CUDA_DEVICE_MAX_CONNECTIONS=1 CADRE_TIMEOUT=30 $(crun 2) "$T/coll_gpu_test"
     step ipc_gpu_test-8 60 gpu env CADRE_TIMEOUT=30 $(crun 8) "$T/ipc_gpu_test"
     step perf-G-allreduce-4-mps 90 gpu bash "$here/with-mps.sh" $(crun 4) "$P" "${SWEEP[@]}"
     step perf-G-allreduce-1 40 gpu $(crun 1) "$P" "${SWEEP[@]}"
@@ -309,6 +316,8 @@ figures() {
         }'
     f=$(first "$s"/*-perf-G-allreduce-4.log)
     [ -n "$f" ] && awk -v tr="${traffic:-0}" -v who="4 ranks" "$perf_awk" "$f"
+    f=$(first "$s"/*-perf-G-allreduce-4-hostdone0.log)
+    [ -n "$f" ] && awk -v tr="${traffic:-0}" -v who="4 ranks, CADRE_GPU_HOST_DONE=0" "$perf_awk" "$f"
     f=$(first "$s"/*-perf-G-allreduce-4-mps.log)
     [ -n "$f" ] && awk -v tr="${traffic:-0}" -v who="4 ranks under MPS" "$perf_awk" "$f"
     f=$(first "$s"/*-perf-G-allreduce-1.log)

@@ -174,7 +174,7 @@ static void test_dry_run(void)
     /* The files: the whole log, the summary (a line per step: 3 self-tests
      * and 20 GPU steps), each run step's log. */
     snprintf(cmd, sizeof cmd,
-             "cd '%s/out' && test -s device-run.log && test $(grep -c '^\\[[0-9][0-9]\\] ' summary.txt) = 23 && "
+             "cd '%s/out' && test -s device-run.log && test $(grep -c '^\\[[0-9][0-9]\\] ' summary.txt) = 25 && "
              "grep -q 'cadre-perf: -G: ' steps/03-selftest-perf-G.log && test -f steps/02-selftest-hang.log && "
              "grep -q 'Out of bounds values : 0 OK' steps/01-selftest-host-allreduce.log",
              tmpdir);
