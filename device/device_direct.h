@@ -36,10 +36,11 @@ struct gpu_direct_args {
     int vec;            /* every pointer 16-byte aligned, and n a whole number of
                            16-byte units unless ALLREDUCE: 16-byte accesses */
     int blocks;
-    /* A device copy of the leader's `failed` word (host memory), made on
-     * the stream just before the launch, and this call: a block that finds
-     * a failure at or before the call returns at once (a dead rank's
-     * buffers may be gone; the call fails anyway). */
+    /* The leader's `failed` word: its host page through the device mapping
+     * (a launch of a few blocks), or a device copy made on the stream just
+     * before the launch; and this call: a block that finds a failure at or
+     * before the call returns at once (a dead rank's buffers may be gone;
+     * the call fails anyway). */
     const volatile unsigned int *failed;
     unsigned int seq;
 };
