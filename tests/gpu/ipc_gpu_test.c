@@ -206,6 +206,116 @@ static void allreduce_all(cadre_comm_t comm, const int *wr, int n_ranks, int cra
         printf("ipc_gpu_test: %d allreduce cases on %d ranks\n", ran + 12, n_ranks);
 }
 
+/* ---- float sums that are not exact ------------------------------------------------------ */
+/* Rank r's input at i: +-(1 + f) * 2^k, f a 52-bit fraction, k in -4..3,
+ * rounded into dt (positive for float16, whose small sums would be
+ * subnormal). Sums of these round at every step. */
+static double inexact_val(int r, size_t i, int dt)
+{
+    uint64_t z = (uint64_t)r * 0x9E3779B97F4A7C15ull + i + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    double v = (1 + (double)(z >> 11) / 9007199254740992.0) * (double)(1u << (z & 7)) / 16;
+    if (dt != CADRE_FLOAT16 && (z >> 3 & 1))
+        v = -v;
+    unsigned char b[8];
+    put(b, 0, dt, v);
+    return get(b, 0, dt);
+}
+
+/* Allreduce (SUM or AVG) of inexact_val against two references: within the
+ * error bound of any summation order, from sums in double (the staged path
+ * may reduce in another order and round at every step); and, on the direct
+ * path, bit for bit the sum in rank order in the accumulator's type (float,
+ * double for FLOAT64) rounded once (cadre(7)): so every rank has the same
+ * bits. */
+static void inexact_case(cadre_comm_t comm, const int *wr, int nr, int crank, size_t n, int dt,
+                         int op, int mode, int direct)
+{
+    size_t es = cadre_datatype_size((cadre_datatype_t)dt);
+    unsigned char *h = malloc(n * es), *out = malloc(n * es), *want = malloc(es);
+    void *din, *dout;
+    CU(cudaMalloc(&din, n * es));
+    CU(cudaMalloc(&dout, n * es));
+    for (size_t i = 0; i < n; i++)
+        put(h, i, dt, inexact_val(wr[crank], i, dt));
+    CU(cudaMemcpy(din, h, n * es, cudaMemcpyHostToDevice));
+    CU(cudaMemset(dout, 0xA5, n * es));
+    CU(cudaDeviceSynchronize()); /* see fill_dev */
+    if (mode) {
+        cadre_request_t q;
+        CK(cadre_iallreduce(din, dout, n, (cadre_datatype_t)dt, (cadre_op_t)op, comm, &q));
+        CK(cadre_wait(&q, NULL));
+    } else {
+        CK(cadre_allreduce(din, dout, n, (cadre_datatype_t)dt, (cadre_op_t)op, comm));
+    }
+    CU(cudaStreamSynchronize(S));
+    CU(cudaMemcpy(out, dout, n * es, cudaMemcpyDeviceToHost));
+    /* unit roundoffs: of the output type, and of a step (any order may
+     * round every step in the output type) */
+    double u_out = dt == CADRE_FLOAT16 ? 0x1p-11 : dt == CADRE_BFLOAT16 ? 0x1p-8
+                 : dt == CADRE_FLOAT32 ? 0x1p-24 : 0x1p-53;
+    int bad_bound = 0, bad_bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        long double sum = 0; /* x86-64: a 64-bit significand, exact enough here */
+        double mag = 0, got = get(out, i, dt);
+        float accf = 0;
+        double accd = 0;
+        for (int k = 0; k < nr; k++) {
+            double x = inexact_val(wr[k], i, dt);
+            sum += x;
+            mag += x < 0 ? -x : x;
+            if (k == 0) {
+                accf = (float)x;
+                accd = x;
+            } else {
+                accf = accf + (float)x;
+                accd = accd + x;
+            }
+        }
+        long double ref = sum;
+        double aref = (double)(ref < 0 ? -ref : ref);
+        double tol = (nr - 1) * u_out * mag + u_out * aref;
+        if (op == CADRE_AVG) {
+            ref /= nr;
+            tol = tol / nr + 2 * u_out * aref / nr;
+            accf = accf / (float)nr;
+            accd = accd / nr;
+        }
+        double err = (double)((long double)got - ref);
+        if (!(err <= tol && -err <= tol) && bad_bound++ < 3)
+            EXPECT(0, "allreduce %s %s count %zu mode %d, inexact sums: element %zu is %.17g, "
+                      "%.3g from %.17g (bound %.3g)", dtname[dt], opname[op], n, mode, i, got,
+                   err, (double)ref, tol);
+        if (!direct)
+            continue;
+        put(want, 0, dt, dt == CADRE_FLOAT64 ? accd : (double)accf);
+        if (memcmp(want, out + i * es, es) && bad_bits++ < 3)
+            EXPECT(0, "allreduce %s %s count %zu mode %d, inexact sums: element %zu is %.17g, "
+                      "not %.17g (the sum in rank order, rounded once)", dtname[dt],
+                   opname[op], n, mode, i, got, get(want, 0, dt));
+    }
+    cudaFree(din);
+    cudaFree(dout);
+    free(h);
+    free(out);
+    free(want);
+}
+
+static void inexact_all(cadre_comm_t comm, const int *wr, int nr, int crank)
+{
+    const char *algo = getenv("CADRE_GPU_ALGO");
+    int direct = nr <= 16 && !(algo && !strcmp(algo, "staged"));
+    const size_t counts[] = {1, 1001, 65537, ((size_t)1 << 20) + 3};
+    const int dts[] = {CADRE_FLOAT32, CADRE_FLOAT64, CADRE_FLOAT16, CADRE_BFLOAT16};
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
+        for (size_t c = 0; c < sizeof counts / sizeof *counts; c++)
+            for (int op = CADRE_SUM; op <= CADRE_AVG; op += CADRE_AVG - CADRE_SUM)
+                inexact_case(comm, wr, nr, crank, counts[c], dts[t], op, (int)(c + t) % 2,
+                             direct);
+}
+
 /* ---- reduce_scatter and allgather -------------------------------------------------------- */
 /* kind 0 reduce_scatter (n = recvcount), 1 allgather (n = count). */
 static void rsag_case(int kind, cadre_comm_t comm, const int *wr, int nr, int crank, size_t n,
@@ -491,6 +601,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < np; i++)
             wr[i] = i;
         allreduce_all(CADRE_COMM_WORLD, wr, np, me);
+        inexact_all(CADRE_COMM_WORLD, wr, np, me);
         if (!only || strstr(only, "rsag"))
             rsag_all(CADRE_COMM_WORLD, wr, np, me);
         /* halves of the world: a second workspace, freed with its communicator */
