@@ -108,6 +108,7 @@ struct proc_blob {
     int32_t node_id;
     uint64_t cookie; /* rank 0's is the job's */
     struct cadre_host_id host; /* p2p_host.c */
+    struct cadre_agree agree;  /* runtime_config.c: compared with every peer's */
 };
 
 /* ---- init / finalize ------------------------------------------------------------ */
@@ -175,6 +176,7 @@ int cadre__p2p_init(void)
 
     struct proc_blob pb = {.pid = (int32_t)getpid(), .node_id = cadre__proc.node_id};
     cadre__p2p_host_self(&pb.host);
+    cadre__config_agree(&pb.agree);
     CADRE_CHECK(cadre__p2p_hosts_begin(nr));
     if (getrandom(&pb.cookie, sizeof pb.cookie, 0) != sizeof pb.cookie)
         pb.cookie = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
@@ -218,6 +220,7 @@ int cadre__p2p_init(void)
         }
         memcpy(&peer, data, sizeof peer);
         free(data);
+        CADRE_CHECK(cadre__config_agree_check(&pb.agree, &peer.agree, w));
         peer.host.name[CADRE_HOST_NAME_MAX - 1] = '\0';
         if (w == 0)
             cadre__p2p_info.job_cookie = peer.cookie;

@@ -108,6 +108,21 @@ const char *cadre__config_str(int id);
 long cadre__config_int(int id);
 double cadre__config_dbl(int id);
 int cadre__config_bool(int id);
+/* The tunables every rank must set alike, as compared: ranks that check
+ * their collective calls and ranks that do not, or that force different
+ * algorithms, or different device paths, cannot run one collective together
+ * (a wrong "called ?" mismatch, or a wait until CADRE_TIMEOUT that names no
+ * cause). Each rank publishes its own at cadre_init (p2p_engine.c). */
+struct cadre_agree {
+    int32_t check;      /* CADRE_CHECK != 0 */
+    int32_t gpu_staged; /* CADRE_GPU_ALGO=staged */
+    uint64_t algo;      /* CADRE_ALGO: a hash of its text */
+};
+void cadre__config_agree(struct cadre_agree *a);
+/* CADRE_SUCCESS, or CADRE_ERR_ARG naming the first tunable that rank sets
+ * otherwise. */
+int cadre__config_agree_check(const struct cadre_agree *mine, const struct cadre_agree *theirs,
+                              int rank);
 
 /* ---- process state ------------------------------------------------------ */
 struct cadre_proc_info {

@@ -84,3 +84,36 @@ int cadre__config_bool(int id)
     parse_bool(cadre__config_table[id].def, &b);
     return b;
 }
+
+/* ---- the tunables every rank must set alike --------------------------------------- */
+void cadre__config_agree(struct cadre_agree *a)
+{
+    memset(a, 0, sizeof *a);
+    a->check = cadre__config_int(CADRE_CFG_CHECK) != 0;
+    a->gpu_staged = !strcmp(cadre__config_str(CADRE_CFG_GPU_ALGO), "staged");
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)cadre__config_str(CADRE_CFG_ALGO); *p;
+         p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    a->algo = h;
+}
+
+int cadre__config_agree_check(const struct cadre_agree *mine, const struct cadre_agree *theirs,
+                              int rank)
+{
+    if (mine->check != theirs->check)
+        return cadre__error(CADRE_ERR_ARG, "cadre_init: CADRE_CHECK is %s here and %s at rank %d: "
+                            "every rank must set it alike (a rank that checks its collective "
+                            "calls against its peers' cannot run them with one that does not)",
+                            mine->check ? "on" : "off", theirs->check ? "on" : "off", rank);
+    if (mine->gpu_staged != theirs->gpu_staged)
+        return cadre__error(CADRE_ERR_ARG, "cadre_init: CADRE_GPU_ALGO is %s here and %s at rank "
+                            "%d: every rank must set it alike (the device collectives' paths "
+                            "must match)", mine->gpu_staged ? "staged" : "auto",
+                            theirs->gpu_staged ? "staged" : "auto", rank);
+    if (mine->algo != theirs->algo)
+        return cadre__error(CADRE_ERR_ARG, "cadre_init: CADRE_ALGO (\"%s\" here) differs at rank "
+                            "%d: every rank must set it to the same text (the collectives' "
+                            "algorithms must match)", cadre__config_str(CADRE_CFG_ALGO), rank);
+    return CADRE_SUCCESS;
+}

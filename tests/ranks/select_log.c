@@ -2,9 +2,11 @@
  * allreduces of 8 and 12 bytes (one size class) and of 16 MiB and 16 MiB
  * plus 4 bytes (another), ten of each, every result checked. With
  * CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=COLL each rank should log one line
- * per class. With SELECT_MISMATCH=1 (and CADRE_ALGO set on some ranks only)
- * one 16 MiB allreduce must fail with a mismatch on every rank (the rank
- * that finds it says the ranks chose different algorithms). */
+ * per class. With SELECT_MISMATCH=<CADRE_ALGO value> rank 0 sets CADRE_ALGO to
+ * it after cadre_init (which refuses ranks set otherwise) and before its
+ * first collective, which reads it: one 16 MiB allreduce must fail with a
+ * mismatch on every rank (the rank that finds it says the ranks chose
+ * different algorithms). */
 #include "rank_util.h"
 
 static void run(size_t count, int me, int n)
@@ -35,6 +37,8 @@ int main(int argc, char **argv)
     cadre_comm_size(CADRE_COMM_WORLD, &n);
     ru_rank = me;
     if (getenv("SELECT_MISMATCH")) {
+        if (me == 0)
+            setenv("CADRE_ALGO", getenv("SELECT_MISMATCH"), 1);
         size_t count = (size_t)4 << 20;
         int32_t *in = calloc(count, sizeof *in), *out = calloc(count, sizeof *out);
         EXPECT(in && out, "no memory");

@@ -211,6 +211,61 @@ static void test_config_timeout(void)
     }
 }
 
+/* The tunables every rank must set alike (CADRE_CHECK, CADRE_ALGO,
+ * CADRE_GPU_ALGO): one rank set otherwise fails every rank's cadre_init
+ * with CADRE_ERR_ARG naming it. Before, CADRE_CHECK=0 at one rank made the
+ * first collective fail with "rank 1 called ?(count=0)", and a CADRE_ALGO of
+ * its own with CADRE_CHECK=0 everywhere waited until CADRE_TIMEOUT with "every
+ * rank has joined it, yet nothing moved"; these hellos ran. Values that mean
+ * the same (CADRE_CHECK=2, CADRE_GPU_ALGO=auto set or not) agree. */
+static void test_config_agree(void)
+{
+    static const struct {
+        const char *env, *want;
+        int ok;
+    } cases[] = {
+        {"CADRE_CHECK=0", "CADRE_CHECK is ", 0},
+        {"CADRE_ALGO=allreduce=ring", "CADRE_ALGO (\"", 0},
+        {"CADRE_GPU_ALGO=staged", "CADRE_GPU_ALGO is ", 0},
+        {"CADRE_GPU_ALGO=auto", "hello from rank 1 of 3", 1},
+        {"CADRE_CHECK=2", "hello from rank 1 of 3", 1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "CADRE_TIMEOUT=20 %s -n 3 --timeout 30 sh -c 'if [ \"$CADRE_RANK\" = 1 ]; then "
+                 "export %s; fi; exec %s' 2>&1",
+                 CADRERUN, cases[k].env, build_path("examples/hello"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+        int hellos = count_matching(r.out, "hello from rank ");
+        int named = count_matching(r.out, cases[k].want);
+        /* every rank that got as far as saying why names the tunable and rank 1, or
+         * rank 1 names another rank */
+        int wrong = 0;
+        if (!cases[k].ok)
+            for (const char *p = strstr(r.out, "WARN RUNTIME] cadre_init: "); p;
+                 p = strstr(p + 1, "WARN RUNTIME] cadre_init: ")) {
+                const char *eol = strchr(p, '\n');
+                size_t len = eol ? (size_t)(eol - p) : strlen(p);
+                char line[1024];
+                snprintf(line, sizeof line, "%.*s", (int)(len < 1000 ? len : 1000), p);
+                wrong += !strstr(line, cases[k].want) || !strstr(line, "(CADRE_ERR_ARG)") ||
+                         !(strstr(line, "at rank 1") || strstr(line, "at rank 0") ||
+                           strstr(line, "at rank 2"));
+            }
+        if (cases[k].ok)
+            CHECK_MSG(r.exit_code == 0 && hellos == 3, "rank 1 with %s: want 3 hellos; exit %d, "
+                      "output:\n%s", cases[k].env, r.exit_code, r.out);
+        else
+            CHECK_MSG(r.exit_code != 0 && hellos == 0 && named >= 1 && !wrong,
+                      "rank 1 with %s: want every cadre_init to fail naming it ('%s'), no "
+                      "hello; exit %d, %d hellos, %d lines naming it, %d wrong, output:\n%s",
+                      cases[k].env, cases[k].want, r.exit_code, hellos, named, wrong, r.out);
+        run_free(&r);
+    }
+}
+
 void suite_runtime(void)
 {
     CU_pSuite s = CU_add_suite("runtime", NULL, NULL);
@@ -222,4 +277,5 @@ void suite_runtime(void)
     CU_add_test(s, "CADRE_DEBUG and subsystems", test_config_debug);
     CU_add_test(s, "CADRE_DEBUG values that mean nothing", test_config_debug_bad);
     CU_add_test(s, "CADRE_TIMEOUT of 0 or less", test_config_timeout);
+    CU_add_test(s, "tunables every rank must set alike", test_config_agree);
 }
