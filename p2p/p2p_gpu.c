@@ -19,11 +19,16 @@
  *
  *   So the sender's stream waits until the receiver's copy is over (the data
  *   is read in place, never copied through the host): a device send behaves
- *   as a rendezvous, as in NCCL. A blocking send enqueued before the
- *   matching receive on the peer's stream, when the peer's stream also holds
- *   a send to us first, waits forever: use cadre_sendrecv (which enqueues
- *   the receive's copy before the send's wait) or the nonblocking calls
- *   (nonblocking receives have their own internal stream).
+ *   as a rendezvous, as in NCCL. A nonblocking send leaves `wait flag |
+ *   event done` to cadre_wait, on the communicator's stream (nothing, if the
+ *   answer is in by then): its stream holds nothing enqueued after it, so
+ *   sends and receives may match in any order, also when every stream is on
+ *   one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1). A blocking send
+ *   enqueued before the matching receive on the peer's stream, when the
+ *   peer's stream also holds a send to us first, waits forever: use
+ *   cadre_sendrecv (which enqueues the receive's copy before the send's
+ *   wait) or the nonblocking calls (nonblocking receives have their own
+ *   internal stream).
  *
  *   Which side decides: the sender, from what it knows of the peer (same
  *   node, shared memory transport, a GPU it can reach: p2p/p2p_gpu_ipc.c), never from

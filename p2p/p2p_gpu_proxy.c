@@ -47,7 +47,9 @@
  *   completes when `done` has completed, so cadre_test reports completion on
  *   the device and cadre_wait_timeout blocks the host until then. cadre_wait
  *   only makes the communicator's stream wait for `done`
- *   (cudaStreamWaitEvent).
+ *   (cudaStreamWaitEvent); for a nonblocking CUDA IPC send, which puts no
+ *   wait on its stream (p2p_gpu.c), it enqueues the wait for the flag and
+ *   `done` itself, unless the proxy ended the send first (op->lazy).
  *
  *   Deadlock: the proxy only polls; it never blocks on the device or on the
  *   calling threads, and the calling threads never block on the device
