@@ -109,6 +109,7 @@ struct gpu_direct {
     char *dev[GPU_DIRECT_MAXR];     /* each page's device address */
     uint32_t seq;
     int blocks_max;
+    long long host_done_max;        /* CADRE_GPU_HOST_DONE, read at setup */
     int gate_id;                    /* its gate, or -1 */
     unsigned int *gate;             /* device word: the leader's `failed`, copied before each
                                        kernel (a read of host memory per block costs about
@@ -248,6 +249,7 @@ static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
             cudaSuccess || sms < 1)
         sms = 16;
     d->blocks_max = 4 * sms;
+    d->host_done_max = cadre__config_int(CADRE_CFG_GPU_HOST_DONE);
     cudaGetLastError();
     if (!mine.ok)
         CADRE_INFO(DEVICE, "%s: no direct device collectives here (stream memory operations, "
@@ -628,8 +630,7 @@ static int host_done_ok(const struct gpu_direct *d, cudaStream_t X, size_t bytes
 {
     if (!blocking || d->lead || !bytes)
         return 0;
-    long long max = cadre__config_int(CADRE_CFG_GPU_HOST_DONE);
-    if (max <= 0 || bytes > (unsigned long long)max)
+    if (d->host_done_max <= 0 || bytes > (unsigned long long)d->host_done_max)
         return 0;
     if (d->have_last && cudaEventQuery(d->last) != cudaSuccess)
         return 0;
@@ -693,12 +694,8 @@ static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, in
          * took 6.3 us out of place and 1.7 in place on an H200, cadre's with
          * an op 8.5 and 2.6). The communicator's sticky error still comes
          * first. */
-        struct gpu_comm *gc = cadre__gpu_comm(comm);
-        if (!gc)
-            return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
-        int ae = atomic_load(&gc->async_error);
-        if (ae > 0)
-            return cadre__error(ae, "%s: %s", fn, gc->async_msg);
+        struct gpu_comm *gc;
+        CADRE_CHECK(cadre__gpu_comm_ready(fn, comm, &gc));
         if (sendbuf == recvbuf)
             return CADRE_SUCCESS;
         cudaError_t ce = cudaMemcpyAsync(recvbuf, sendbuf, out_bytes, cudaMemcpyDeviceToDevice,

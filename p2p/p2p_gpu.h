@@ -127,6 +127,9 @@ void cadre__gpu_record_failure(struct gpu_op *op, int rc, const char *msg);
 /* Hands an op to the proxy (which starts on first use). */
 int cadre__gpu_submit(struct gpu_op *op);
 int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req);
+/* The communicator's device state, or the status of its sticky error (an
+ * earlier device operation on it failed after its call returned). */
+int cadre__gpu_comm_ready(const char *fn, struct cadre_comm *comm, struct gpu_comm **out);
 /* A new op with its events and flag, and the stream it is enqueued on: the
  * communicator's (blocking) or an internal one that first waits for it
  * (nonblocking; the receive stream when recv_stream). */

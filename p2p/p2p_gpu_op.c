@@ -167,9 +167,7 @@ void cadre__gpu_comm_free(struct cadre_comm *c)
 }
 
 /* ---- making an op -------------------------------------------------------------------- */
-/* The common part: comm state, sticky error, events, flag, the stream. */
-int cadre__gpu_op_new(const char *fn, struct cadre_comm *comm, int nonblocking, int recv_stream,
-                      struct gpu_op **out, cudaStream_t *stream)
+int cadre__gpu_comm_ready(const char *fn, struct cadre_comm *comm, struct gpu_comm **out)
 {
     struct gpu_comm *gc = cadre__gpu_comm(comm);
     if (!gc)
@@ -177,6 +175,16 @@ int cadre__gpu_op_new(const char *fn, struct cadre_comm *comm, int nonblocking, 
     int ae = atomic_load(&gc->async_error);
     if (ae > 0)
         return cadre__error(ae, "%s: %s", fn, gc->async_msg);
+    *out = gc;
+    return CADRE_SUCCESS;
+}
+
+/* The common part: comm state, sticky error, events, flag, the stream. */
+int cadre__gpu_op_new(const char *fn, struct cadre_comm *comm, int nonblocking, int recv_stream,
+                      struct gpu_op **out, cudaStream_t *stream)
+{
+    struct gpu_comm *gc;
+    CADRE_CHECK(cadre__gpu_comm_ready(fn, comm, &gc));
     struct gpu_op *op = calloc(1, sizeof *op);
     if (!op)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);

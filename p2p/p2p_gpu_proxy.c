@@ -310,14 +310,16 @@ static int proxy_pass(struct gpu_op **list)
             }
         }
         if (op->state == ST_WAIT_DEVICE) {
-            cudaError_t e = op->done ? cudaEventQuery(op->done) : cudaSuccess;
-            if (atomic_load(&op->lazy)) { /* a nonblocking CUDA IPC send, answered */
-                int open = LAZY_OPEN;
-                if (atomic_compare_exchange_strong(&op->lazy, &open, LAZY_PROXY))
-                    e = cudaSuccess; /* nothing of it waits on the device */
-                else if (open == LAZY_ENQUEUING)
-                    e = cudaErrorNotReady; /* cadre_wait is recording `done` */
-            }
+            /* A nonblocking CUDA IPC send, answered: `done` counts only once
+             * cadre_wait enqueued its wait (LAZY_WAITER). */
+            int lazy = atomic_load(&op->lazy), open = LAZY_OPEN;
+            cudaError_t e;
+            if (lazy && atomic_compare_exchange_strong(&op->lazy, &open, LAZY_PROXY))
+                e = cudaSuccess; /* nothing of it waits on the device */
+            else if (lazy && open == LAZY_ENQUEUING)
+                e = cudaErrorNotReady; /* cadre_wait is recording `done` */
+            else
+                e = op->done ? cudaEventQuery(op->done) : cudaSuccess;
             if (e == cudaErrorNotReady && op->watch && !op->error && op->watch(op, 0))
                 moved = 1; /* failed: its waits are released, `done` follows */
             if (e == cudaSuccess || e != cudaErrorNotReady) {
