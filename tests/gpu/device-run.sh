@@ -107,10 +107,11 @@ step() {
     local id
     id=$(printf '%02d' $nstep)
     local log="$O/steps/$id-$name.log" verdict rc=- wall=0 outcome=skip
-    local key='' missing='' w
+    local key='' missing='' w prog=
     for w in "$@"; do
         case $w in "$B"/*) [ -x "$w" ] || missing=${w#"$B"/} ;; esac
         case $w in "$B"/tests/gpu/*) key=$(basename "$w") ;; esac
+        case $w in "$B"/tests/gpu/* | "$B"/bin/cadre-perf) prog=$(basename "$w") ;; esac
     done
     local left
     left=$(left_s)
@@ -144,12 +145,10 @@ step() {
             waited=$((waited + 1))
         done
         if kill -0 $tpid 2>/dev/null && [ $dry = 0 ] && command -v cuda-gdb >/dev/null; then
-            local prog=${key:-$(basename "${cmd[-1]}")} p n=0
+            local p
             # -x on the name the kernel keeps (15 characters): the ranks, not
             # timeout or cadrerun, whose command lines name the program too
-            for p in $(pgrep -x "${prog:0:15}" | head -4); do
-                [ $n -ge 4 ] && break
-                n=$((n + 1))
+            for p in $([ -n "$prog" ] && pgrep -x "${prog:0:15}" | head -4); do
                 echo "=== stacks of pid $p ($(tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep '^CADRE_RANK=' | head -1))"
                 timeout 5 cuda-gdb -batch -p "$p" -ex 'thread apply all bt 12' 2>&1 \
                     | grep -E '^(#|Thread)' | grep -v 'libcudadebugger' | head -60
