@@ -4,17 +4,19 @@
 # wait on the same stream, 4 no op for a call ended on the host, 8 leader spins 0.2 ms).
 # Needs gpu-bundle/base (a bundle of main, cp -a of device-bundle.sh's dist) and gpu-bundle/dist
 # (the patched tree); run: bash tests/gpu/next/ab-small.sh, carry both bundles and this file.
-cd "$(dirname "$0")/../../.."
+cd "$(dirname "$0")/../../.." || exit 1
 O=${OUT:-/tmp/out}; mkdir -p "$O"
 for B in base dist; do chmod +x gpu-bundle/$B/bin/* gpu-bundle/$B/tests/gpu/* 2>/dev/null; done
 one() { # bundle label ranks size env...
   local B=$1 L=$2 n=$3 sz=$4; shift 4
-  ( . gpu-bundle/$B/env.sh
+  ( # shellcheck disable=SC1090
+    . "gpu-bundle/$B/env.sh"
     timeout 40 env "$@" cadrerun -n $n --ranks-per-gpu $n --timeout 35 cadre-perf allreduce -G -d float32 -b $sz -e $sz -c 0 -T 0.3 -w 50 2>&1 |
       grep -E "^ +[0-9]+ +[0-9]+ +float32|rror|WARN|imeout" | head -4 | sed "s/^/$L n=$n /" )
 }
 chk() { # ranks max
-  ( . gpu-bundle/dist/env.sh; timeout 90 cadrerun -n $1 --ranks-per-gpu $1 --timeout 85 cadre-perf allreduce -G -d float32 -b 8 -e $2 -f 8 -n 3 -w 1 -c 1 2>&1 |
+  ( . gpu-bundle/dist/env.sh; # shellcheck disable=SC1091
+    timeout 90 cadrerun -n $1 --ranks-per-gpu $1 --timeout 85 cadre-perf allreduce -G -d float32 -b 8 -e $2 -f 8 -n 3 -w 1 -c 1 2>&1 |
       grep -E "^ +[0-9]|Out of bounds|rror|imeout" | tail -14 | sed "s/^/check n=$1 /" )
 }
 {
