@@ -25,6 +25,9 @@
 /* Its window is open: the peers may write into its buffers
  * (cadre__direct_window_open). */
 #define DIRECT_WINDOW 4
+/* Its input is in its stage area under the call's key
+ * (cadre__direct_pair_stage). */
+#define DIRECT_STAGED 8
 
 /* What each rank tells the others in round 1. */
 struct direct_addr {
@@ -60,6 +63,12 @@ int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d
 /* A two-rank allreduce whose window is open, at build (rank 0): opens the
  * pair's claim word for the call (coll_direct_pair.c). */
 void cadre__direct_pair_open(struct coll_sched *s);
+/* A two-rank allreduce whose window is open on a busy machine, at build,
+ * before round 1: copies this rank's input into its stage area under the
+ * call's key where it fits CADRE_PAIR_STAGE; 1 when it did (DIRECT_STAGED). */
+int cadre__direct_pair_stage(struct coll_sched *s, const struct direct *d);
+/* Whether both ranks staged their inputs (round 1's flags). */
+int cadre__direct_pair_staged(const struct direct *d);
 
 /* The windows (coll_direct_window.c). The call's key: the top 32 bits of
  * the pacing counters, the claim word, `open` and `writing`; 0 for a few

@@ -45,6 +45,12 @@ struct direct_flags {
     _Atomic uint64_t writing;
     char pad4[56];
     /* The two-rank allreduce on a busy machine (coll_direct_pair.c,
+     * allreduce_pair_staged): the key of the call whose input this process
+     * copied into its stage area (cadre__direct_stage), 0 while it writes
+     * there. */
+    _Atomic uint64_t staged;
+    char pad5[56];
+    /* The two-rank allreduce on a busy machine (coll_direct_pair.c,
      * allreduce_pair_claim): the chunks each rank of a pair has claimed, in
      * its rank 0's segment, by the world rank of its rank 1. */
     _Atomic uint64_t claim[DIRECT_CLAIM_SLOTS];
@@ -54,6 +60,11 @@ struct direct_flags *cadre__direct_flags(int w);
  * its halves through (DIRECT_RING_BYTES), readable by the peers. */
 #define DIRECT_RING_BYTES ((size_t)512 << 10)
 unsigned char *cadre__direct_ring(int w);
+/* ... and the stage area, where a rank of the two-rank allreduce on a busy
+ * machine copies its input for the peer to read (DIRECT_STAGE_BYTES; its
+ * pages are touched only by such calls). */
+#define DIRECT_STAGE_BYTES ((size_t)8 << 20)
+unsigned char *cadre__direct_stage(int w);
 /* Lock held. The status of fn for cadre__cma's (p2p_engine.h) error err with rank `rank` of
  * c: CADRE_ERR_PEER (c poisoned) when the process is gone, else
  * CADRE_ERR_INTERNAL. */

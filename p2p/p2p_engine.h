@@ -542,7 +542,7 @@ int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig);
 void cadre__p2p_unexp_each(uint32_t ctx, int (*fn)(void *arg, const struct cadre_p2p_hdr *h),
                            void *arg);
 
-#define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512) << 10)
+#define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512 + 8 * 1024) << 10)
 void *cadre__shm_coll_area(int w);
 void cadre__shm_wake(int w);
 /* Oversubscribed waits: publishes the CPU this rank waits on, and says

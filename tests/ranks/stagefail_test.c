@@ -1,0 +1,202 @@
+/* The two-rank allreduce of a busy machine from staged inputs
+ * (coll_direct_pair.c, allreduce_pair_staged; run with CADRE_WAIT=sleep,
+ * which counts the cores as busy, CADRE_PAIR_STAGE=8388608 and
+ * CADRE_TIMEOUT=2): each rank copies its input into its shared-memory stage
+ * area at the call and reduces from the peer's copy. A reader must never
+ * return a result made of two calls' data with success.
+ *
+ * Rank 1 stops itself (SIGSTOP, from a thread of its own) as soon as its
+ * first output element changes, in the middle of reading rank 0's copy (32
+ * chunks of 256 KiB of float16). Rank 0's call then times out in round 3 (CADRE_TIMEOUT),
+ * and rank 0 makes the next call with other data, which copies that data
+ * over its stage area; a thread of rank 0 wakes rank 1 (SIGCONT) 0.3 s after
+ * that call started. Rank 1's first call must then fail (CADRE_ERR_PEER: the
+ * copy it reads belongs to another call) or, where it had read everything
+ * before it stopped, succeed with every element right. Rank 1 then makes the
+ * second call too, and both check its result where it succeeds (rank 0's
+ * waits CADRE_TIMEOUT for rank 1, which comes 0.3 s late).
+ *
+ * Before that, a checked call of each kind with no stop: out of place and in
+ * place. Prints "stagefail_test: rank r ok" and, at rank 1, whether its stop
+ * landed in the middle of its reads (the case under test) or after them. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "rank_util.h"
+
+#define W CADRE_COMM_WORLD
+/* float16, whose reduction is slow enough (about 25 ms for 8 MiB here) that
+ * the stop lands in the middle of it: every value and sum below is exact. */
+typedef _Float16 elem;
+#define N ((size_t)4 << 20) /* 8 MiB, the largest CADRE_PAIR_STAGE */
+#define PATIENT 60.0        /* s, for the waits outside CADRE_TIMEOUT */
+
+static const elem SENTINEL = (elem)-1234.0f;
+
+static elem input(int rank, size_t i, int call)
+{
+    return (elem)((i * 7 + (size_t)rank * 13 + (size_t)call * 101) % 1000) - 500;
+}
+
+static long wrong_sum(const elem *out, int call)
+{
+    long wrong = 0;
+    for (size_t i = 0; i < N; i++)
+        wrong += out[i] != (elem)((float)input(0, i, call) + (float)input(1, i, call));
+    return wrong;
+}
+
+struct stopper {
+    volatile elem *out;
+    _Atomic int running;  /* the thread watches */
+    _Atomic int returned; /* the call returned */
+    _Atomic int stopped;  /* the thread stopped the process */
+};
+
+/* Rank 1's thread: stops its own process once the call writes its first
+ * output element, unless the call returned first. */
+static void *stopper(void *arg)
+{
+    struct stopper *s = arg;
+    /* Off the core cadrerun bound the rank to, where it would wait for the
+     * call it watches. */
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; c++)
+        CPU_SET((int)c, &all);
+    pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+    atomic_store(&s->running, 1);
+    while (s->out[0] == SENTINEL)
+        if (atomic_load(&s->returned))
+            return NULL;
+    if (atomic_load(&s->returned))
+        return NULL;
+    atomic_store(&s->stopped, 1);
+    EXPECT(kill(getpid(), SIGSTOP) == 0, "SIGSTOP to itself");
+    return NULL;
+}
+
+struct waker {
+    pid_t peer;
+    _Atomic int go; /* rank 0 starts its second call now */
+};
+
+/* Rank 0's thread: wakes rank 1 0.3 s after rank 0's second call started. */
+static void *waker(void *arg)
+{
+    struct waker *w = arg;
+    double t0 = ru_now();
+    while (!atomic_load(&w->go) && ru_now() - t0 < PATIENT)
+        usleep(1000);
+    usleep(300000);
+    /* Rank 1 may have returned and left already where it never stopped. */
+    EXPECT(kill(w->peer, SIGCONT) == 0 || errno == ESRCH, "SIGCONT to rank 1: %s",
+           strerror(errno));
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int me;
+    if (!ru_init_np(&argc, &argv, "stagefail_test", 2, &me))
+        return 2;
+    elem *in = malloc(N * sizeof *in), *out = malloc(N * sizeof *out);
+    EXPECT(in && out, "no memory");
+    if (!in || !out)
+        return 1;
+
+    /* Checked calls, out of place and in place, no stop. */
+    for (size_t i = 0; i < N; i++)
+        in[i] = input(me, i, 0);
+    OK(cadre_allreduce(in, out, N, CADRE_FLOAT16, CADRE_SUM, W));
+    EXPECT(wrong_sum(out, 0) == 0, "out of place: %ld wrong elements", wrong_sum(out, 0));
+    for (size_t i = 0; i < N; i++)
+        out[i] = input(me, i, 0);
+    OK(cadre_allreduce(CADRE_IN_PLACE, out, N, CADRE_FLOAT16, CADRE_SUM, W));
+    EXPECT(wrong_sum(out, 0) == 0, "in place: %ld wrong elements", wrong_sum(out, 0));
+
+    /* Rank 1's pid, for rank 0. */
+    int pid = (int)getpid(), pid1 = 0;
+    OK(cadre_bcast(me == 1 ? &pid : &pid1, 1, CADRE_INT32, 1, W));
+    if (me == 1)
+        pid1 = pid;
+
+    /* Call 1: rank 1 stops in the middle of its reads. */
+    for (size_t i = 0; i < N; i++) {
+        in[i] = input(me, i, 1);
+        out[i] = SENTINEL;
+    }
+    struct stopper st = {.out = out};
+    struct waker wk = {.peer = (pid_t)pid1};
+    pthread_t t;
+    EXPECT(pthread_create(&t, NULL, me == 1 ? stopper : waker, me == 1 ? (void *)&st
+                                                                         : (void *)&wk) == 0,
+           "pthread_create");
+    while (me == 1 && !atomic_load(&st.running))
+        sched_yield();
+    int rc = cadre_allreduce(in, out, N, CADRE_FLOAT16, CADRE_SUM, W);
+    int mid = 0;
+    if (me == 1) {
+        atomic_store(&st.returned, 1);
+        pthread_join(t, NULL);
+        if (rc == CADRE_SUCCESS) {
+            EXPECT(wrong_sum(out, 1) == 0, "call 1 succeeded with %ld wrong elements",
+                   wrong_sum(out, 1));
+        } else {
+            EXPECT(rc == CADRE_ERR_PEER, "call 1 -> %s: %s", cadre_error_string(rc),
+                   cadre_last_error());
+            mid = 1;
+        }
+        printf("stagefail_test: rank 1 %s (%s)\n",
+               mid ? "failed its call: stopped in the middle of reading rank 0's copy"
+                   : "finished its reads before it stopped",
+               atomic_load(&st.stopped) ? "stopped" : "not stopped");
+    } else {
+        /* Rank 1 stopped before its round 3, or after it: either is fine. */
+        if (rc == CADRE_SUCCESS)
+            EXPECT(wrong_sum(out, 1) == 0, "call 1 succeeded with %ld wrong elements",
+                   wrong_sum(out, 1));
+        else
+            EXPECT(rc == CADRE_ERR_TIMEOUT, "call 1 -> %s: %s", cadre_error_string(rc),
+                   cadre_last_error());
+    }
+
+    /* Call 2, other data: at rank 0 it copies over the stage area while rank
+     * 1 is still stopped; its thread wakes rank 1 0.3 s later. */
+    for (size_t i = 0; i < N; i++) {
+        in[i] = input(me, i, 2);
+        out[i] = SENTINEL;
+    }
+    if (me == 0)
+        atomic_store(&wk.go, 1);
+    rc = cadre_allreduce(in, out, N, CADRE_FLOAT16, CADRE_SUM, W);
+    if (me == 0)
+        pthread_join(t, NULL);
+    if (rc == CADRE_SUCCESS)
+        EXPECT(wrong_sum(out, 2) == 0, "call 2 succeeded with %ld wrong elements",
+               wrong_sum(out, 2));
+    else
+        EXPECT(rc == CADRE_ERR_TIMEOUT || rc == CADRE_ERR_PEER, "call 2 -> %s: %s",
+               cadre_error_string(rc), cadre_last_error());
+
+    /* Both done with the calls before either finalizes. */
+    int x = 0;
+    cadre_request_t r;
+    if (me == 1) {
+        OK(cadre_isend(&x, 1, CADRE_INT32, 0, 1, W, &r));
+    } else {
+        OK(cadre_irecv(&x, 1, CADRE_INT32, 1, 1, W, &r));
+    }
+    OK(cadre_wait_timeout(&r, PATIENT, CADRE_STATUS_IGNORE));
+    free(in);
+    free(out);
+    cadre_finalize();
+    if (!ru_failures)
+        printf("stagefail_test: rank %d ok\n", me);
+    return ru_failures != 0;
+}
