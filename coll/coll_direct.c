@@ -246,6 +246,13 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
     return cadre__direct_cma(s, root, buf, d->peer[root].r, bytes, 0);
 }
 
+/* After round 2: every peer whose buffers this rank read was still in the
+ * call all along (cadre__direct_peers_stayed). */
+static int stayed_call(struct coll_sched *s, const struct coll_step *st)
+{
+    return cadre__direct_peers_stayed(s, st->arg);
+}
+
 /* The direct schedules alive in this process. */
 static _Atomic int live;
 
@@ -278,8 +285,9 @@ static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
     int others = atomic_fetch_add(&live, 1);
     s->direct_live = 1;
     /* Before the peers have this rank's addresses: the window for the
-     * variants that write into them (coll_direct_window.c). */
-    if (!others && (fn == allreduce_call || fn == bcast_call)) {
+     * variants that write into them, and by which those that read them know
+     * they are still in the call (coll_direct_window.c). */
+    if (!others) {
         cadre__direct_window_open(s);
         if (fn == allreduce_call && n == 2 && me == 0 && s->direct_window)
             cadre__direct_pair_open(s);
@@ -301,6 +309,8 @@ static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
     }
     CADRE_CHECK(cadre__sched_barrier(s));
     CADRE_CHECK(cadre__sched_call(s, fn, d));
+    CADRE_CHECK(cadre__sched_barrier(s));
+    CADRE_CHECK(cadre__sched_call(s, stayed_call, d));
     CADRE_CHECK(cadre__sched_barrier(s));
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;

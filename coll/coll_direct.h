@@ -83,6 +83,14 @@ void cadre__direct_window_open(struct coll_sched *s);
  * window, then waits for a peer's write into this rank's buffers still in
  * flight, which only a failed call can leave. */
 void cadre__direct_window_close(struct coll_sched *s);
+/* After round 2, which read the peers' buffers with process_vm_readv: an
+ * error naming a peer that opened its window for the call (round 1's
+ * flags) and has closed it since. It left the call (a wait of its failed)
+ * and its caller may have changed its buffers while this rank read them;
+ * it cannot have finished the call, which waits for this rank's round 3.
+ * Peers without a window (the call overlaps another in their process) go
+ * unchecked. */
+int cadre__direct_peers_stayed(struct coll_sched *s, const struct direct *d);
 /* Whether every rank opened its window (round 1's flags): only then does
  * anyone write into a peer. */
 int cadre__direct_windows(const struct coll_sched *s, const struct direct *d);

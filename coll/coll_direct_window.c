@@ -114,3 +114,18 @@ int cadre__direct_write(struct coll_sched *s, int rank, const void *local, uint6
     atomic_store_explicit(&mine->writing, 0, memory_order_release);
     return rc;
 }
+
+int cadre__direct_peers_stayed(struct coll_sched *s, const struct direct *d)
+{
+    uint64_t key = cadre__direct_key(s);
+    atomic_thread_fence(memory_order_seq_cst); /* every read of round 2 before the looks */
+    for (int q = 0; q < s->comm->size; q++) {
+        if (q == s->comm->rank || !(d->peer[q].busy & DIRECT_WINDOW))
+            continue;
+        if (atomic_load(&flags_of(s, q)->open) != key)
+            return cadre__error(CADRE_ERR_PEER, "%s: rank %d left the call while this rank read "
+                                "its buffers (its call failed); this call's result is not valid",
+                                s->op_name, q);
+    }
+    return CADRE_SUCCESS;
+}

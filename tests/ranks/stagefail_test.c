@@ -21,13 +21,9 @@
  * landed in the middle of its reads (the case under test) or after them. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <unistd.h>
 
 #include "rank_util.h"
+#include "stop_self.h"
 
 #define W CADRE_COMM_WORLD
 /* float16, whose reduction is slow enough (about 25 ms for 8 MiB here) that
@@ -49,36 +45,6 @@ static long wrong_sum(const elem *out, int call)
     for (size_t i = 0; i < N; i++)
         wrong += out[i] != (elem)((float)input(0, i, call) + (float)input(1, i, call));
     return wrong;
-}
-
-struct stopper {
-    volatile elem *out;
-    _Atomic int running;  /* the thread watches */
-    _Atomic int returned; /* the call returned */
-    _Atomic int stopped;  /* the thread stopped the process */
-};
-
-/* Rank 1's thread: stops its own process once the call writes its first
- * output element, unless the call returned first. */
-static void *stopper(void *arg)
-{
-    struct stopper *s = arg;
-    /* Off the core cadrerun bound the rank to, where it would wait for the
-     * call it watches. */
-    cpu_set_t all;
-    CPU_ZERO(&all);
-    for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; c++)
-        CPU_SET((int)c, &all);
-    pthread_setaffinity_np(pthread_self(), sizeof all, &all);
-    atomic_store(&s->running, 1);
-    while (s->out[0] == SENTINEL)
-        if (atomic_load(&s->returned))
-            return NULL;
-    if (atomic_load(&s->returned))
-        return NULL;
-    atomic_store(&s->stopped, 1);
-    EXPECT(kill(getpid(), SIGSTOP) == 0, "SIGSTOP to itself");
-    return NULL;
 }
 
 struct waker {
@@ -131,19 +97,17 @@ int main(int argc, char **argv)
         in[i] = input(me, i, 1);
         out[i] = SENTINEL;
     }
-    struct stopper st = {.out = out};
+    struct stop_self st;
     struct waker wk = {.peer = (pid_t)pid1};
     pthread_t t;
-    EXPECT(pthread_create(&t, NULL, me == 1 ? stopper : waker, me == 1 ? (void *)&st
-                                                                         : (void *)&wk) == 0,
-           "pthread_create");
-    while (me == 1 && !atomic_load(&st.running))
-        sched_yield();
+    if (me == 1)
+        stop_self_start(&st, out);
+    else
+        EXPECT(pthread_create(&t, NULL, waker, &wk) == 0, "pthread_create");
     int rc = cadre_allreduce(in, out, N, CADRE_FLOAT16, CADRE_SUM, W);
     int mid = 0;
     if (me == 1) {
-        atomic_store(&st.returned, 1);
-        pthread_join(t, NULL);
+        int stopped = stop_self_end(&st);
         if (rc == CADRE_SUCCESS) {
             EXPECT(wrong_sum(out, 1) == 0, "call 1 succeeded with %ld wrong elements",
                    wrong_sum(out, 1));
@@ -155,7 +119,7 @@ int main(int argc, char **argv)
         printf("stagefail_test: rank 1 %s (%s)\n",
                mid ? "failed its call: stopped in the middle of reading rank 0's copy"
                    : "finished its reads before it stopped",
-               atomic_load(&st.stopped) ? "stopped" : "not stopped");
+               stopped ? "stopped" : "not stopped");
     } else {
         /* Rank 1 stopped before its round 3, or after it: either is fine. */
         if (rc == CADRE_SUCCESS)
