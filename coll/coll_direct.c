@@ -246,11 +246,13 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
     return cadre__direct_cma(s, root, buf, d->peer[root].r, bytes, 0);
 }
 
-/* After round 2: every peer whose buffers this rank read was still in the
+/* Round 2, then: every peer whose buffers this rank read was still in the
  * call all along (cadre__direct_peers_stayed). */
-static int stayed_call(struct coll_sched *s, const struct coll_step *st)
+static int round2_call(struct coll_sched *s, const struct coll_step *st)
 {
-    return cadre__direct_peers_stayed(s, st->arg);
+    struct direct *d = st->arg;
+    CADRE_CHECK(d->round2(s, st));
+    return cadre__direct_peers_stayed(s, d);
 }
 
 /* The direct schedules alive in this process. */
@@ -308,9 +310,8 @@ static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
         CADRE_CHECK(cadre__sched_recv(s, q, &d->peer[q], sizeof d->mine));
     }
     CADRE_CHECK(cadre__sched_barrier(s));
-    CADRE_CHECK(cadre__sched_call(s, fn, d));
-    CADRE_CHECK(cadre__sched_barrier(s));
-    CADRE_CHECK(cadre__sched_call(s, stayed_call, d));
+    d->round2 = fn;
+    CADRE_CHECK(cadre__sched_call(s, round2_call, d));
     CADRE_CHECK(cadre__sched_barrier(s));
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;

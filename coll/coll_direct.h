@@ -44,6 +44,7 @@ struct direct {
     int root;           /* bcast */
     const size_t *counts, *displs; /* allgatherv: copies owned by the schedule */
     void *tmpout; /* allreduce in place with a window closed: the result until round 3 */
+    coll_call_fn round2; /* the CS_CALL of round 2 (build) */
 };
 
 /* Copies n bytes between local memory and rank `rank`'s address space
