@@ -68,8 +68,11 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < N; i++)
         out[i] = SENTINEL;
     struct stop_self st;
+    struct waker wk;
     if (me == 1)
         stop_self_start(&st, out);
+    else
+        waker_start(&wk, (pid_t)pid1, 0);
     int rc = cadre_reduce_scatter(in, out, N, CADRE_FLOAT16, CADRE_SUM, W);
     if (me == 0) {
         if (rc == CADRE_SUCCESS)
@@ -81,7 +84,7 @@ int main(int argc, char **argv)
         /* The buffers are this rank's again: other data, then rank 1 goes on. */
         for (size_t i = 0; i < 2 * N; i++)
             in[i] = input(0, i, 2);
-        EXPECT(kill((pid_t)pid1, SIGCONT) == 0, "SIGCONT to rank 1: %s", strerror(errno));
+        atomic_store(&wk.go, 1);
     } else {
         int stopped = stop_self_end(&st), mid = rc != CADRE_SUCCESS;
         if (rc == CADRE_SUCCESS)
@@ -103,6 +106,8 @@ int main(int argc, char **argv)
     else
         OK(cadre_irecv(&x, 1, CADRE_INT32, 1, 1, W, &r));
     OK(cadre_wait_timeout(&r, PATIENT, CADRE_STATUS_IGNORE));
+    if (me == 0)
+        waker_end(&wk);
     free(in);
     free(out);
     cadre_finalize();

@@ -9,8 +9,8 @@
  * first output element changes, in the middle of reading rank 0's copy (32
  * chunks of 256 KiB of float16). Rank 0's call then times out in round 3 (CADRE_TIMEOUT),
  * and rank 0 makes the next call with other data, which copies that data
- * over its stage area; a thread of rank 0 wakes rank 1 (SIGCONT) 0.3 s after
- * that call started. Rank 1's first call must then fail (CADRE_ERR_PEER: the
+ * over its stage area; a thread of rank 0 wakes rank 1 (SIGCONT) from 0.3 s
+ * after that call started on. Rank 1's first call must then fail (CADRE_ERR_PEER: the
  * copy it reads belongs to another call) or, where it had read everything
  * before it stopped, succeed with every element right. Rank 1 then makes the
  * second call too, and both check its result where it succeeds (rank 0's
@@ -47,25 +47,6 @@ static long wrong_sum(const elem *out, int call)
     return wrong;
 }
 
-struct waker {
-    pid_t peer;
-    _Atomic int go; /* rank 0 starts its second call now */
-};
-
-/* Rank 0's thread: wakes rank 1 0.3 s after rank 0's second call started. */
-static void *waker(void *arg)
-{
-    struct waker *w = arg;
-    double t0 = ru_now();
-    while (!atomic_load(&w->go) && ru_now() - t0 < PATIENT)
-        usleep(1000);
-    usleep(300000);
-    /* Rank 1 may have returned and left already where it never stopped. */
-    EXPECT(kill(w->peer, SIGCONT) == 0 || errno == ESRCH, "SIGCONT to rank 1: %s",
-           strerror(errno));
-    return NULL;
-}
-
 int main(int argc, char **argv)
 {
     int me;
@@ -98,12 +79,11 @@ int main(int argc, char **argv)
         out[i] = SENTINEL;
     }
     struct stop_self st;
-    struct waker wk = {.peer = (pid_t)pid1};
-    pthread_t t;
+    struct waker wk;
     if (me == 1)
         stop_self_start(&st, out);
     else
-        EXPECT(pthread_create(&t, NULL, waker, &wk) == 0, "pthread_create");
+        waker_start(&wk, (pid_t)pid1, 300000);
     int rc = cadre_allreduce(in, out, N, CADRE_FLOAT16, CADRE_SUM, W);
     int mid = 0;
     if (me == 1) {
@@ -139,8 +119,6 @@ int main(int argc, char **argv)
     if (me == 0)
         atomic_store(&wk.go, 1);
     rc = cadre_allreduce(in, out, N, CADRE_FLOAT16, CADRE_SUM, W);
-    if (me == 0)
-        pthread_join(t, NULL);
     if (rc == CADRE_SUCCESS)
         EXPECT(wrong_sum(out, 2) == 0, "call 2 succeeded with %ld wrong elements",
                wrong_sum(out, 2));
@@ -157,6 +135,8 @@ int main(int argc, char **argv)
         OK(cadre_irecv(&x, 1, CADRE_INT32, 1, 1, W, &r));
     }
     OK(cadre_wait_timeout(&r, PATIENT, CADRE_STATUS_IGNORE));
+    if (me == 0)
+        waker_end(&wk);
     free(in);
     free(out);
     cadre_finalize();

@@ -3,15 +3,22 @@
  * the middle of a collective's round 2, once its first output element is
  * written (stagefail_test.c, readfail_test.c). The thread leaves the core
  * cadrerun bound the rank to, where it would wait for the very call it
- * watches. Whoever continues the process (SIGCONT) is the test's business. */
+ * watches.
+ *
+ * And the peer's thread that continues that process (SIGCONT): from a
+ * given moment on, every 50 ms until told to stop, since the stop may land
+ * late (the watcher saw the word change, then waited for a core) and a
+ * single SIGCONT sent before it would leave the process stopped for good. */
 #ifndef CADRE_STOP_SELF_H
 #define CADRE_STOP_SELF_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "rank_util.h"
@@ -64,6 +71,44 @@ static inline int stop_self_end(struct stop_self *s)
     atomic_store(&s->returned, 1);
     pthread_join(s->thread, NULL);
     return atomic_load(&s->stopped);
+}
+
+struct waker {
+    pid_t peer;
+    unsigned delay_us; /* after `go` */
+    _Atomic int go, done;
+    pthread_t thread;
+};
+
+static void *waker_main(void *arg)
+{
+    struct waker *w = arg;
+    while (!atomic_load(&w->go) && !atomic_load(&w->done))
+        usleep(1000);
+    usleep(w->delay_us);
+    while (!atomic_load(&w->done)) {
+        /* The peer may have left already where it never stopped. */
+        if (kill(w->peer, SIGCONT) != 0 && errno != ESRCH)
+            EXPECT(0, "SIGCONT to pid %d: %s", (int)w->peer, strerror(errno));
+        usleep(50000);
+    }
+    return NULL;
+}
+
+static inline void waker_start(struct waker *w, pid_t peer, unsigned delay_us)
+{
+    w->peer = peer;
+    w->delay_us = delay_us;
+    atomic_store(&w->go, 0);
+    atomic_store(&w->done, 0);
+    EXPECT(pthread_create(&w->thread, NULL, waker_main, w) == 0, "pthread_create");
+}
+
+/* Once the peer is known to have gone on (its message came). */
+static inline void waker_end(struct waker *w)
+{
+    atomic_store(&w->done, 1);
+    pthread_join(w->thread, NULL);
 }
 
 #endif
