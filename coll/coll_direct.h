@@ -25,8 +25,7 @@
 /* Its window is open: the peers may write into its buffers
  * (cadre__direct_window_open). */
 #define DIRECT_WINDOW 4
-/* Its input is in its stage area under the call's key
- * (cadre__direct_pair_stage). */
+/* Its input is in its stage area (cadre__direct_pair_stage). */
 #define DIRECT_STAGED 8
 
 /* What each rank tells the others in round 1. */
@@ -65,8 +64,8 @@ int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d
  * pair's claim word for the call (coll_direct_pair.c). */
 void cadre__direct_pair_open(struct coll_sched *s);
 /* A two-rank allreduce whose window is open on a busy machine, at build,
- * before round 1: copies this rank's input into its stage area under the
- * call's key where it fits CADRE_PAIR_STAGE; 1 when it did (DIRECT_STAGED). */
+ * before round 1: copies this rank's input into its stage area where it
+ * fits CADRE_PAIR_STAGE; 1 when it did (DIRECT_STAGED). */
 int cadre__direct_pair_stage(struct coll_sched *s, const struct direct *d);
 /* Whether both ranks staged their inputs (round 1's flags). */
 int cadre__direct_pair_staged(const struct direct *d);

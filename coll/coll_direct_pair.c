@@ -327,25 +327,20 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
  * Round 2 waits for nobody: the peer's copy was made before its round 1.
  *
  * The peer reads the copy only during its round 2, which ends before its
- * round 3 lets this rank return; a rank that left the call early (a failed
- * wait) and copies its next input over it has set its `staged` to 0 first,
- * so the reader, which checks the key before and after it reads, fails
- * rather than returning a result of mixed calls. */
+ * round 3 lets this rank return. A rank stages only with its window open
+ * (build, coll_direct.c), and a rank that left the call early (a failed
+ * wait) closed that window before its next call copies over the one being
+ * read: the reader's check after round 2 (cadre__direct_peers_stayed) then
+ * fails its call rather than return a result of mixed calls. */
 int cadre__direct_pair_stage(struct coll_sched *s, const struct direct *d)
 {
     size_t bytes = d->count * s->elsize;
     long long most = cadre__config_int(CADRE_CFG_PAIR_STAGE);
-    uint64_t key = cadre__direct_key(s);
-    int w = cadre__world_rank(s->comm, s->comm->rank);
-    unsigned char *st = cadre__direct_stage(w);
-    struct direct_flags *f = cadre__direct_flags(w);
-    if (!key || !st || !f || !bytes || most <= 0 || bytes > (unsigned long long)most ||
+    unsigned char *st = cadre__direct_stage(cadre__world_rank(s->comm, s->comm->rank));
+    if (!st || !bytes || most <= 0 || bytes > (unsigned long long)most ||
         bytes > DIRECT_STAGE_BYTES)
         return 0;
-    atomic_store_explicit(&f->staged, 0, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst); /* the 0 before any byte of the copy */
     memcpy(st, d->sbuf, bytes);
-    atomic_store_explicit(&f->staged, key, memory_order_release);
     return 1;
 }
 
@@ -361,13 +356,10 @@ int cadre__direct_pair_staged(const struct direct *d)
  * this buffer. */
 static int allreduce_pair_staged(struct coll_sched *s, struct direct *d)
 {
-    int me = s->comm->rank, wpeer = cadre__world_rank(s->comm, !me);
-    const unsigned char *pst = cadre__direct_stage(wpeer);
-    struct direct_flags *pf = cadre__direct_flags(wpeer);
-    uint64_t key = cadre__direct_key(s);
-    if (!pst || !pf || atomic_load_explicit(&pf->staged, memory_order_acquire) != key)
-        return cadre__error(CADRE_ERR_PEER, "%s: rank %d left the call (its staged input "
-                            "belongs to another call)", s->op_name, !me);
+    int me = s->comm->rank;
+    /* Mapped: the peer staged with its window open, which needs every
+     * rank's segment. */
+    const unsigned char *pst = cadre__direct_stage(cadre__world_rank(s->comm, !me));
     unsigned char *acc, *tmp;
     CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
     size_t es = s->elsize, step = DIRECT_CHUNK / es;
@@ -387,10 +379,6 @@ static int allreduce_pair_staged(struct coll_sched *s, struct direct *d)
             cadre__coll_reduce(out, second, m, s->dt, s->op);
         }
     }
-    atomic_thread_fence(memory_order_acquire); /* every read above before the look */
-    if (atomic_load_explicit(&pf->staged, memory_order_relaxed) != key)
-        return cadre__error(CADRE_ERR_PEER, "%s: rank %d left the call while this rank read "
-                            "its staged input", s->op_name, !me);
     return CADRE_SUCCESS;
 }
 

@@ -45,12 +45,6 @@ struct direct_flags {
     _Atomic uint64_t writing;
     char pad4[56];
     /* The two-rank allreduce on a busy machine (coll_direct_pair.c,
-     * allreduce_pair_staged): the key of the call whose input this process
-     * copied into its stage area (cadre__direct_stage), 0 while it writes
-     * there. */
-    _Atomic uint64_t staged;
-    char pad5[56];
-    /* The two-rank allreduce on a busy machine (coll_direct_pair.c,
      * allreduce_pair_claim): the chunks each rank of a pair has claimed, in
      * its rank 0's segment, by the world rank of its rank 1. */
     _Atomic uint64_t claim[DIRECT_CLAIM_SLOTS];
