@@ -10,8 +10,8 @@
  * chunks of 256 KiB of float16). Rank 0's call then times out in round 3 (CADRE_TIMEOUT),
  * and rank 0 makes the next call with other data, which copies that data
  * over its stage area; a thread of rank 0 wakes rank 1 (SIGCONT) from 0.3 s
- * after that call started on. Rank 1's first call must then fail (CADRE_ERR_PEER: the
- * copy it reads belongs to another call) or, where it had read everything
+ * after that call started on. Rank 1's first call must then fail (CADRE_ERR_PEER: rank
+ * 0 left the call while rank 1 read its copy) or, where it had read everything
  * before it stopped, succeed with every element right. Rank 1 then makes the
  * second call too, and both check its result where it succeeds (rank 0's
  * waits CADRE_TIMEOUT for rank 1, which comes 0.3 s late).
@@ -20,32 +20,12 @@
  * place. Prints "stagefail_test: rank r ok" and, at rank 1, whether its stop
  * landed in the middle of its reads (the case under test) or after them. */
 #define _GNU_SOURCE
-#include <errno.h>
-
 #include "rank_util.h"
 #include "stop_self.h"
 
 #define W CADRE_COMM_WORLD
-/* float16, whose reduction is slow enough (about 25 ms for 8 MiB here) that
- * the stop lands in the middle of it: every value and sum below is exact. */
-typedef _Float16 elem;
-#define N ((size_t)4 << 20) /* 8 MiB, the largest CADRE_PAIR_STAGE */
+#define N ((size_t)4 << 20) /* 8 MiB of float16, the largest CADRE_PAIR_STAGE */
 #define PATIENT 60.0        /* s, for the waits outside CADRE_TIMEOUT */
-
-static const elem SENTINEL = (elem)-1234.0f;
-
-static elem input(int rank, size_t i, int call)
-{
-    return (elem)((i * 7 + (size_t)rank * 13 + (size_t)call * 101) % 1000) - 500;
-}
-
-static long wrong_sum(const elem *out, int call)
-{
-    long wrong = 0;
-    for (size_t i = 0; i < N; i++)
-        wrong += out[i] != (elem)((float)input(0, i, call) + (float)input(1, i, call));
-    return wrong;
-}
 
 int main(int argc, char **argv)
 {
@@ -59,13 +39,15 @@ int main(int argc, char **argv)
 
     /* Checked calls, out of place and in place, no stop. */
     for (size_t i = 0; i < N; i++)
-        in[i] = input(me, i, 0);
+        in[i] = stop_input(me, i, 0);
     OK(cadre_allreduce(in, out, N, CADRE_FLOAT16, CADRE_SUM, W));
-    EXPECT(wrong_sum(out, 0) == 0, "out of place: %ld wrong elements", wrong_sum(out, 0));
+    EXPECT(stop_wrong_sum(out, 0, N, 0) == 0, "out of place: %ld wrong elements",
+           stop_wrong_sum(out, 0, N, 0));
     for (size_t i = 0; i < N; i++)
-        out[i] = input(me, i, 0);
+        out[i] = stop_input(me, i, 0);
     OK(cadre_allreduce(CADRE_IN_PLACE, out, N, CADRE_FLOAT16, CADRE_SUM, W));
-    EXPECT(wrong_sum(out, 0) == 0, "in place: %ld wrong elements", wrong_sum(out, 0));
+    EXPECT(stop_wrong_sum(out, 0, N, 0) == 0, "in place: %ld wrong elements",
+           stop_wrong_sum(out, 0, N, 0));
 
     /* Rank 1's pid, for rank 0. */
     int pid = (int)getpid(), pid1 = 0;
@@ -75,8 +57,8 @@ int main(int argc, char **argv)
 
     /* Call 1: rank 1 stops in the middle of its reads. */
     for (size_t i = 0; i < N; i++) {
-        in[i] = input(me, i, 1);
-        out[i] = SENTINEL;
+        in[i] = stop_input(me, i, 1);
+        out[i] = STOP_SENTINEL;
     }
     struct stop_self st;
     struct waker wk;
@@ -89,8 +71,8 @@ int main(int argc, char **argv)
     if (me == 1) {
         int stopped = stop_self_end(&st);
         if (rc == CADRE_SUCCESS) {
-            EXPECT(wrong_sum(out, 1) == 0, "call 1 succeeded with %ld wrong elements",
-                   wrong_sum(out, 1));
+            EXPECT(stop_wrong_sum(out, 0, N, 1) == 0, "call 1 succeeded with %ld wrong elements",
+                   stop_wrong_sum(out, 0, N, 1));
         } else {
             EXPECT(rc == CADRE_ERR_PEER, "call 1 -> %s: %s", cadre_error_string(rc),
                    cadre_last_error());
@@ -103,8 +85,8 @@ int main(int argc, char **argv)
     } else {
         /* Rank 1 stopped before its round 3, or after it: either is fine. */
         if (rc == CADRE_SUCCESS)
-            EXPECT(wrong_sum(out, 1) == 0, "call 1 succeeded with %ld wrong elements",
-                   wrong_sum(out, 1));
+            EXPECT(stop_wrong_sum(out, 0, N, 1) == 0, "call 1 succeeded with %ld wrong elements",
+                   stop_wrong_sum(out, 0, N, 1));
         else
             EXPECT(rc == CADRE_ERR_TIMEOUT, "call 1 -> %s: %s", cadre_error_string(rc),
                    cadre_last_error());
@@ -113,30 +95,20 @@ int main(int argc, char **argv)
     /* Call 2, other data: at rank 0 it copies over the stage area while rank
      * 1 is still stopped; its thread wakes rank 1 0.3 s later. */
     for (size_t i = 0; i < N; i++) {
-        in[i] = input(me, i, 2);
-        out[i] = SENTINEL;
+        in[i] = stop_input(me, i, 2);
+        out[i] = STOP_SENTINEL;
     }
     if (me == 0)
         atomic_store(&wk.go, 1);
     rc = cadre_allreduce(in, out, N, CADRE_FLOAT16, CADRE_SUM, W);
     if (rc == CADRE_SUCCESS)
-        EXPECT(wrong_sum(out, 2) == 0, "call 2 succeeded with %ld wrong elements",
-               wrong_sum(out, 2));
+        EXPECT(stop_wrong_sum(out, 0, N, 2) == 0, "call 2 succeeded with %ld wrong elements",
+               stop_wrong_sum(out, 0, N, 2));
     else
         EXPECT(rc == CADRE_ERR_TIMEOUT || rc == CADRE_ERR_PEER, "call 2 -> %s: %s",
                cadre_error_string(rc), cadre_last_error());
 
-    /* Both done with the calls before either finalizes. */
-    int x = 0;
-    cadre_request_t r;
-    if (me == 1) {
-        OK(cadre_isend(&x, 1, CADRE_INT32, 0, 1, W, &r));
-    } else {
-        OK(cadre_irecv(&x, 1, CADRE_INT32, 1, 1, W, &r));
-    }
-    OK(cadre_wait_timeout(&r, PATIENT, CADRE_STATUS_IGNORE));
-    if (me == 0)
-        waker_end(&wk);
+    stop_finish(me, &wk, PATIENT);
     free(in);
     free(out);
     cadre_finalize();

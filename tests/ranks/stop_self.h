@@ -8,7 +8,11 @@
  * And the peer's thread that continues that process (SIGCONT): from a
  * given moment on, every 50 ms until told to stop, since the stop may land
  * late (the watcher saw the word change, then waited for a core) and a
- * single SIGCONT sent before it would leave the process stopped for good. */
+ * single SIGCONT sent before it would leave the process stopped for good.
+ *
+ * And the tests' data: float16, whose reduction is slow enough (about 25 ms
+ * for 8 MiB here) that the stop lands in the middle of it; every value and
+ * sum below is exact in it. */
 #ifndef CADRE_STOP_SELF_H
 #define CADRE_STOP_SELF_H
 
@@ -109,6 +113,42 @@ static inline void waker_end(struct waker *w)
 {
     atomic_store(&w->done, 1);
     pthread_join(w->thread, NULL);
+}
+
+typedef _Float16 elem;
+#define STOP_SENTINEL ((elem)-1234.0f)
+
+/* Element i of rank `rank`'s input to call `call`. */
+static inline elem stop_input(int rank, size_t i, int call)
+{
+    return (elem)((i * 7 + (size_t)rank * 13 + (size_t)call * 101) % 1000) - 500;
+}
+
+/* Wrong elements of out[0..n), the sum of both ranks' inputs to call `call`
+ * from element `base` on. */
+static inline long stop_wrong_sum(const elem *out, size_t base, size_t n, int call)
+{
+    long wrong = 0;
+    for (size_t i = 0; i < n; i++)
+        wrong += out[i] != (elem)((float)stop_input(0, base + i, call) +
+                                  (float)stop_input(1, base + i, call));
+    return wrong;
+}
+
+/* The end of a 2-rank test's calls: rank 1 tells rank 0 it has gone on
+ * (rank 0's buffers are its own to free only then), and rank 0's waker
+ * stops. */
+static inline void stop_finish(int me, struct waker *wk, double patient)
+{
+    int x = 0;
+    cadre_request_t r;
+    if (me == 1)
+        OK(cadre_isend(&x, 1, CADRE_INT32, 0, 1, CADRE_COMM_WORLD, &r));
+    else
+        OK(cadre_irecv(&x, 1, CADRE_INT32, 1, 1, CADRE_COMM_WORLD, &r));
+    OK(cadre_wait_timeout(&r, patient, CADRE_STATUS_IGNORE));
+    if (me == 0)
+        waker_end(wk);
 }
 
 #endif
