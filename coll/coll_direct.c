@@ -297,9 +297,8 @@ static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
     int busy = cadre__cores_busy();
     d->mine.busy = (busy ? DIRECT_BUSY : 0) | (others ? DIRECT_OVERLAP : 0) |
                    (s->direct_window ? DIRECT_WINDOW : 0);
-    if (busy && fn == allreduce_call && n == 2 && s->direct_window &&
-        cadre__direct_pair_stage(s, d))
-        d->mine.busy |= DIRECT_STAGED;
+    if (busy && fn == allreduce_call && n == 2 && s->direct_window)
+        d->mine.busy |= (uint64_t)cadre__direct_pair_stage(s, d);
     d->peer = cadre__sched_alloc(s, (size_t)n * sizeof *d->peer);
     if (!d->peer)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);

@@ -27,6 +27,9 @@
 #define DIRECT_WINDOW 4
 /* Its input is in its stage area (cadre__direct_pair_stage). */
 #define DIRECT_STAGED 8
+/* The part of its input the peer claims first is in its stage area
+ * (cadre__direct_pair_stage, for allreduce_pair_claim). */
+#define DIRECT_STAGED_PART 16
 
 /* What each rank tells the others in round 1. */
 struct direct_addr {
@@ -65,7 +68,9 @@ int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d
 void cadre__direct_pair_open(struct coll_sched *s);
 /* A two-rank allreduce whose window is open on a busy machine, at build,
  * before round 1: copies this rank's input into its stage area where it
- * fits CADRE_PAIR_STAGE; 1 when it did (DIRECT_STAGED). */
+ * fits CADRE_PAIR_STAGE (DIRECT_STAGED), else the part of it the peer's
+ * claims read first (DIRECT_STAGED_PART); the flag, 0 when it staged
+ * nothing. */
 int cadre__direct_pair_stage(struct coll_sched *s, const struct direct *d);
 /* Whether both ranks staged their inputs (round 1's flags). */
 int cadre__direct_pair_staged(const struct direct *d);

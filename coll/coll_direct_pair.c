@@ -8,7 +8,8 @@
  * whole result from its input and the copy the peer made of its own in its
  * shm segment; else each computes the whole result up to
  * PAIR_FULL_BUSY_MAX, and above it, in place or not, the two claim chunks
- * from either end and write each into both outputs. */
+ * from either end and write each into both outputs, reading the chunks
+ * the peer staged for them (out of place) from its stage area. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -19,6 +20,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+
+/* Up to this size a busy machine's pair computes the whole result each
+ * (allreduce_pair), above it the two claim chunks (allreduce_pair_claim). */
+#define PAIR_FULL_BUSY_MAX DIRECT_CHUNK
 
 /* Sleeps on this process's doorbell for at most `nap` seconds unless *w is
  * already key|want or more; the peer rings it after each store to its flags
@@ -129,13 +134,16 @@ static int reduce_out(void *out, void *acc, const void *src, size_t n, cadre_dat
  * through acc (which keeps them): the peer's input read into acc, this
  * rank's added; with streaming stores where nt. */
 static int pair_reduce_out(struct coll_sched *s, struct direct *d, unsigned char *acc, size_t off,
-                           size_t m, int nt)
+                           size_t m, int nt, const unsigned char *staged)
 {
     int peer = !s->comm->rank;
     size_t es = s->elsize;
     char *out = (char *)d->rbuf + off * es;
     const char *own = (const char *)d->sbuf + off * es;
-    CADRE_CHECK(cadre__direct_cma(s, peer, acc, d->peer[peer].s + off * es, m * es, 0));
+    if (staged)
+        memcpy(acc, staged, m * es);
+    else
+        CADRE_CHECK(cadre__direct_cma(s, peer, acc, d->peer[peer].s + off * es, m * es, 0));
     if (!nt || !reduce_out(out, acc, own, m, s->dt, s->op)) {
         cadre__coll_reduce(acc, own, m, s->dt, s->op);
         (nt ? cadre__copy_nt : copy_plain)(out, acc, m * es);
@@ -163,7 +171,7 @@ static int allreduce_pair(struct coll_sched *s, struct direct *d)
     for (size_t i = 0; i < n; i++) {
         size_t off = (back ? n - 1 - i : i) * step;
         size_t m = d->count - off < step ? d->count - off : step;
-        CADRE_CHECK(pair_reduce_out(s, d, acc, off, m, 1));
+        CADRE_CHECK(pair_reduce_out(s, d, acc, off, m, 1, NULL));
     }
     return CADRE_SUCCESS;
 }
@@ -201,7 +209,8 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
             size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
             if (i >= RING_K)
                 CADRE_CHECK(wait_flag(s, peer, 1, key, i - RING_K + 1));
-            CADRE_CHECK(pair_reduce_out(s, d, ring + (size_t)(i % RING_K) * chunk, off, m, nt));
+            CADRE_CHECK(
+                pair_reduce_out(s, d, ring + (size_t)(i % RING_K) * chunk, off, m, nt, NULL));
             atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
             cadre__shm_wake(wpeer);
         }
@@ -242,6 +251,34 @@ static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n)
                                                   memory_order_relaxed))
             return me == 0 ? (long)f : (long)(n - 1 - b);
     }
+}
+
+/* The claims' chunks: n of `step` elements each (DIRECT_CHUNK bytes, larger
+ * only past CLAIM_MAX of them). */
+static void claim_chunks(size_t count, size_t es, size_t *step, uint64_t *n)
+{
+    *step = DIRECT_CHUNK / es;
+    *n = (count + *step - 1) / *step;
+    if (*n > CLAIM_MAX)
+        *step = (count + CLAIM_MAX - 1) / CLAIM_MAX, *n = (count + *step - 1) / *step;
+}
+
+/* The elements [lo, hi) of rank r's input that it stages for the claims
+ * (DIRECT_STAGED_PART): the chunks its peer claims first (rank 0's from the
+ * back, rank 1's from the front), half of them or as many as its stage area
+ * holds. */
+static void part_range(int r, size_t count, size_t es, size_t *lo, size_t *hi)
+{
+    size_t step;
+    uint64_t n;
+    claim_chunks(count, es, &step, &n);
+    uint64_t k = (n + 1) / 2, fit = DIRECT_STAGE_BYTES / (step * es);
+    if (k > fit)
+        k = fit;
+    if (r == 1)
+        *lo = 0, *hi = k * step < count ? k * step : count;
+    else
+        *lo = (n - k) * step, *hi = count;
 }
 
 /* The pair's claim word, in rank 0's segment, by rank 1's world rank; NULL
@@ -288,12 +325,18 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
     uint64_t key = s->direct_window; /* the claim word's key too: its top 32 bits */
     unsigned char *acc, *tmp;
     CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
-    /* Chunks of DIRECT_CHUNK bytes, larger only past CLAIM_MAX of them,
-     * reduced in pieces that fit the scratch. */
-    size_t step = DIRECT_CHUNK / s->elsize, piece = step;
-    uint64_t n = (d->count + step - 1) / step;
-    if (n > CLAIM_MAX)
-        step = (d->count + CLAIM_MAX - 1) / CLAIM_MAX, n = (d->count + step - 1) / step;
+    /* Chunks reduced in pieces that fit the scratch. */
+    size_t step, piece = DIRECT_CHUNK / s->elsize, es = s->elsize;
+    uint64_t n;
+    claim_chunks(d->count, es, &step, &n);
+    /* The part of the peer's input it staged, if it did; mapped, since it
+     * staged with its window open, which needs every rank's segment. */
+    size_t plo = 0, phi = 0;
+    const unsigned char *pst = NULL;
+    if (d->peer[!me].busy & DIRECT_STAGED_PART) {
+        part_range(!me, d->count, es, &plo, &phi);
+        pst = cadre__direct_stage(cadre__world_rank(s->comm, !me));
+    }
     int nt = pair_nt(s, d);
     long j;
     while ((j = claim_next(w, key, me, n)) != -1) {
@@ -306,9 +349,11 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
         size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
         for (size_t p = 0; p < m; p += piece) {
             size_t k = m - p < piece ? m - p : piece;
-            CADRE_CHECK(pair_reduce_out(s, d, acc, off + p, k, nt));
-            CADRE_CHECK(cadre__direct_write(s, !me, acc, d->peer[!me].r + (off + p) * s->elsize,
-                                            k * s->elsize));
+            size_t at = off + p;
+            const unsigned char *staged =
+                pst && at >= plo && at + k <= phi ? pst + (at - plo) * es : NULL;
+            CADRE_CHECK(pair_reduce_out(s, d, acc, at, k, nt, staged));
+            CADRE_CHECK(cadre__direct_write(s, !me, acc, d->peer[!me].r + at * es, k * es));
         }
     }
     /* Round 3 keeps the peer from returning while this rank writes into its output. */
@@ -331,17 +376,43 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
  * (build, coll_direct.c), and a rank that left the call early (a failed
  * wait) closed that window before its next call copies over the one being
  * read: the reader's check after round 2 (cadre__direct_peers_stayed) then
- * fails its call rather than return a result of mixed calls. */
+ * fails its call rather than return a result of mixed calls.
+ *
+ * Above CADRE_PAIR_STAGE, out of place, each rank stages the part of its
+ * input the peer's claims read first (part_range: half, at most the stage
+ * area), with streaming stores: the copy then waits in memory, not in this
+ * core's cache, which the peer's core may not share (a line read from
+ * another core's cache costs it 350-400 ns where the two vCPUs do not share
+ * one). The peer reads those chunks with a plain copy instead of
+ * process_vm_readv; the chunks it claims past them, and the result written
+ * into this rank's output, still cross by system call. Not in place: there
+ * the claimer of a chunk wrote the buffer's last contents into the peer,
+ * from its own cache, and a copy of them made by the peer, which reads them
+ * back across, costs more than the system call saves (beside six `yes`, 1
+ * MiB 0.88 against 0.42 ms). Beside six `yes`, 2 ranks, out of place,
+ * medians of alternated turns against no staging, in five runs: where the
+ * two vCPUs do not share a cache 1 MiB 0.87-0.89 of the time, 2 MiB
+ * 0.81-0.84, 4 MiB 0.84-0.86, 8 MiB 0.69-0.79, 16 MiB 0.77; where they do
+ * 1 MiB 0.97-1.05, 2 MiB 0.96-1.03, 4 MiB 0.84-0.97, 8 MiB 0.84-0.92, 16
+ * MiB 0.84-0.93. A plain copy instead gained more where they share a cache
+ * (4 MiB 0.74) and lost where they do not (4 MiB 1.28; bench/RESULTS.md). */
 int cadre__direct_pair_stage(struct coll_sched *s, const struct direct *d)
 {
-    size_t bytes = d->count * s->elsize;
+    size_t bytes = d->count * s->elsize, lo, hi;
     long long most = cadre__config_int(CADRE_CFG_PAIR_STAGE);
-    unsigned char *st = cadre__direct_stage(cadre__world_rank(s->comm, s->comm->rank));
-    if (!st || !bytes || most <= 0 || bytes > (unsigned long long)most ||
-        bytes > DIRECT_STAGE_BYTES)
+    int me = s->comm->rank;
+    unsigned char *st = cadre__direct_stage(cadre__world_rank(s->comm, me));
+    if (!st || !bytes || most <= 0)
         return 0;
-    memcpy(st, d->sbuf, bytes);
-    return 1;
+    if (bytes <= (unsigned long long)most && bytes <= DIRECT_STAGE_BYTES) {
+        memcpy(st, d->sbuf, bytes);
+        return DIRECT_STAGED;
+    }
+    if (d->sbuf == d->rbuf || bytes <= PAIR_FULL_BUSY_MAX)
+        return 0;
+    part_range(me, d->count, s->elsize, &lo, &hi);
+    cadre__copy_nt(st, (const char *)d->sbuf + lo * s->elsize, (hi - lo) * s->elsize);
+    return DIRECT_STAGED_PART;
 }
 
 int cadre__direct_pair_staged(const struct direct *d)
@@ -389,8 +460,6 @@ static int allreduce_pair_staged(struct coll_sched *s, struct direct *d)
  * 2. Beside six `yes`, 2 ranks, 6 alternated turns, medians: the claims
  * against the whole result 64 KiB 72 us against 39, 256 KiB 240 against
  * 129, 512 KiB 187 against 260, 1 MiB 468 against 580 (bench/RESULTS.md). */
-#define PAIR_FULL_BUSY_MAX DIRECT_CHUNK
-
 int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d)
 {
     uint64_t any = d->peer[0].busy | d->peer[1].busy, all = d->peer[0].busy & d->peer[1].busy;

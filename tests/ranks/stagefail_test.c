@@ -3,7 +3,10 @@
  * which counts the cores as busy, CADRE_PAIR_STAGE=8388608 and
  * CADRE_TIMEOUT=2): each rank copies its input into its shared-memory stage
  * area at the call and reduces from the peer's copy. A reader must never
- * return a result made of two calls' data with success.
+ * return a result made of two calls' data with success. With the default
+ * CADRE_PAIR_STAGE the ranks claim chunks instead, out of place from the
+ * half of the peer's input it staged for them (rank 0's back half for rank
+ * 1): the same case, on that half.
  *
  * Rank 1 stops itself (SIGSTOP, from a thread of its own) as soon as its
  * first output element changes, in the middle of reading rank 0's copy (32
