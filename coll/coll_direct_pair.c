@@ -380,22 +380,29 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
  *
  * Above CADRE_PAIR_STAGE, out of place, each rank stages the part of its
  * input the peer's claims read first (part_range: half, at most the stage
- * area), with streaming stores: the copy then waits in memory, not in this
- * core's cache, which the peer's core may not share (a line read from
- * another core's cache costs it 350-400 ns where the two vCPUs do not share
- * one). The peer reads those chunks with a plain copy instead of
+ * area). The peer reads those chunks with a plain copy instead of
  * process_vm_readv; the chunks it claims past them, and the result written
- * into this rank's output, still cross by system call. Not in place: there
+ * into this rank's output, still cross by system call. A part of more than
+ * PART_PLAIN_MAX is copied with streaming stores, so that it waits in
+ * memory rather than in this core's cache, which the peer's core may not
+ * share: the vCPUs here switch, minutes apart, between sharing a cache
+ * (bench/c2c.c 80-110 ns) and not (350-410 ns). Plain stores are much the
+ * faster where they share one and much the slower where they do not (they
+ * take the lines back from the peer's cache, where the call before left
+ * them); up to PART_PLAIN_MAX plain stores did no worse either way. Not in
+ * place: there
  * the claimer of a chunk wrote the buffer's last contents into the peer,
  * from its own cache, and a copy of them made by the peer, which reads them
  * back across, costs more than the system call saves (beside six `yes`, 1
  * MiB 0.88 against 0.42 ms). Beside six `yes`, 2 ranks, out of place,
- * medians of alternated turns against no staging, in five runs: where the
- * two vCPUs do not share a cache 1 MiB 0.87-0.89 of the time, 2 MiB
- * 0.81-0.84, 4 MiB 0.84-0.86, 8 MiB 0.69-0.79, 16 MiB 0.77; where they do
- * 1 MiB 0.97-1.05, 2 MiB 0.96-1.03, 4 MiB 0.84-0.97, 8 MiB 0.84-0.92, 16
- * MiB 0.84-0.93. A plain copy instead gained more where they share a cache
- * (4 MiB 0.74) and lost where they do not (4 MiB 1.28; bench/RESULTS.md). */
+ * medians of alternated turns against no staging, in five runs with
+ * streaming stores: where the two vCPUs do not share a cache 1 MiB
+ * 0.87-0.89 of the time, 2 MiB 0.81-0.84, 4 MiB 0.84-0.86, 8 MiB
+ * 0.69-0.79, 16 MiB 0.77; where they do 1 MiB 0.97-1.08, 2 MiB 0.96-1.03,
+ * 4 MiB 0.84-1.00, 8 MiB 0.84-0.93, 16 MiB 0.84-0.96. Plain stores in 16
+ * turns, 8 of each placement: 1 MiB 0.89 and 0.81, 2 MiB 1.30 and 0.79, 4
+ * MiB 1.24 and 0.84 (bench/RESULTS.md). */
+#define PART_PLAIN_MAX ((size_t)512 << 10)
 int cadre__direct_pair_stage(struct coll_sched *s, const struct direct *d)
 {
     size_t bytes = d->count * s->elsize, lo, hi;
@@ -411,7 +418,12 @@ int cadre__direct_pair_stage(struct coll_sched *s, const struct direct *d)
     if (d->sbuf == d->rbuf || bytes <= PAIR_FULL_BUSY_MAX)
         return 0;
     part_range(me, d->count, s->elsize, &lo, &hi);
-    cadre__copy_nt(st, (const char *)d->sbuf + lo * s->elsize, (hi - lo) * s->elsize);
+    const char *from = (const char *)d->sbuf + lo * s->elsize;
+    size_t part = (hi - lo) * s->elsize;
+    if (part <= PART_PLAIN_MAX)
+        memcpy(st, from, part);
+    else
+        cadre__copy_nt(st, from, part);
     return DIRECT_STAGED_PART;
 }
 
