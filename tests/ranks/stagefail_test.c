@@ -13,7 +13,9 @@
  * chunks of 256 KiB of float16). Rank 0's call then times out in round 3 (CADRE_TIMEOUT),
  * and rank 0 makes the next call with other data, which copies that data
  * over its stage area; a thread of rank 0 wakes rank 1 (SIGCONT) from 0.3 s
- * after that call started on. Rank 1's first call must then fail (CADRE_ERR_PEER: rank
+ * after that call started on (or 5 s after call 1 started, where rank 1
+ * stopped in the middle of a write into rank 0's output in the claims, for
+ * which rank 0's call 1 waits before it returns). Rank 1's first call must then fail (CADRE_ERR_PEER: rank
  * 0 left the call while rank 1 read its copy) or, where it had read everything
  * before it stopped, succeed with every element right. Rank 1 then makes the
  * second call too, and both check its result where it succeeds (rank 0's

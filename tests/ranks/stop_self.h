@@ -8,7 +8,11 @@
  * And the peer's thread that continues that process (SIGCONT): from a
  * given moment on, every 50 ms until told to stop, since the stop may land
  * late (the watcher saw the word change, then waited for a core) and a
- * single SIGCONT sent before it would leave the process stopped for good.
+ * single SIGCONT sent before it would leave the process stopped for good;
+ * and from WAKER_PATIENT_US after its start in any case, since a stop in
+ * the middle of a write into the peer's buffers (the claims of the
+ * two-rank allreduce) holds the peer's call, which waits for that write
+ * before it returns, and that return is the given moment.
  *
  * And the tests' data: float16, whose reduction is slow enough (about 25 ms
  * for 8 MiB here) that the stop lands in the middle of it; every value and
@@ -84,12 +88,18 @@ struct waker {
     pthread_t thread;
 };
 
+#define WAKER_PATIENT_US 5000000u
+
 static void *waker_main(void *arg)
 {
     struct waker *w = arg;
-    while (!atomic_load(&w->go) && !atomic_load(&w->done))
+    unsigned waited = 0;
+    while (!atomic_load(&w->go) && !atomic_load(&w->done) && waited < WAKER_PATIENT_US) {
         usleep(1000);
-    usleep(w->delay_us);
+        waited += 1000;
+    }
+    if (atomic_load(&w->go))
+        usleep(w->delay_us);
     while (!atomic_load(&w->done)) {
         /* The peer may have left already where it never stopped. */
         if (kill(w->peer, SIGCONT) != 0 && errno != ESRCH)
