@@ -62,11 +62,19 @@ int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, s
                         err == EIO ? "no progress" : strerror(err));
 }
 
-int cadre__direct_cma(struct coll_sched *s, int rank, void *local, uint64_t remote, size_t n,
-                      int write)
+int cadre__direct_cma(struct coll_sched *s, const struct direct *d, int rank, void *local,
+                      uint64_t remote, size_t n, int write)
 {
     int err = cadre__cma(cadre__world_rank(s->comm, rank), local, remote, n, write);
-    return err ? cadre__cma_failed(s->comm, s->op_name, rank, err, n, write) : CADRE_SUCCESS;
+    if (!err)
+        return CADRE_SUCCESS;
+    /* A peer that left the call (a wait of its failed) may have freed the
+     * buffer being read: its failure, not this library's. */
+    if (err == EFAULT && d && cadre__direct_peer_left(s, d, rank))
+        return cadre__error(CADRE_ERR_PEER, "%s: rank %d left the call while this rank read its "
+                            "buffers (its call failed) and unmapped them; this call's result is "
+                            "not valid", s->op_name, rank);
+    return cadre__cma_failed(s->comm, s->op_name, rank, err, n, write);
 }
 
 static unsigned char *scratch;
@@ -96,7 +104,7 @@ static int reduce_chunk(struct coll_sched *s, struct direct *d, size_t sboff, si
         const void *src = (const char *)d->sbuf + sboff;
         if (q != me) {
             unsigned char *dst = i ? tmp : acc;
-            CADRE_CHECK(cadre__direct_cma(s, q, dst, d->peer[q].s + sboff, bytes, 0));
+            CADRE_CHECK(cadre__direct_cma(s, d, q, dst, d->peer[q].s + sboff, bytes, 0));
             src = dst;
         }
         if (i)
@@ -208,7 +216,7 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     for (int i = 1; i < n; i++) {
         int q = (me + i) % n;
         if (d->counts[q])
-            CADRE_CHECK(cadre__direct_cma(s, q, rb + d->displs[q] * es, d->peer[q].s,
+            CADRE_CHECK(cadre__direct_cma(s, d, q, rb + d->displs[q] * es, d->peer[q].s,
                                           d->counts[q] * es, 0));
     }
     return CADRE_SUCCESS;
@@ -239,11 +247,11 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
                                                                          : BCAST_PIECE));
             return CADRE_SUCCESS;
         }
-        return cadre__direct_cma(s, root, buf + half, d->peer[root].r + half, bytes - half, 0);
+        return cadre__direct_cma(s, d, root, buf + half, d->peer[root].r + half, bytes - half, 0);
     }
     if (me == root)
         return CADRE_SUCCESS;
-    return cadre__direct_cma(s, root, buf, d->peer[root].r, bytes, 0);
+    return cadre__direct_cma(s, d, root, buf, d->peer[root].r, bytes, 0);
 }
 
 /* Round 2, then: every peer whose buffers this rank read was still in the

@@ -50,9 +50,11 @@ struct direct {
 };
 
 /* Copies n bytes between local memory and rank `rank`'s address space
- * (write 0: reads); the error names the rank and fails a gone peer. */
-int cadre__direct_cma(struct coll_sched *s, int rank, void *local, uint64_t remote, size_t n,
-                      int write);
+ * (write 0: reads); the error names the rank and fails a gone peer, and,
+ * where d (round 1's flags) is given, a peer whose buffer is unmapped
+ * after it left the call. */
+int cadre__direct_cma(struct coll_sched *s, const struct direct *d, int rank, void *local,
+                      uint64_t remote, size_t n, int write);
 /* Two chunk buffers of DIRECT_CHUNK bytes. Local steps run under the engine
  * lock, one at a time, so one pair serves every schedule of the process. */
 int cadre__direct_scratch(struct coll_sched *s, unsigned char **acc, unsigned char **tmp);
@@ -96,6 +98,9 @@ void cadre__direct_window_close(struct coll_sched *s);
  * Peers without a window (the call overlaps another in their process) go
  * unchecked. */
 int cadre__direct_peers_stayed(struct coll_sched *s, const struct direct *d);
+/* Whether rank q opened its window for the call (round 1's flags) and has
+ * closed it since: it left the call. */
+int cadre__direct_peer_left(const struct coll_sched *s, const struct direct *d, int q);
 /* Whether every rank opened its window (round 1's flags): only then does
  * anyone write into a peer. */
 int cadre__direct_windows(const struct coll_sched *s, const struct direct *d);

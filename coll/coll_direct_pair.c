@@ -143,7 +143,7 @@ static int pair_reduce_out(struct coll_sched *s, struct direct *d, unsigned char
     if (staged)
         memcpy(acc, staged, m * es);
     else
-        CADRE_CHECK(cadre__direct_cma(s, peer, acc, d->peer[peer].s + off * es, m * es, 0));
+        CADRE_CHECK(cadre__direct_cma(s, d, peer, acc, d->peer[peer].s + off * es, m * es, 0));
     if (!nt || !reduce_out(out, acc, own, m, s->dt, s->op)) {
         cadre__coll_reduce(acc, own, m, s->dt, s->op);
         (nt ? cadre__copy_nt : copy_plain)(out, acc, m * es);

@@ -110,19 +110,22 @@ int cadre__direct_write(struct coll_sched *s, int rank, const void *local, uint6
         rc = cadre__error(CADRE_ERR_PEER, "%s: rank %d left the call before its buffer was written",
                           s->op_name, rank);
     else
-        rc = cadre__direct_cma(s, rank, (void *)local, remote, n, 1);
+        rc = cadre__direct_cma(s, NULL, rank, (void *)local, remote, n, 1);
     atomic_store_explicit(&mine->writing, 0, memory_order_release);
     return rc;
 }
 
+int cadre__direct_peer_left(const struct coll_sched *s, const struct direct *d, int q)
+{
+    return (d->peer[q].busy & DIRECT_WINDOW) &&
+           atomic_load(&flags_of(s, q)->open) != cadre__direct_key(s);
+}
+
 int cadre__direct_peers_stayed(struct coll_sched *s, const struct direct *d)
 {
-    uint64_t key = cadre__direct_key(s);
     atomic_thread_fence(memory_order_seq_cst); /* every read of round 2 before the looks */
     for (int q = 0; q < s->comm->size; q++) {
-        if (q == s->comm->rank || !(d->peer[q].busy & DIRECT_WINDOW))
-            continue;
-        if (atomic_load(&flags_of(s, q)->open) != key)
+        if (q != s->comm->rank && cadre__direct_peer_left(s, d, q))
             return cadre__error(CADRE_ERR_PEER, "%s: rank %d left the call while this rank read "
                                 "its buffers (its call failed); this call's result is not valid",
                                 s->op_name, q);

@@ -13,6 +13,10 @@
  * while this rank read its buffers) or, where it had read everything before
  * it stopped, succeed with every element right.
  *
+ * With READFAIL=free rank 0 frees its input instead (its pages unmapped),
+ * and rank 1's next read finds no memory there: it must fail the same way
+ * (CADRE_ERR_PEER naming rank 0), not as an internal error.
+ *
  * Before that, a checked call with no stop. Prints "readfail_test: rank r
  * ok" and, at rank 1, whether its stop landed in the middle of its reads. */
 #define _GNU_SOURCE
@@ -26,6 +30,8 @@
 int main(int argc, char **argv)
 {
     int me;
+    const char *mode = getenv("READFAIL");
+    int freeing = mode && !strcmp(mode, "free");
     if (!ru_init_np(&argc, &argv, "readfail_test", 2, &me))
         return 2;
     elem *in = malloc(2 * N * sizeof *in), *out = malloc(N * sizeof *out);
@@ -60,9 +66,14 @@ int main(int argc, char **argv)
         else
             EXPECT(rc == CADRE_ERR_TIMEOUT, "call -> %s: %s", cadre_error_string(rc),
                    cadre_last_error());
-        /* The buffers are this rank's again: other data, then rank 1 goes on. */
-        for (size_t i = 0; i < 2 * N; i++)
-            in[i] = stop_input(0, i, 2);
+        /* The buffers are this rank's again: other data, or none, then rank 1 goes on. */
+        if (freeing) {
+            free(in); /* 16 MiB: malloc's own mapping, unmapped */
+            in = NULL;
+        } else {
+            for (size_t i = 0; i < 2 * N; i++)
+                in[i] = stop_input(0, i, 2);
+        }
         atomic_store(&wk.go, 1);
     } else {
         int stopped = stop_self_end(&st), mid = rc != CADRE_SUCCESS;
