@@ -389,12 +389,14 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
  * (bench/c2c.c 80-110 ns) and not (350-410 ns). Plain stores are much the
  * faster where they share one and much the slower where they do not (they
  * take the lines back from the peer's cache, where the call before left
- * them); up to PART_PLAIN_MAX plain stores did no worse either way. Not in
- * place: there
- * the claimer of a chunk wrote the buffer's last contents into the peer,
- * from its own cache, and a copy of them made by the peer, which reads them
- * back across, costs more than the system call saves (beside six `yes`, 1
- * MiB 0.88 against 0.42 ms). Beside six `yes`, 2 ranks, out of place,
+ * them); up to PART_PLAIN_MAX plain stores did no worse either way.
+ *
+ * Not in place: there the claimer of a chunk wrote the buffer's last
+ * contents into the peer, from its own cache, and a copy of them made by
+ * the peer, which reads them back across, costs more than the system call
+ * saves (beside six `yes`, 1 MiB 0.88 against 0.42 ms).
+ *
+ * Beside six `yes`, 2 ranks, out of place,
  * medians of alternated turns against no staging, in five runs with
  * streaming stores: where the two vCPUs do not share a cache 1 MiB
  * 0.87-0.89 of the time, 2 MiB 0.81-0.84, 4 MiB 0.84-0.86, 8 MiB
