@@ -45,19 +45,13 @@ int main(int argc, char **argv)
     EXPECT(stop_wrong_sum(out, (size_t)me * N, N, 0) == 0, "checked call: %ld wrong elements",
            stop_wrong_sum(out, (size_t)me * N, N, 0));
 
-    int pid = (int)getpid(), pid1 = 0;
-    OK(cadre_bcast(me == 1 ? &pid : &pid1, 1, CADRE_INT32, 1, W));
-
     for (size_t i = 0; i < 2 * N; i++)
         in[i] = stop_input(me, i, 1);
     for (size_t i = 0; i < N; i++)
         out[i] = STOP_SENTINEL;
     struct stop_self st;
     struct waker wk;
-    if (me == 1)
-        stop_self_start(&st, out);
-    else
-        waker_start(&wk, (pid_t)pid1, 0);
+    stop_begin(me, &st, &wk, out, 0);
     int rc = cadre_reduce_scatter(in, out, N, CADRE_FLOAT16, CADRE_SUM, W);
     if (me == 0) {
         if (rc == CADRE_SUCCESS)

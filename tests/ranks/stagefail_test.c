@@ -54,12 +54,6 @@ int main(int argc, char **argv)
     EXPECT(stop_wrong_sum(out, 0, N, 0) == 0, "in place: %ld wrong elements",
            stop_wrong_sum(out, 0, N, 0));
 
-    /* Rank 1's pid, for rank 0. */
-    int pid = (int)getpid(), pid1 = 0;
-    OK(cadre_bcast(me == 1 ? &pid : &pid1, 1, CADRE_INT32, 1, W));
-    if (me == 1)
-        pid1 = pid;
-
     /* Call 1: rank 1 stops in the middle of its reads. */
     for (size_t i = 0; i < N; i++) {
         in[i] = stop_input(me, i, 1);
@@ -67,10 +61,7 @@ int main(int argc, char **argv)
     }
     struct stop_self st;
     struct waker wk;
-    if (me == 1)
-        stop_self_start(&st, out);
-    else
-        waker_start(&wk, (pid_t)pid1, 300000);
+    stop_begin(me, &st, &wk, out, 300000);
     int rc = cadre_allreduce(in, out, N, CADRE_FLOAT16, CADRE_SUM, W);
     int mid = 0;
     if (me == 1) {

@@ -125,6 +125,21 @@ static inline void waker_end(struct waker *w)
     pthread_join(w->thread, NULL);
 }
 
+/* The start of the call under test, once its buffers are filled: rank 1's
+ * pid goes to rank 0 (a bcast, so both ranks call this); rank 1 watches
+ * `word`, its first output element, and rank 0's waker waits for its go,
+ * then continues rank 1 from delay_us later. */
+static inline void stop_begin(int me, struct stop_self *st, struct waker *wk,
+                              const volatile void *word, unsigned delay_us)
+{
+    int pid = (int)getpid(), pid1 = 0;
+    OK(cadre_bcast(me == 1 ? &pid : &pid1, 1, CADRE_INT32, 1, CADRE_COMM_WORLD));
+    if (me == 1)
+        stop_self_start(st, word);
+    else
+        waker_start(wk, (pid_t)pid1, delay_us);
+}
+
 typedef _Float16 elem;
 #define STOP_SENTINEL ((elem)-1234.0f)
 
