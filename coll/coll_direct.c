@@ -260,6 +260,8 @@ static int round2_call(struct coll_sched *s, const struct coll_step *st)
 {
     struct direct *d = st->arg;
     CADRE_CHECK(d->round2(s, st));
+    if (s->comm->size == 2 && (d->mine.busy & DIRECT_BUSY))
+        cadre__direct_place_mark(cadre__world_rank(s->comm, s->comm->rank));
     return cadre__direct_peers_stayed(s, d);
 }
 

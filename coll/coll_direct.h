@@ -76,6 +76,14 @@ void cadre__direct_pair_open(struct coll_sched *s);
 int cadre__direct_pair_stage(struct coll_sched *s, const struct direct *d);
 /* Whether both ranks staged their inputs (round 1's flags). */
 int cadre__direct_pair_staged(const struct direct *d);
+/* The placement probe (coll_direct_place.c). A two-rank call on a busy
+ * machine, at the end of its round 2: marks world rank w's (this
+ * process's) word. */
+void cadre__direct_place_mark(int w);
+/* At build, before staging: reads world rank w's (the peer's) word, timed,
+ * and says whether this core and the peer's share a cache, by the last
+ * reads (0 until there are enough). */
+int cadre__direct_place_shared(int w);
 
 /* The windows (coll_direct_window.c). The call's key: the top 32 bits of
  * the pacing counters, the claim word, `open` and `writing`; 0 for a few

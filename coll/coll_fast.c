@@ -74,6 +74,16 @@ unsigned char *cadre__direct_stage(int w)
     return area ? area + STAGE_OFF : NULL;
 }
 
+#define PLACE_OFF (STAGE_OFF + DIRECT_STAGE_BYTES + 2048)
+_Static_assert(PLACE_OFF + 2048 <= CADRE_SHM_COLL_BYTES,
+               "the placement probe's page must fit the shm segment's collective area");
+
+_Atomic uint64_t *cadre__direct_place_word(int w)
+{
+    unsigned char *area = cadre__shm_coll_area(w);
+    return area ? (_Atomic uint64_t *)(area + PLACE_OFF) : NULL;
+}
+
 struct direct_flags *cadre__direct_flags(int w)
 {
     unsigned char *area = cadre__shm_coll_area(w);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "coll_fast.h"
 #include "coll_sig.h"
 
 /* The poisoned contexts, never a fixed number of them: a hash of lists that
@@ -473,4 +474,5 @@ void cadre__coll_init(void)
         .peer_died = cadre__coll_peer_died,
     };
     cadre__p2p_set_upcalls(&up);
+    cadre__direct_place_init();
 }
