@@ -30,6 +30,10 @@
 /* The part of its input the peer claims first is in its stage area
  * (cadre__direct_pair_stage, for allreduce_pair_claim). */
 #define DIRECT_STAGED_PART 16
+/* ... and the results of the chunks it claims go into its stage area, past
+ * that part, where they fit: the peer copies them from there
+ * (allreduce_pair_claim). */
+#define DIRECT_RESULTS 32
 
 /* What each rank tells the others in round 1. */
 struct direct_addr {
