@@ -82,13 +82,17 @@ for turn in $(seq "$reps"); do
         echo "contention.sh: turn $turn: quiet, c2c $("$tmp/c2c" 2>/dev/null | tail -1), sets read again: $(cache_life)" >&2
         run_lib cadre >> "$tmp/cadre.q"
     fi
+    # The placement of the vCPUs before the load comes and after it goes
+    # (c2c under the load would time the yes, not the caches).
+    before=$("$tmp/c2c" 2>/dev/null | tail -1)
     start_load
     sleep 1
-    echo "contention.sh: turn $turn: loaded (load average $(cut -d' ' -f1 /proc/loadavg)), sets read again: $(cache_life)" >&2
+    echo "contention.sh: turn $turn: loaded (load average $(cut -d' ' -f1 /proc/loadavg)), c2c before it $before, sets read again: $(cache_life)" >&2
     for lib in cadre ompi gloo; do
         run_lib $lib >> "$tmp/$lib.l"
     done
     stop_load
+    echo "contention.sh: turn $turn: after the load, c2c $("$tmp/c2c" 2>/dev/null | tail -1)" >&2
 done
 
 for f in cadre.q cadre.l ompi.l gloo.l; do size_median < "$tmp/$f" > "$tmp/$f.m"; done
