@@ -24,6 +24,7 @@
  * peers for failure and gives up after CADRE_TIMEOUT seconds without
  * progress.
  */
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -456,13 +457,28 @@ static int fetch_addr(struct coll_fast *F, uint32_t f, int q, uint64_t sig, stru
     return CADRE_SUCCESS;
 }
 
+/* Whether rank q has left call f (its `done` word): before this rank
+ * published its share, only a failed wait of q's can have made it leave,
+ * after which its caller may change or free its send buffer. */
+static int split_left(struct coll_fast *F, uint32_t f, int q, struct waiter *w)
+{
+    uint64_t d = atomic_load_explicit(&F->peer[q]->done, memory_order_acquire);
+    if ((d & ~0xffffffffull) != F->ctx || (uint32_t)d < f)
+        return 0;
+    cadre__error(CADRE_ERR_PEER, "%s: rank %d left the call (a wait of its failed) while this "
+                 "rank read its send buffer", w->fn, q);
+    return 1;
+}
+
 /* n bytes at addr in rank q's process into local memory. */
-static int split_read(struct coll_fast *F, struct waiter *w, int q, void *dst, uint64_t addr,
-                      size_t n)
+static int split_read(struct coll_fast *F, uint32_t f, struct waiter *w, int q, void *dst,
+                      uint64_t addr, size_t n)
 {
     int err = cadre__cma(F->world[q], dst, addr, n, 0);
     if (!err)
         return CADRE_SUCCESS;
+    if (err == EFAULT && split_left(F, f, q, w))
+        return CADRE_ERR_PEER;
     eng_lock();
     int rc = cadre__cma_failed(w->comm, w->fn, q, err, n, 0);
     eng_unlock();
@@ -503,7 +519,7 @@ int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t s
         for (int q = 0; q < F->n; q++) {
             if (q == F->me)
                 continue;
-            rc = split_read(F, &w, q, first ? acc : F->tmp, F->addr[q] + off * es, bytes);
+            rc = split_read(F, f, &w, q, first ? acc : F->tmp, F->addr[q] + off * es, bytes);
             if (rc != CADRE_SUCCESS)
                 return end(F, c, f, rc);
             if (!first)
@@ -514,6 +530,10 @@ int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t s
         if (op == CADRE_AVG)
             cadre__coll_scale(acc, m, dt, F->n);
     }
+    /* Every peer still in the call: no buffer read changed under the reads. */
+    for (int q = 0; q < F->n; q++)
+        if (q != F->me && split_left(F, f, q, &w))
+            return end(F, c, f, CADRE_ERR_PEER);
     publish(F, f, sig, NULL, 0);
 
     for (int q = 0; q < F->n; q++) {
