@@ -14,6 +14,7 @@
 #   bench/contention.sh [BUILDDIR]      (default: the source tree; build first)
 #   REPS=3 LOAD=6 MINTIME=0.3 QUIET=1 (0: skip the quiet cadre turns) TIMEOUT=600 (per run)
 #   CADRE_ENV="CADRE_WAIT=spin" (variables for cadre's runs only)
+#   KEEP=DIR (each turn's figures copied there: cadre.q, cadre.l, ompi.l, gloo.l)
 #
 # Before each turn, quiet and loaded, it prints what the cache keeps of a
 # working set of 16, 32 and 64 MiB read over and over (bench/cache_life.c):
@@ -95,6 +96,11 @@ for turn in $(seq "$reps"); do
     echo "contention.sh: turn $turn: after the load, c2c $("$tmp/c2c" 2>/dev/null | tail -1)" >&2
 done
 
+# KEEP=DIR: each turn's figures too (size and µs per line, turn after turn).
+if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP"
+    cp "$tmp/cadre.q" "$tmp/cadre.l" "$tmp/ompi.l" "$tmp/gloo.l" "$KEEP/"
+fi
 for f in cadre.q cadre.l ompi.l gloo.l; do size_median < "$tmp/$f" > "$tmp/$f.m"; done
 echo
 echo "| size | cadre quiet (µs) | cadre loaded (µs) | loaded/quiet | Open MPI loaded (µs) | gloo loaded (µs) | vs Open MPI | vs gloo | goal |"
