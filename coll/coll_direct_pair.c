@@ -323,7 +323,8 @@ void cadre__direct_pair_open(struct coll_sched *s)
  * call, after this rank's round 3; one that left the call early (a failed
  * wait) closed its window first, and cadre__direct_peers_stayed then fails
  * this call. */
-static int copy_results(struct coll_sched *s, struct direct *d, uint64_t n, size_t step, int nt)
+static int copy_results(struct coll_sched *s, struct direct *d, uint64_t key, uint64_t n,
+                        size_t step, int nt)
 {
     int me = s->comm->rank;
     size_t es = s->elsize;
@@ -331,7 +332,7 @@ static int copy_results(struct coll_sched *s, struct direct *d, uint64_t n, size
     uint64_t theirs = me == 0 ? (v & CLAIM_MAX) : (v >> CLAIM_BITS) & CLAIM_MAX;
     if (!theirs)
         return CADRE_SUCCESS;
-    CADRE_CHECK(wait_flag(s, !me, 0, cadre__direct_key(s), (uint32_t)theirs));
+    CADRE_CHECK(wait_flag(s, !me, 0, key, (uint32_t)theirs));
     const unsigned char *pst = cadre__direct_stage(cadre__world_rank(s->comm, !me));
     size_t base = result_base(!me, d->count, es);
     for (uint64_t i = 0; i < theirs && result_fits(base, i, step, es); i++) {
@@ -365,7 +366,7 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
 {
     int me = s->comm->rank;
     _Atomic uint64_t *w = claim_word(s);
-    uint64_t key = s->direct_window; /* the claim word's key too: its top 32 bits */
+    uint64_t key = s->direct_window; /* also the claim word's and `prod`'s top 32 bits */
     unsigned char *acc, *tmp;
     CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
     /* Chunks reduced in pieces that fit the scratch. */
@@ -390,7 +391,6 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
     unsigned char *mst = res ? cadre__direct_stage(cadre__world_rank(s->comm, me)) : NULL;
     size_t mbase = res ? result_base(me, d->count, es) : 0;
     struct direct_flags *mine = cadre__direct_flags(cadre__world_rank(s->comm, me));
-    uint64_t dkey = cadre__direct_key(s);
     uint32_t done = 0;
     long j;
     while ((j = claim_next(w, key, me, n)) != -1) {
@@ -414,13 +414,13 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
                 CADRE_CHECK(cadre__direct_write(s, !me, acc, d->peer[!me].r + at * es, k * es));
         }
         if (res) {
-            atomic_store_explicit(&mine->prod, dkey | ++done, memory_order_release);
+            atomic_store_explicit(&mine->prod, key | ++done, memory_order_release);
             cadre__shm_wake(cadre__world_rank(s->comm, !me));
         }
     }
     /* Round 3 keeps the peer from returning while this rank writes into its
      * output or it copies from this rank's stage area. */
-    return res ? copy_results(s, d, n, step, nt) : CADRE_SUCCESS;
+    return res ? copy_results(s, d, key, n, step, nt) : CADRE_SUCCESS;
 }
 
 /* ---- the staged inputs ------------------------------------------------------------- */
