@@ -68,18 +68,26 @@ static void test_showme_forms(void)
     free(inc), free(comp), free(e1), free(e2);
 }
 
-/* An unknown form is an error that names it, and no compiler runs. */
+/* An unknown form is an error that names it as given (dashes included),
+ * and no compiler runs. */
 static void test_showme_unknown(void)
 {
-    static const char *const bad[] = {"--showme:libs_static", "--showme:", "-showme:foo app.c",
-                                      "-c x.c --showme:cflags"};
+    static const struct {
+        const char *args, *named;
+    } bad[] = {{"--showme:libs_static", "'--showme:libs_static'"},
+               {"--showme:", "'--showme:'"},
+               {"-showme:foo app.c", "'-showme:foo'"},
+               {"--showme:foo app.c", "'--showme:foo'"},
+               {"-c x.c --showme:cflags", "'--showme:cflags'"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int code = -1;
-        char *err = NULL, *out = cadrecc(bad[i], &code, &err);
+        char *err = NULL, *out = cadrecc(bad[i].args, &code, &err);
         CU_ASSERT_FATAL(out != NULL);
-        CHECK_MSG(code == 2 && strstr(err, "cadrecc: unknown option") && !*out,
-                  "cadrecc %s: exit %d, want 2 and a message\n--- stdout\n%s--- stderr\n%s", bad[i],
-                  code, out, err);
+        char want[128];
+        snprintf(want, sizeof want, "cadrecc: unknown option %s ", bad[i].named);
+        CHECK_MSG(code == 2 && strstr(err, want) && !*out,
+                  "cadrecc %s: exit %d, want 2 and \"%s\"\n--- stdout\n%s--- stderr\n%s",
+                  bad[i].args, code, want, out, err);
         free(out);
         free(err);
     }
