@@ -90,6 +90,19 @@ export PKG_CONFIG_PATH
 if cflags=$(pkg-config --cflags cadre) && libs=$(pkg-config --libs cadre) &&
     slibs=$(pkg-config --static --libs cadre); then
     ok "pkg-config cadre"
+    # cadre.h needs no other package's headers: --cflags gives cadre's
+    # include directory alone (or nothing, where that is a system one).
+    incdir=$(pkg-config --variable=includedir cadre)
+    extra=
+    for f in $cflags; do
+        [ "$f" = "-I$incdir" ] || extra="$extra $f"
+    done
+    if [ -z "$extra" ]; then
+        ok "pkg-config --cflags cadre: $cflags"
+    else
+        : >"$tmp/out"
+        bad "pkg-config --cflags cadre adds$extra to -I$incdir"
+    fi
     # shellcheck disable=SC2086 # the flags are words
     check "pkg-config builds a program" $cc $cflags -o "$tmp/app_pc" "$tmp/app.c" $libs
     [ -x "$tmp/app_pc" ] && run_app app_pc

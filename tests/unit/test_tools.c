@@ -93,6 +93,54 @@ static void test_showme_unknown(void)
     }
 }
 
+/* ---- pkg-config ---------------------------------------------------------------- */
+/* The build tree's cadre.pc (installcheck checks the installed one):
+ * --cflags gives cadre's include directory and nothing else (cadre.h includes
+ * no other package's headers; "Requires.private: pmix" added PMIx's), while
+ * --static --libs still names what libcadre.a needs, libpmix among them. */
+static void test_pkgconfig(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "command -v pkg-config >/dev/null || { echo 'no pkg-config'; exit 0; }; "
+             "export PKG_CONFIG_PATH='%s'; echo \"inc=$(pkg-config --variable=includedir cadre)\"; "
+             "echo \"cflags=$(pkg-config --cflags cadre)\"; "
+             "echo \"static=$(pkg-config --static --libs cadre)\"",
+             build_path("."));
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    if (strstr(r.out, "no pkg-config")) {
+        fprintf(stderr, "\n    skipped: no pkg-config ");
+        run_free(&r);
+        return;
+    }
+    char inc[512] = "", cflags[1024] = "", stat[1024] = "";
+    for (char *p = r.out; p && *p;) {
+        char *e = strchr(p, '\n');
+        if (e)
+            *e = '\0';
+        if (!strncmp(p, "inc=", 4))
+            snprintf(inc, sizeof inc, "-I%s", p + 4);
+        else if (!strncmp(p, "cflags=", 7))
+            snprintf(cflags, sizeof cflags, "%s", p + 7);
+        else if (!strncmp(p, "static=", 7))
+            snprintf(stat, sizeof stat, " %s ", p + 7);
+        p = e ? e + 1 : NULL;
+    }
+    /* Every word of --cflags is -I<includedir>; none where that is a system
+     * directory pkg-config leaves out. */
+    int others = 0;
+    char *save = NULL;
+    for (char *w = strtok_r(cflags, " \t", &save); w; w = strtok_r(NULL, " \t", &save))
+        others += strcmp(w, inc) != 0;
+    CHECK_MSG(r.exit_code == 0 && inc[2] && others == 0,
+              "pkg-config --cflags cadre: %d word(s) besides %s\n--- stdout\n%s--- stderr\n%s",
+              others, inc, r.out, r.err);
+    CHECK_MSG(strstr(stat, " -lcadre ") && strstr(stat, " -lpmix ") && strstr(stat, " -lpthread "),
+              "pkg-config --static --libs cadre: '%s' lacks -lcadre, -lpmix or -lpthread", stat);
+    run_free(&r);
+}
+
 /* ---- cadre-info ---------------------------------------------------------------- */
 static struct run_result info(const char *env, const char *args)
 {
@@ -257,6 +305,8 @@ void suite_tools(void)
     CU_pSuite s = CU_add_suite("tools", NULL, NULL);
     CU_add_test(s, "cadrecc: every --showme form of mpicc", test_showme_forms);
     CU_add_test(s, "cadrecc: an unknown --showme form is an error", test_showme_unknown);
+    CU_add_test(s, "pkg-config: --cflags only cadre's directory, --static --libs PMIx's",
+                test_pkgconfig);
     CU_add_test(s, "cadre-info: version, configure line, no verbs", test_info_build);
     CU_add_test(s, "cadre-info: transports built and usable", test_info_transports);
     CU_add_test(s, "cadre-info: tunables in columns; unknown option", test_info_columns);
