@@ -94,6 +94,76 @@ static int valid_var_name(const char *s, size_t len)
     return 1;
 }
 
+/* ---- an unknown option, and the one it may be a typo of ---------------------------- */
+/* The options spelled out in full (one-letter ones are too short to guess). */
+static const char *const long_options[] = {
+    "-np",           "--np",        "--ranks-per-gpu", "--keep-going", "--tag-output",
+    "--output-dir",  "--timeout",   "--bind-to",       "--verbose",    "--version",
+    "--help",        "--host",      "--hostfile",      "--machinefile",
+};
+
+/* Edit distance between a[0..la) and b[0..lb) counting a swap of two
+ * neighbours as one edit (optimal string alignment); 99 past 32 chars. */
+static int edit_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    enum { MAX = 32 };
+    if (la > MAX || lb > MAX)
+        return 99;
+    int d[MAX + 1][MAX + 1];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        for (size_t j = 1; j <= lb; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[la][lb];
+}
+
+/* The option `arg` (up to any '=') is most likely a typo of: one within two
+ * edits, and within a third of its letters, closer than any other; NULL
+ * when none is, or two are as close. */
+static const char *closest_option(const char *arg)
+{
+    size_t len = strcspn(arg, "=");
+    if (len < 3)
+        return NULL;
+    const char *best = NULL;
+    int best_d = 99, ties = 0;
+    for (size_t k = 0; k < sizeof long_options / sizeof long_options[0]; k++) {
+        const char *o = long_options[k];
+        int d = edit_distance(arg, len, o, strlen(o));
+        if (d > 2 || 3 * d > (int)strlen(o) - 2)
+            continue;
+        if (d < best_d) {
+            best = o;
+            best_d = d;
+            ties = 0;
+        } else if (d == best_d) {
+            ties++;
+        }
+    }
+    return ties ? NULL : best;
+}
+
+static int unknown_option(const char *arg)
+{
+    const char *guess = closest_option(arg);
+    if (guess)
+        return usage_error("unknown option '%s'; did you mean '%s'?", arg, guess);
+    return usage_error("unknown option '%s'", arg);
+}
+
 /* Option value: "--opt=value", "-nVALUE", or the next argument. */
 static const char *take_value(int argc, char **argv, int *i, const char *attached)
 {
@@ -154,7 +224,7 @@ static int parse_options(int argc, char **argv, struct cadre__launcher_opts *o)
         if (attached && a[1] == '-')                                             \
             return usage_error("option %s takes no value", name);                \
         if (attached)                                                            \
-            return usage_error("unknown option '%s'", a);                        \
+            return unknown_option(a);                                            \
     } while (0)
 
         if (!strcmp(name, "-n") || !strcmp(name, "-np") || !strcmp(name, "--np")) {
@@ -174,6 +244,7 @@ static int parse_options(int argc, char **argv, struct cadre__launcher_opts *o)
                                    v);
             o->exports[o->nexports++] = (char *)v;
         } else if (!strcmp(name, "--keep-going")) {
+            NO_VALUE();
             o->keep_going = 1;
         } else if (!strcmp(name, "--tag-output")) {
             NO_VALUE();
@@ -222,7 +293,7 @@ static int parse_options(int argc, char **argv, struct cadre__launcher_opts *o)
                                 "Running on several nodes", name);
             return -1;
         } else {
-            return usage_error("unknown option '%s'", a);
+            return unknown_option(a);
         }
 #undef NEED_VALUE
 #undef NO_VALUE

@@ -131,8 +131,16 @@ void test_bad_input(void)
         int code;
         const char *msg;
     } cases[] = {
-        {"--frobnicate PROBE", 2, "unknown option '--frobnicate'"},
-        {"-q PROBE", 2, "unknown option '-q'"},
+        {"--frobnicate PROBE", 2, "unknown option '--frobnicate' (see"},
+        {"-q PROBE", 2, "unknown option '-q' (see"},
+        /* A near miss of one option names it. */
+        {"--tag-ouput PROBE", 2, "unknown option '--tag-ouput'; did you mean '--tag-output'?"},
+        {"-tag-output PROBE", 2, "unknown option '-tag-output'; did you mean '--tag-output'?"},
+        {"--keepgoing PROBE", 2, "unknown option '--keepgoing'; did you mean '--keep-going'?"},
+        {"--timout=5 PROBE", 2, "unknown option '--timout=5'; did you mean '--timeout'?"},
+        {"--outptu-dir x PROBE", 2, "did you mean '--output-dir'?"},
+        {"--ranks-per-gpus 2 PROBE", 2, "did you mean '--ranks-per-gpu'?"},
+        {"--keep-going=yes PROBE", 2, "option --keep-going takes no value"},
         {"-n 0 PROBE", 2, "-n: expected a whole number"},
         {"-n abc PROBE", 2, "-n: expected a whole number"},
         {"-np -3 PROBE", 2, "-np: expected a whole number"},
