@@ -49,5 +49,6 @@ void test_not_cadre_program(void);
 void test_keep_going_timeout(void);
 void test_keep_going_abort(void);
 void test_bind_core_warning(void);
+void test_readme_options(void);
 
 #endif

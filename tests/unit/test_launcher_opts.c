@@ -338,3 +338,78 @@ void test_bind_core_warning(void)
     }
     CU_ASSERT(sched_setaffinity(0, sizeof saved, &saved) == 0);
 }
+
+/* ---- the README's table of options ---------------------------------------------------- */
+/* Whether `text` holds opt as a whole word: followed by none of [A-Za-z0-9-]. */
+static int has_option(const char *text, const char *opt, const char *before)
+{
+    size_t n = strlen(opt);
+    for (const char *p = strstr(text, opt); p; p = strstr(p + 1, opt)) {
+        char next = p[n];
+        if ((p == text || strchr(before, p[-1])) && !(next == '-' || next == '_' ||
+                                                      (next >= 'a' && next <= 'z') ||
+                                                      (next >= 'A' && next <= 'Z') ||
+                                                      (next >= '0' && next <= '9')))
+            return 1;
+    }
+    return 0;
+}
+
+/* Every option of cadrerun --help is in the README's table of cadrerun's
+ * options, and every option of that table in --help. */
+void test_readme_options(void)
+{
+    struct run_result r;
+    launch(&r, NULL, NULL, "--help");
+    CU_ASSERT_EQUAL_FATAL(r.exit_code, 0);
+    FILE *f = fopen(src_path("README.md"), "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static char table[16384];
+    size_t used = 0;
+    char line[1024];
+    int in_section = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "## ", 3))
+            in_section = !strncmp(line, "## Running jobs: cadrerun", 25);
+        else if (in_section && !strncmp(line, "| `", 3) && used + strlen(line) < sizeof table)
+            used += (size_t)snprintf(table + used, sizeof table - used, "%s", line);
+    }
+    fclose(f);
+    CU_ASSERT_FATAL(used > 0);
+    /* --help: "  -n, -np N   start ..." and "  --bind-to core|numa|none". */
+    int nhelp = 0;
+    for (char *p = r.out; p && *p;) {
+        char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len > 3 && !strncmp(p, "  -", 3)) {
+            char opts[128];
+            snprintf(opts, sizeof opts, "%.*s", (int)len, p + 2);
+            char *save = NULL;
+            for (char *w = strtok_r(opts, " ,", &save); w && w[0] == '-';
+                 w = strtok_r(NULL, " ,", &save)) {
+                nhelp++;
+                CHECK_MSG(has_option(table, w, "`"),
+                          "cadrerun --help lists %s; README's option table does not", w);
+            }
+        }
+        p = e ? e + 1 : NULL;
+    }
+    CU_ASSERT(nhelp >= 10);
+    /* The table's options: "| `-n N`, `-np N` | ...". */
+    for (char *p = table; *p;) {
+        char *e = strchr(p, '\n');
+        char *bar = strchr(p + 1, '|');
+        for (char *q = strchr(p, '`'); q && bar && q < bar; q = strchr(q + 1, '`')) {
+            char *end = strchr(q + 1, '`');
+            if (!end)
+                break;
+            char opt[64];
+            snprintf(opt, sizeof opt, "%.*s", (int)strcspn(q + 1, " `\\"), q + 1);
+            CHECK_MSG(opt[0] != '-' || has_option(r.out, opt, " "),
+                      "README's option table lists %s; cadrerun --help does not", opt);
+            q = end;
+        }
+        p = e ? e + 1 : p + strlen(p);
+    }
+    run_free(&r);
+}
