@@ -48,6 +48,67 @@ static unsigned failures_now(void)
     return CU_get_number_of_failures() + CU_get_number_of_tests_failed();
 }
 
+/* ---- the closing summary: counts, then the failed tests by name ------------------ */
+static struct {
+    unsigned passed, failed;
+    char **names; /* "suite: test" of the failed ones */
+} tally;
+
+static void tally_test(const char *suite, const char *test, int failed)
+{
+    if (!failed) {
+        tally.passed++;
+        return;
+    }
+    char **more = realloc(tally.names, (tally.failed + 1) * sizeof *more);
+    size_t len = strlen(suite) + strlen(test) + 3;
+    char *name = malloc(len);
+    if (!more || !name)
+        abort();
+    snprintf(name, len, "%s: %s", suite, test);
+    tally.names = more;
+    tally.names[tally.failed++] = name;
+}
+
+/* Printed last, on stdout (the log) and on the progress fd (make check's
+ * stderr, just before the harness's "# TOTAL" block, which counts test
+ * programs, not tests): one line "tests: N passed, N failed" (the form CI
+ * reads), then one line per failed test and failed program of ranks.list. */
+static void print_summary(const char *failures_beyond)
+{
+    int pfailed;
+    const char *const *pnames;
+    int pran = test_programs(&pfailed, &pnames);
+    if (pran) {
+        printf("ranks.list: %d programs run, %d failed\n", pran, pfailed);
+        test_progress("ranks.list: %d programs run, %d failed", pran, pfailed);
+    }
+    if (failures_beyond) {
+        printf("%s\n", failures_beyond);
+        test_progress("%s", failures_beyond);
+    }
+    printf("tests: %u passed, %u failed\n", tally.passed, tally.failed);
+    test_progress_plain("tests: %u passed, %u failed", tally.passed, tally.failed);
+    enum { SHOWN = 40 };
+    for (unsigned i = 0; i < tally.failed; i++) {
+        if (i < SHOWN) {
+            printf("FAILED: %s\n", tally.names[i]);
+            test_progress_plain("FAILED: %s", tally.names[i]);
+        }
+        free(tally.names[i]);
+    }
+    if (tally.failed > SHOWN) {
+        printf("... and %u more failed tests\n", tally.failed - SHOWN);
+        test_progress_plain("... and %u more failed tests", tally.failed - SHOWN);
+    }
+    for (int i = 0; i < pfailed && i < SHOWN; i++) {
+        printf("FAILED: ranks.list: %s\n", pnames[i]);
+        test_progress_plain("FAILED: ranks.list: %s", pnames[i]);
+    }
+    free(tally.names);
+    fflush(stdout);
+}
+
 static void finish_current(void)
 {
     if (!current.test)
@@ -55,6 +116,7 @@ static void finish_current(void)
     unsigned failed = failures_now() - current.failures;
     test_progress("%s: %s: %s (%.1f s)", current.suite, current.test->pName,
                   failed ? "FAILED" : "ok", now_s() - current.t0);
+    tally_test(current.suite, current.test->pName, failed != 0);
     current.test = NULL;
 }
 
@@ -147,7 +209,7 @@ int main(int argc, char **argv)
     /* Each CU_basic_run_suite starts a new run summary: the failures are
      * added up suite by suite, or a failing suite followed by a passing one
      * would pass. */
-    unsigned failed = 0;
+    unsigned failed = 0, suites_failed = 0;
     if (nnames) {
         for (int i = 0; i < nnames; i++) {
             if (!CU_get_suite(names[i])) {
@@ -160,11 +222,13 @@ int main(int argc, char **argv)
             CU_basic_run_suite(CU_get_suite(names[i]));
             finish_current(); /* before the next run resets the counts */
             failed += CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+            suites_failed += CU_get_number_of_suites_failed();
         }
     } else {
         CU_basic_run_tests();
         finish_current();
         failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+        suites_failed = CU_get_number_of_suites_failed();
     }
     /* CUnit's "Elapsed time" is clock(): this process's CPU time, which
      * leaves out every program the tests ran and the time spent waiting
@@ -177,6 +241,13 @@ int main(int argc, char **argv)
     if (failed && nnames > 1)
         fprintf(stderr, "\ncadre-tests: %u failure(s) in the suites run (see each summary)\n",
                 failed);
+    /* A suite whose set-up failed ran no test: a failure none of the
+     * tests' names tells. */
+    char beyond[128] = "";
+    if (suites_failed)
+        snprintf(beyond, sizeof beyond, "%u suite(s) failed to set up or clean up: see the log",
+                 suites_failed);
+    print_summary(beyond[0] ? beyond : NULL);
     CU_cleanup_registry();
-    return failed ? 1 : 0;
+    return failed || tally.failed ? 1 : 0;
 }

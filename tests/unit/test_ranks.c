@@ -42,6 +42,10 @@ static void test_ranks_list(void)
         test_progress("ranks.list: %s n=%d%s%s: %s, exit %d%s, %.1f s", name, n, env[0] ? " env " : "",
                       env, r.exit_code == 0 && !r.timed_out ? "ok" : "FAILED", r.exit_code,
                       r.timed_out ? " (killed at the limit)" : "", r.seconds);
+        char what[1024];
+        snprintf(what, sizeof what, "%s n=%d%s%s: exit %d%s", name, n, env[0] ? " env " : "", env,
+                 r.exit_code, r.timed_out ? " (killed at the limit)" : "");
+        test_note_program(what, r.exit_code == 0 && !r.timed_out);
         CHECK_MSG(r.exit_code == 0 && !r.timed_out,
                   "%s with %d ranks (%s): exit %d%s\n--- stdout\n%s--- stderr\n%s", name, n, env,
                   r.exit_code, r.timed_out ? " (timed out)" : "", r.out, r.err);

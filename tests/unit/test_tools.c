@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <regex.h>
+
 #include "cadre.h"
 #include "testutil.h"
 
@@ -300,6 +302,78 @@ static void test_runner_output(void)
     run_free(&r);
 }
 
+/* A suite that fails on purpose, for the test below: registered only when
+ * CADRE_TEST_SELFTEST is set, so no other run has it. */
+static void selftest_passes(void)
+{
+    CU_ASSERT(1);
+}
+
+static void selftest_fails(void)
+{
+    test_note_program("good_prog n=2: exit 0", 1);
+    test_note_program("bad_prog n=3 env X=1: exit 1", 0);
+    CU_ASSERT(0);
+}
+
+void suite_selftest(void)
+{
+    if (!getenv("CADRE_TEST_SELFTEST"))
+        return;
+    CU_pSuite s = CU_add_suite("selftest", NULL, NULL);
+    CU_add_test(s, "passes", selftest_passes);
+    CU_add_test(s, "fails on purpose", selftest_fails);
+}
+
+/* Lines of text matching the extended regular expression re. */
+static int count_regex(const char *text, const char *re)
+{
+    regex_t rx;
+    if (regcomp(&rx, re, REG_EXTENDED | REG_NEWLINE | REG_NOSUB) != 0)
+        return -1;
+    int n = 0;
+    for (const char *p = text; p && *p;) {
+        const char *e = strchr(p, '\n');
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(e ? e - p : (long)strlen(p)), p);
+        n += regexec(&rx, line, 0, NULL, 0) == 0;
+        p = e ? e + 1 : NULL;
+    }
+    regfree(&rx);
+    return n;
+}
+
+/* The runner's closing summary, on a suite with a failed test: on the
+ * progress fd (make check's stderr) and in the log, one line of the form CI
+ * reads ("tests: 1 passed, 1 failed", alone, the only such line), then the
+ * failed test and the failed ranks.list program by name; and the exit
+ * status is not 0. */
+static void test_runner_summary(void)
+{
+    static const char form[] =
+        "^([A-Za-z0-9_]+: )?[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "CADRE_TEST_SELFTEST=1 CADRE_TEST_PROGRESS_FD=3 %s selftest 3>&1 1>&2",
+             build_path("tests/unit/cadre-tests"));
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    /* r.out: the progress fd; r.err: the log (CUnit's output and stderr). */
+    const char *where[] = {r.out, r.err};
+    for (int i = 0; i < 2; i++) {
+        const char *t = where[i];
+        const char *count = strstr(t, "\ntests: 1 passed, 1 failed\n");
+        const char *failed = strstr(t, "\nFAILED: selftest: fails on purpose\n");
+        const char *prog = strstr(t, "\nFAILED: ranks.list: bad_prog n=3 env X=1: exit 1\n");
+        CHECK_MSG(count_regex(t, form) == 1 && count && failed > count && prog > count &&
+                      count_matching(t, "ranks.list: 2 programs run, 1 failed") == 1 &&
+                      count_matching(t, "good_prog") == 0,
+                  "%s: want the counts, then the failed test and program\n%s",
+                  i ? "the log" : "the progress fd", t);
+    }
+    CHECK_MSG(r.exit_code == 1, "cadre-tests selftest: exit %d, want 1", r.exit_code);
+    run_free(&r);
+}
+
 void suite_tools(void)
 {
     CU_pSuite s = CU_add_suite("tools", NULL, NULL);
@@ -312,4 +386,6 @@ void suite_tools(void)
     CU_add_test(s, "cadre-info: tunables in columns; unknown option", test_info_columns);
     CU_add_test(s, "CADRE_DEBUG=INFO: rank 0's version banner", test_info_banner);
     CU_add_test(s, "cadre-tests: verdicts on their own line, wall time", test_runner_output);
+    CU_add_test(s, "cadre-tests: closing counts and failed tests by name; exit 1",
+                test_runner_summary);
 }

@@ -229,7 +229,26 @@ int count_shm_leftovers(void)
 /* -1: not looked up yet; -2: none. */
 static int progress_fd = -1;
 
+static void progress_write(const char *prefix, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
 void test_progress(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    progress_write("cadre-tests: ", fmt, ap);
+    va_end(ap);
+}
+
+void test_progress_plain(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    progress_write("", fmt, ap);
+    va_end(ap);
+}
+
+static void progress_write(const char *prefix, const char *fmt, va_list ap)
 {
     if (progress_fd == -1) {
         const char *v = getenv("CADRE_TEST_PROGRESS_FD");
@@ -244,11 +263,8 @@ void test_progress(const char *fmt, ...)
     if (progress_fd < 0)
         return;
     char line[1024];
-    int n = snprintf(line, sizeof line, "cadre-tests: ");
-    va_list ap;
-    va_start(ap, fmt);
+    int n = snprintf(line, sizeof line, "%s", prefix);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2)
         len = sizeof line - 2;
@@ -256,4 +272,29 @@ void test_progress(const char *fmt, ...)
     /* One write: lines of tests run in parallel (make -j) stay whole. */
     ssize_t w = write(progress_fd, line, len);
     (void)w;
+}
+
+static struct {
+    int run, nfailed;
+    char **failed;
+} programs;
+
+void test_note_program(const char *what, int ok)
+{
+    programs.run++;
+    if (ok)
+        return;
+    char **more = realloc(programs.failed, (size_t)(programs.nfailed + 1) * sizeof *more);
+    if (!more)
+        abort();
+    programs.failed = more;
+    if (!(programs.failed[programs.nfailed++] = strdup(what)))
+        abort();
+}
+
+int test_programs(int *nfailed, const char *const **names)
+{
+    *nfailed = programs.nfailed;
+    *names = (const char *const *)programs.failed;
+    return programs.run;
 }

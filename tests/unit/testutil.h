@@ -58,6 +58,14 @@ int count_shm_leftovers(void);
  * happens; without that variable (the runner started by hand, its output
  * already in view) this does nothing. */
 void test_progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same line without the "cadre-tests: " prefix (the runner's summary). */
+void test_progress_plain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The programs of ranks.list as they end, for the runner's closing summary
+ * ("what": name, rank count, environment; failed ones are named there). */
+void test_note_program(const char *what, int ok);
+/* How many were noted, how many failed; names[i] (i < *nfailed) the failed. */
+int test_programs(int *nfailed, const char *const **names);
 
 /* Report and print on failure; keeps CUnit's messages readable. */
 #define CHECK_MSG(cond, ...)                          \
