@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -217,6 +218,58 @@ static void test_barrier(void)
     check_example("barrier", n, &e);
 }
 
+/* The README's mpirun commands for one machine, as written there, with
+ * hello for ./app: each starts 4 ranks, on this 2-core machine too (mpirun
+ * refuses more ranks than cores without --oversubscribe). The one for root
+ * runs as any user. Skipped without Open MPI's mpirun. */
+static void test_readme_mpirun(void)
+{
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd("mpirun --version", NULL, 30, &r) == 0);
+    int have = r.exit_code == 0 && strstr(r.out, "Open MPI") != NULL;
+    run_free(&r);
+    if (!have) {
+        fprintf(stderr, "\n    skipped: no Open MPI mpirun ");
+        return;
+    }
+    FILE *f = fopen(src_path("README.md"), "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    char line[1024];
+    int in_section = 0, in_block = 0, ran = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "## ", 3))
+            in_section = !strncmp(line, "## Running jobs: cadrerun", 25);
+        if (!in_section)
+            continue;
+        if (!strncmp(line, "```", 3)) {
+            in_block = !in_block;
+            continue;
+        }
+        if (!in_block || strncmp(line, "mpirun ", 7))
+            continue;
+        line[strcspn(line, "#\n")] = '\0';
+        char *app = strstr(line, " ./app");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(app);
+        *app = '\0';
+        /* The command for users other than root, run by root (CI). */
+        const char *as_root = geteuid() == 0 && !strstr(line, "--allow-run-as-root")
+                                  ? "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                                  : "";
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s%s %s%s", as_root, line, build_path("examples/hello"),
+                 app + 6);
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, &r) == 0);
+        CHECK_MSG(r.exit_code == 0 && count_matching(r.out, "hello from rank ") == 4 &&
+                      count_matching(r.out, " of 4 (local rank ") == 4,
+                  "README's %s: exit %d, want 4 ranks\n--- stdout\n%s--- stderr\n%s", line,
+                  r.exit_code, r.out, r.err);
+        run_free(&r);
+        ran++;
+    }
+    fclose(f);
+    CHECK_MSG(ran == 2, "%d mpirun commands in README's Running jobs, want 2", ran);
+}
+
 void suite_examples(void)
 {
     CU_pSuite s = CU_add_suite("examples", NULL, NULL);
@@ -229,4 +282,5 @@ void suite_examples(void)
     CU_add_test(s, "scatter (n = 3, 4)", test_scatter);
     CU_add_test(s, "reduce_scatter (n = 3, 4)", test_reduce_scatter);
     CU_add_test(s, "barrier (n = 3)", test_barrier);
+    CU_add_test(s, "README's mpirun commands: 4 ranks on any machine", test_readme_mpirun);
 }
