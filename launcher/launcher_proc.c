@@ -210,45 +210,41 @@ static void rank_exited(struct cadre__launcher_job *job, struct cadre__launcher_
                     r->exit_status, nofin);
 }
 
+/* A rank that ends stays a zombie, seen with WNOWAIT, until every rank has
+ * ended: its peers, which watch it through a pidfd, can then read from
+ * /proc/PID/stat how it ended (killed by a signal, or its exit status) and
+ * say so in their errors, and its pid (rank 0's: the process group's id) is
+ * not given to another process while we may still signal the job. */
 static void reap(struct cadre__launcher_job *job)
 {
     for (int i = 0; i < job->nranks; i++) {
         struct cadre__launcher_rank *r = &job->ranks[i];
         if (r->state != RANK_RUNNING)
             continue;
-        if (i == 0 && job->nranks > 1) {
-            siginfo_t si;
-            si.si_pid = 0;
-            if (waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
-                si.si_pid != r->pid)
-                continue;
-            r->state = RANK_EXITED;
-            if (si.si_code == CLD_EXITED)
-                r->exit_status = si.si_status;
-            else
-                r->term_signal = si.si_status;
-            r->core_dumped = si.si_code == CLD_DUMPED;
-        } else {
-            int st;
-            if (waitpid(r->pid, &st, WNOHANG) != r->pid)
-                continue;
-            r->state = RANK_REAPED;
-            job->nlive--;
-            if (WIFEXITED(st))
-                r->exit_status = WEXITSTATUS(st);
-            else if (WIFSIGNALED(st))
-                r->term_signal = WTERMSIG(st);
-            r->core_dumped = WIFSIGNALED(st) && WCOREDUMP(st);
-        }
+        siginfo_t si;
+        si.si_pid = 0;
+        if (waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+            si.si_pid != r->pid)
+            continue;
+        r->state = RANK_EXITED;
+        if (si.si_code == CLD_EXITED)
+            r->exit_status = si.si_status;
+        else
+            r->term_signal = si.si_status;
+        r->core_dumped = si.si_code == CLD_DUMPED;
         rank_exited(job, r);
     }
-    /* Rank 0 last: nobody else is left to share its group. */
-    if (job->ranks[0].state == RANK_EXITED && job->nlive == 1) {
-        int st;
-        while (waitpid(job->ranks[0].pid, &st, 0) < 0 && errno == EINTR)
-            ;
-        job->ranks[0].state = RANK_REAPED;
-        job->nlive = 0;
+    if (count_running(job) == 0) {
+        for (int i = 0; i < job->nranks; i++) {
+            struct cadre__launcher_rank *r = &job->ranks[i];
+            if (r->state != RANK_EXITED)
+                continue;
+            int st;
+            while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR)
+                ;
+            r->state = RANK_REAPED;
+            job->nlive--;
+        }
     }
     cadre__launcher_check_done(job);
 }

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <signal.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,6 +104,51 @@ void cadre__p2p_peer_finalized(int w)
     }
 }
 
+/* How the process `pid`, whose pidfd said it ended, ended: "killed by
+ * SIGSEGV", "exited with status 3", or "exited" when nothing tells. Its
+ * parent has not reaped it yet (cadrerun keeps every rank a zombie until the
+ * job ends), so /proc/PID/stat still holds its wait status (field 52,
+ * readable by its own user); a live process there is another one that took
+ * the pid. */
+static void exit_cause(pid_t pid, char *buf, size_t len)
+{
+    snprintf(buf, len, "exited");
+    char path[64], stat[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    /* "pid (comm) S f4 f5 ... f52": comm may hold spaces and parentheses. */
+    char *p = strrchr(stat, ')');
+    if (!p || p[1] != ' ' || p[2] != 'Z')
+        return;
+    p += 2;
+    for (int field = 3; field < 52 && p; field++) {
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    char *end;
+    long st = p ? strtol(p, &end, 10) : 0;
+    if (!p || end == p || st < 0 || st > 0xffff)
+        return;
+    int status = (int)st;
+    if (WIFSIGNALED(status)) {
+        const char *abbrev = sigabbrev_np(WTERMSIG(status));
+        char sig[32];
+        if (abbrev)
+            snprintf(sig, sizeof sig, "SIG%s", abbrev);
+        else
+            snprintf(sig, sizeof sig, "signal %d", WTERMSIG(status));
+        snprintf(buf, len, "killed by %s%s", sig, WCOREDUMP(status) ? " (core dumped)" : "");
+    } else if (WIFEXITED(status)) {
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+    }
+}
+
 void cadre__p2p_check_peers(void)
 {
     struct cadre_engine *e = &cadre__eng;
@@ -118,6 +165,9 @@ void cadre__p2p_check_peers(void)
             continue;
         struct pollfd pf = {p->pidfd, POLLIN, 0};
         if (poll(&pf, 1, 0) == 1) {
+            /* Before its parent may reap it. */
+            char cause[64];
+            exit_cause(p->pid, cause, sizeof cause);
             close(p->pidfd);
             p->pidfd = -1;
             /* Messages it sent before exiting may still be in our queues,
@@ -129,7 +179,7 @@ void cadre__p2p_check_peers(void)
             for (int k = 0; k < 64; k++)
                 if (cadre__p2p_progress_locked() == 0 && k > 0)
                     break;
-            cadre__p2p_peer_failed(w, "exited");
+            cadre__p2p_peer_failed(w, cause);
         }
     }
     if (e->deaths_pending)
