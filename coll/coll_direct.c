@@ -210,7 +210,7 @@ static int allgatherv_call(struct coll_sched *s, const struct coll_step *st)
     /* Start with the next rank so the ranks do not all read rank 0 at once.
      * Each block is one process_vm_readv straight into the output: reading
      * through a cache-sized chunk and streaming it out was slower at every
-     * size measured, 16 to 64 MiB, here and in bcast (bench/RESULTS.md,
+     * size measured, 16 to 64 MiB, here and in bcast (bench/HISTORY.md,
      * 2026-11-24): the kernel's cost is per page pinned, and the chunk adds a
      * second copy. */
     for (int i = 1; i < n; i++) {
@@ -236,7 +236,7 @@ static int bcast_call(struct coll_sched *s, const struct coll_step *st)
          * reads the rest. The root's process_vm_writev costs less per byte
          * than the reader's readv here: at 16 MiB, 60% against 50% took
          * 564 against 657 us (medians of 5, c2c ~470 ns), and 65-75% did
-         * better still where c2c read ~110 ns (bench/RESULTS.md). In pieces
+         * better still where c2c read ~110 ns (bench/HISTORY.md). In pieces
          * of BCAST_PIECE, so that a peer that left the call stops the
          * writes within one (cadre__direct_write). */
         size_t half = bytes / 5 * 3 / 64 * 64;

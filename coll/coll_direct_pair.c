@@ -161,7 +161,7 @@ static int pair_reduce_out(struct coll_sched *s, struct direct *d, unsigned char
  * holds when the vectors as a whole do not fit in it (least recently used
  * goes first: front to back every time, each call finds nothing of the
  * call before). Beside six `yes`, 2 ranks, 12 alternated turns: 4 MiB
- * 3.14 ms against 3.39, 8 MiB 8.9 against 9.4 (bench/RESULTS.md). */
+ * 3.14 ms against 3.39, 8 MiB 8.9 against 9.4 (bench/HISTORY.md). */
 static int allreduce_pair(struct coll_sched *s, struct direct *d)
 {
     unsigned char *acc, *tmp;
@@ -358,7 +358,7 @@ static int copy_results(struct coll_sched *s, struct direct *d, uint64_t key, ui
  * ms against 20.5 for the variant before, in which each rank read the
  * peer's chunks back from the owner's output, where its streaming stores
  * had sent them to memory; in place 13.2 against 14.1 for the fixed halves
- * (bench/RESULTS.md). In place too, since a chunk is read and written only
+ * (bench/HISTORY.md). In place too, since a chunk is read and written only
  * by the rank that claimed it. A write goes only into a peer still in the
  * call (cadre__direct_write). Each chunk is computed once, so both ranks
  * get the same bits. */
@@ -489,7 +489,7 @@ static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
  * 0.69-0.79, 16 MiB 0.77; where they do 1 MiB 0.97-1.08, 2 MiB 0.96-1.03,
  * 4 MiB 0.84-1.00, 8 MiB 0.84-0.93, 16 MiB 0.84-0.96. Plain stores in 16
  * turns, 8 of each placement: 1 MiB 0.89 and 0.81, 2 MiB 1.30 and 0.79, 4
- * MiB 1.24 and 0.84 (bench/RESULTS.md). */
+ * MiB 1.24 and 0.84 (bench/HISTORY.md). */
 #define PART_PLAIN_MAX ((size_t)512 << 10)
 #define SHARED_WHOLE_MAX ((size_t)4 << 20)
 int cadre__direct_pair_stage(struct coll_sched *s, const struct direct *d)
@@ -564,7 +564,7 @@ static int allreduce_pair_staged(struct coll_sched *s, struct direct *d)
  * (allreduce_pair_claim). Neither rank then waits for the other in round
  * 2. Beside six `yes`, 2 ranks, 6 alternated turns, medians: the claims
  * against the whole result 64 KiB 72 us against 39, 256 KiB 240 against
- * 129, 512 KiB 187 against 260, 1 MiB 468 against 580 (bench/RESULTS.md). */
+ * 129, 512 KiB 187 against 260, 1 MiB 468 against 580 (bench/HISTORY.md). */
 int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d)
 {
     uint64_t any = d->peer[0].busy | d->peer[1].busy, all = d->peer[0].busy & d->peer[1].busy;

@@ -89,7 +89,7 @@ static const struct table tables[COLL_NKINDS] = {
                      {ALWAYS(COLL_ALGO_BINOMIAL)},
                      {SLOTS_2, SLOTS_N, OTHERWISE(COLL_ALGO_BINOMIAL)}},
     /* Direct from 1 MiB on more than two ranks: ahead of the slots, the ring
-     * and recursive doubling on 4 ranks (bench/RESULTS.md, 2026-11-24). The
+     * and recursive doubling on 4 ranks (bench/HISTORY.md, 2026-11-24). The
      * split serves blocking calls from 64 KiB while a rank's share fits its
      * slot. */
     [COLL_ALLREDUCE] = {"allreduce", "the vector",
@@ -110,7 +110,7 @@ static const struct table tables[COLL_NKINDS] = {
                      {ALWAYS(COLL_ALGO_LINEAR)},
                      {OTHERWISE(COLL_ALGO_LINEAR)}},
     /* Direct on two ranks: one process_vm_readv of the peer's half is ahead
-     * of the pipelined messages from 2 MiB (bench/RESULTS.md, 2026-11-24);
+     * of the pipelined messages from 2 MiB (bench/HISTORY.md, 2026-11-24);
      * more ranks keep the messages (not measured). */
     [COLL_ALLGATHER] = {"allgather", "the result; block = the largest rank's part",
                         {ALWAYS(COLL_ALGO_RING),

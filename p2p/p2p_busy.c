@@ -4,7 +4,7 @@
  * With CPU hogs or other jobs on the cores each rank runs in the slices the
  * scheduler gives it, and two ranks make progress together only while both
  * run. Measured on the 2-core machine with six `yes` beside a 2-rank
- * allreduce (bench/contention.sh, bench/RESULTS.md), two things help:
+ * allreduce (bench/contention.sh, bench/HISTORY.md), two things help:
  *   - short scheduler slices for the ranks' threads (slice_set): the same
  *     share of the core, in smaller pieces, so the two ranks run together
  *     more often;
@@ -104,7 +104,7 @@ struct slice_attr {
  * the default's 1.4 here, so a rank waiting for its peer, and the peer, are
  * on their cores together far more often: 2-rank allreduce beside six
  * `yes`, 128 KiB 115-120 us against 440-700, 8 B 1.4-1.5 us against
- * 1.5-3.7 (bench/RESULTS.md). Put back as it was when the cores are free. */
+ * 1.5-3.7 (bench/HISTORY.md). Put back as it was when the cores are free. */
 #define SLICE_BUSY_NS 100000
 
 static _Atomic int slice_said; /* the INFO line, once per process */

@@ -232,7 +232,7 @@ int cadre__p2p_init(void)
     /* Hosts that are containers or namespaces of one machine share its
      * cores: 2 hosts of 2 ranks on a 2-core machine spin 4 ranks on 2 cores
      * unless their waits yield (8-byte allreduce 2.6 ms spinning, 0.14 ms
-     * yielding; bench/RESULTS.md, across hosts). */
+     * yielding; bench/HISTORY.md, across hosts). */
     /* And the cores are those the machine's ranks may run on together: 2
      * ranks under `taskset -c 0 cadrerun` spun against each other, each
      * waiting out its peer's whole slice (8 B message rate 0.16 M/s against

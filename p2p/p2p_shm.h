@@ -27,7 +27,7 @@ _Static_assert(sizeof(struct slot) == 64, "slot header must fill one cache line"
  * 2026-11-27; on 2026-11-28 the median 4 ms block 2-3% slower in two runs
  * of 90 alternated launches each, the slowest tenth of the blocks faster in
  * one run and slower in the other, by the host's slow moments:
- * bench/RESULTS.md.) The receiver takes messages from the
+ * bench/HISTORY.md.) The receiver takes messages from the
  * tiny and the eager lane in the order of their sequence numbers (every
  * message but DATA has the next one). */
 #define TINY_MAX 8
