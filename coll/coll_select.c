@@ -68,6 +68,8 @@ struct table {
  * one message each way is as quick from 4 KiB on. */
 #define SLOTS_2 {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS, RK_2, M_BYTES, 0, 4 * KiB, 0}
 #define SLOTS_N {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS, RK_NOT2, M_BYTES, 0, MiB, 0}
+/* scan, exscan: recursive doubling up to this size (measured: cadre_scan(3)). */
+#define SCAN_RD_MAX (64 * KiB)
 #define OTHERWISE(a) {a, 0, RK_ANY, M_BYTES, 0, ANY, 0}
 #define ALWAYS(a) {a, 0, RK_ANY, 0, COLL_ALGO_NONE}
 
@@ -140,6 +142,17 @@ static const struct table tables[COLL_NKINDS] = {
                         {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_NOT2, M_BYTES,
                          0, MiB, 0},
                         OTHERWISE(COLL_ALGO_PAIRWISE)}},
+    /* Recursive doubling takes log2(n) rounds and sends the vector in each;
+     * the chain (linear, in segments) takes n-1 steps and sends it once. On
+     * two ranks both are one message, the chain's one way only. */
+    [COLL_SCAN] = {"scan", "the vector",
+                   {ALWAYS(COLL_ALGO_RD), ALWAYS(COLL_ALGO_LINEAR)},
+                   {{COLL_ALGO_RD, 0, RK_GT2, M_BYTES, 0, SCAN_RD_MAX, 0},
+                    OTHERWISE(COLL_ALGO_LINEAR)}},
+    [COLL_EXSCAN] = {"exscan", "the vector",
+                     {ALWAYS(COLL_ALGO_RD), ALWAYS(COLL_ALGO_LINEAR)},
+                     {{COLL_ALGO_RD, 0, RK_GT2, M_BYTES, 0, SCAN_RD_MAX, 0},
+                      OTHERWISE(COLL_ALGO_LINEAR)}},
 };
 
 static const char *const algo_names[COLL_NALGOS] = {

@@ -215,6 +215,16 @@ int cadre_alltoall(const void *sendbuf, void *recvbuf, size_t count, cadre_datat
 int cadre_alltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
                     void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
                     cadre_datatype_t dt, cadre_comm_t comm);
+/* Prefix reductions: rank r gets the reduction of the sendbufs of ranks
+ * 0..r (scan) or 0..r-1 (exscan, whose recvbuf at rank 0 is neither read
+ * nor written). CADRE_AVG gives the mean over those ranks. CADRE_IN_PLACE:
+ * the input is recvbuf. The order of the reductions is fixed by the
+ * algorithm and the ranks (repeated calls give the same bits); see
+ * cadre_scan(3). */
+int cadre_scan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+               cadre_op_t op, cadre_comm_t comm);
+int cadre_exscan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                 cadre_op_t op, cadre_comm_t comm);
 
 int cadre_ibarrier(cadre_comm_t comm, cadre_request_t *req);
 int cadre_ibcast(void *buf, size_t count, cadre_datatype_t dt, int root, cadre_comm_t comm,
@@ -246,6 +256,10 @@ int cadre_ialltoall(const void *sendbuf, void *recvbuf, size_t count, cadre_data
 int cadre_ialltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
                      void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
                      cadre_datatype_t dt, cadre_comm_t comm, cadre_request_t *req);
+int cadre_iscan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                cadre_op_t op, cadre_comm_t comm, cadre_request_t *req);
+int cadre_iexscan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                  cadre_op_t op, cadre_comm_t comm, cadre_request_t *req);
 
 #ifdef __cplusplus
 }

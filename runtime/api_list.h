@@ -70,6 +70,8 @@ CADRE__API(PLAIN, scatterv, (const void *sendbuf, const size_t sendcounts[], con
 CADRE__API(PLAIN, reduce_scatter, (const void *sendbuf, void *recvbuf, size_t recvcount, cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm), (sendbuf, recvbuf, recvcount, dt, op, comm), comm)
 CADRE__API(PLAIN, alltoall, (const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, cadre_comm_t comm), (sendbuf, recvbuf, count, dt, comm), comm)
 CADRE__API(PLAIN, alltoallv, (const void *sendbuf, const size_t sendcounts[], const size_t sdispls[], void *recvbuf, const size_t recvcounts[], const size_t rdispls[], cadre_datatype_t dt, cadre_comm_t comm), (sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dt, comm), comm)
+CADRE__API(PLAIN, scan, (const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm), (sendbuf, recvbuf, count, dt, op, comm), comm)
+CADRE__API(PLAIN, exscan, (const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm), (sendbuf, recvbuf, count, dt, op, comm), comm)
 
 CADRE__API(PLAIN, ibarrier, (cadre_comm_t comm, cadre_request_t *req), (comm, req), comm)
 CADRE__API(PLAIN, ibcast, (void *buf, size_t count, cadre_datatype_t dt, int root, cadre_comm_t comm, cadre_request_t *req), (buf, count, dt, root, comm, req), comm)
@@ -84,5 +86,7 @@ CADRE__API(PLAIN, iscatterv, (const void *sendbuf, const size_t sendcounts[], co
 CADRE__API(PLAIN, ireduce_scatter, (const void *sendbuf, void *recvbuf, size_t recvcount, cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm, cadre_request_t *req), (sendbuf, recvbuf, recvcount, dt, op, comm, req), comm)
 CADRE__API(PLAIN, ialltoall, (const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, cadre_comm_t comm, cadre_request_t *req), (sendbuf, recvbuf, count, dt, comm, req), comm)
 CADRE__API(PLAIN, ialltoallv, (const void *sendbuf, const size_t sendcounts[], const size_t sdispls[], void *recvbuf, const size_t recvcounts[], const size_t rdispls[], cadre_datatype_t dt, cadre_comm_t comm, cadre_request_t *req), (sendbuf, sendcounts, sdispls, recvbuf, recvcounts, rdispls, dt, comm, req), comm)
+CADRE__API(PLAIN, iscan, (const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm, cadre_request_t *req), (sendbuf, recvbuf, count, dt, op, comm, req), comm)
+CADRE__API(PLAIN, iexscan, (const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm, cadre_request_t *req), (sendbuf, recvbuf, count, dt, op, comm, req), comm)
 CADRE__API(INIT, init_thread, (int *argc, char ***argv, int required, int *provided), (argc, argv, required, provided), CADRE_COMM_NULL)
 /* clang-format on */
