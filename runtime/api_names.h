@@ -20,6 +20,7 @@
 #define cadre_comm_size cadre__impl_comm_size
 #define cadre_comm_split cadre__impl_comm_split
 #define cadre_comm_create cadre__impl_comm_create
+#define cadre_comm_create_group cadre__impl_comm_create_group
 #define cadre_comm_dup cadre__impl_comm_dup
 #define cadre_comm_free cadre__impl_comm_free
 #define cadre_comm_world_rank cadre__impl_comm_world_rank
