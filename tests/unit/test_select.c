@@ -117,10 +117,10 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
             return *algo = COLL_ALGO_SLOTS, 7;
         return *algo = COLL_ALGO_PAIRWISE, 1;
     case COLL_SCAN:
-    case COLL_EXSCAN: /* not in a92c487: recursive doubling on more than two
+    case COLL_EXSCAN: /* not in a92c487: recursive doubling on more than 8
                        * ranks up to 64 KiB, else the chain */
         if (!a)
-            a = n > 2 && bytes <= ((size_t)64 << 10) ? 1 : 2;
+            a = n > 8 && bytes <= ((size_t)64 << 10) ? 1 : 2;
         return *algo = old_algos[o->kind][a - 1], a;
     case COLL_GATHER:
     case COLL_SCATTER:
