@@ -136,9 +136,10 @@ int cadre_comm_split(cadre_comm_t comm, int color, int key, cadre_comm_t *newcom
 int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t *newcomm);
 /* Called by the n listed ranks of comm only, each with the same list and
  * tag (>= 0; MPI_Comm_create_group): they get a communicator ordered as
- * ranks[]. Creations on one comm at the same time are told apart by their
- * tags (which never meet comm's point-to-point tags). CADRE_ERR_MISMATCH
- * names a member whose list differs. */
+ * ranks[]. Creations on one comm at the same time (by other ranks) are told
+ * apart by their tags, which never meet comm's point-to-point tags; one
+ * process makes one communicator at a time. CADRE_ERR_MISMATCH names a
+ * member whose list differs. */
 int cadre_comm_create_group(cadre_comm_t comm, int n, const int ranks[], int tag,
                             cadre_comm_t *newcomm);
 int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm);
