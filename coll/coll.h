@@ -83,6 +83,11 @@ struct coll_sched {
 /* ---- building ------------------------------------------------------------- */
 int cadre__sched_init(struct coll_sched *s, struct cadre_comm *comm, const char *op_name,
                       cadre_datatype_t dt, cadre_op_t op);
+/* A schedule of a subset of comm's ranks, on context ctx with tag `tag`
+ * (never the collective sequence, which every rank of comm counts), without
+ * signature: cadre_comm_create_group's exchange (coll_comm.c). */
+int cadre__sched_init_on(struct coll_sched *s, struct cadre_comm *comm, const char *op_name,
+                         uint32_t ctx, int32_t tag);
 void cadre__sched_free(struct coll_sched *s);
 /* A schedule counted alive (direct_live, coll_direct.c) finished or was
  * freed: it no longer counts, and the window it opened into this rank's
@@ -118,10 +123,16 @@ float cadre__bf16_to_float(uint16_t b);
 uint16_t cadre__float_to_bf16(float f);
 
 /* ---- communicators ---------------------------------------------------------------- */
-/* The context that collective traffic of comm uses (never user p2p's). */
+/* Contexts are multiples of 4 (coll_comm.c): context_id carries user p2p,
+ * context_id | 1 the collectives, context_id | 2 the exchanges of
+ * cadre_comm_create_group on comm (tag = the caller's). */
 static inline uint32_t cadre__coll_ctx(const struct cadre_comm *c)
 {
     return c->context_id | 1u;
+}
+static inline uint32_t cadre__group_ctx(const struct cadre_comm *c)
+{
+    return c->context_id | 2u;
 }
 /* Mismatch (coll_poison.c). */
 /* Lock held: poisons c here and at every other rank, after this rank (whose

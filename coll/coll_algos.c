@@ -304,3 +304,104 @@ int cadre__algo_alltoallv_pairwise(struct coll_sched *s, const void *sbuf, const
     }
     return CADRE_SUCCESS;
 }
+
+/* ---- scan / exscan ------------------------------------------------------------------ */
+/* The order of the reductions is fixed by the algorithm, the number of ranks
+ * and the rank, never by timing: a call repeated with the same arguments
+ * gives the same bits. Every cadre op is commutative, so a step may combine
+ * a block of lower ranks into a block of higher ranks from either side (for
+ * SUM and PROD of floats, a op b and b op a are the same bits). */
+
+/* Recursive doubling (Hillis and Steele; MPICH's scan and exscan). In round
+ * k a rank trades with me ^ 2^k its partial result, the reduction of the
+ * aligned block of 2^k ranks that holds it; what comes from a lower block
+ * goes into the result too. The result of rank me is thus the reduction of
+ * x_me with the blocks below it, largest last: for me = 6,
+ * ((x6 op x4..5) op x0..3), each block itself reduced the same way. */
+int cadre__algo_scan_rd(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count,
+                        int exclusive)
+{
+    int n = s->comm->size, me = s->comm->rank, have = !exclusive;
+    size_t bytes = count * s->elsize;
+    char *part, *in;
+    SCRATCH(part, bytes);
+    SCRATCH(in, bytes);
+    TRY(cadre__sched_copy(s, part, sbuf, bytes));
+    if (!exclusive)
+        TRY(cadre__sched_copy(s, rbuf, sbuf, bytes));
+    TRY(cadre__sched_barrier(s));
+    for (int mask = 1; mask < n; mask <<= 1) {
+        int peer = me ^ mask;
+        if (peer >= n)
+            continue;
+        TRY(cadre__sched_send(s, peer, part, bytes));
+        TRY(cadre__sched_recv(s, peer, in, bytes));
+        TRY(cadre__sched_barrier(s));
+        if (peer < me) {
+            /* exscan: the first lower block is the result so far */
+            if (have)
+                TRY(cadre__sched_reduce(s, rbuf, in, count));
+            else
+                TRY(cadre__sched_copy(s, rbuf, in, bytes));
+            have = 1;
+        }
+        /* The last round's partial result is never sent. */
+        if (mask << 1 < n)
+            TRY(cadre__sched_reduce(s, part, in, count));
+        TRY(cadre__sched_barrier(s));
+    }
+    return CADRE_SUCCESS;
+}
+
+/* A chain 0 -> 1 -> ... -> n-1 cut into segments so every link works at
+ * once: each rank sends its vector once (recursive doubling sends it log2 n
+ * times). Rank me receives the reduction of ranks 0..me-1 from me-1, left
+ * to right ((x0 op x1) op x2 ...), and passes on that op x_me. */
+int cadre__algo_scan_linear(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count,
+                            int exclusive)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    size_t es = s->elsize, bytes = count * es;
+    size_t seg = CADRE_COLL_SEGMENT / es * es, nseg = bytes ? (bytes + seg - 1) / seg : 1;
+    const char *x = sbuf;
+    char *r = rbuf, *in = NULL, *out = NULL;
+    if (me > 0)
+        SCRATCH(in, seg);
+    if (exclusive && me > 0 && me < n - 1)
+        SCRATCH(out, seg);
+    if (exclusive && me > 0 && x == r) {
+        /* in place: the input is overwritten by what comes from me-1 */
+        char *keep;
+        SCRATCH(keep, bytes);
+        TRY(cadre__sched_copy(s, keep, x, bytes));
+        TRY(cadre__sched_barrier(s));
+        x = keep;
+    }
+    if (!exclusive) {
+        TRY(cadre__sched_copy(s, r, x, bytes));
+        TRY(cadre__sched_barrier(s));
+    }
+    /* Round c receives segment c and sends segment c-1. */
+    for (size_t c = 0; c <= nseg; c++) {
+        size_t off = c * seg, len = c < nseg ? (bytes - off < seg ? bytes - off : seg) : 0;
+        size_t poff = off - seg, plen = c > 0 ? (bytes - poff < seg ? bytes - poff : seg) : 0;
+        if (c > 0 && me < n - 1) {
+            const char *what = !exclusive ? r + poff : me == 0 ? x + poff : out;
+            TRY(cadre__sched_send(s, me + 1, what, plen));
+        }
+        if (c < nseg && me > 0)
+            TRY(cadre__sched_recv(s, me - 1, in, len));
+        TRY(cadre__sched_barrier(s));
+        if (c < nseg && me > 0) {
+            if (!exclusive)
+                TRY(cadre__sched_reduce(s, r + off, in, len / es));
+            else {
+                TRY(cadre__sched_copy(s, r + off, in, len));
+                if (me < n - 1)
+                    TRY(cadre__sched_reduce_to(s, out, in, x + off, len / es));
+            }
+            TRY(cadre__sched_barrier(s));
+        }
+    }
+    return CADRE_SUCCESS;
+}

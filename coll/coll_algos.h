@@ -23,6 +23,12 @@ int cadre__algo_gatherv_linear(struct coll_sched *s, const void *sbuf, size_t se
                                void *rbuf, const size_t *counts, const size_t *displs, int root);
 int cadre__algo_scatterv_linear(struct coll_sched *s, const void *sbuf, const size_t *counts,
                                 const size_t *displs, void *rbuf, size_t recvcount, int root);
+/* Inclusive (exclusive 0) or exclusive prefix reduction; sbuf == rbuf in
+ * place. Exclusive: rank 0's rbuf is neither read nor written. */
+int cadre__algo_scan_rd(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count,
+                        int exclusive);
+int cadre__algo_scan_linear(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count,
+                            int exclusive);
 int cadre__algo_alltoallv_pairwise(struct coll_sched *s, const void *sbuf, const size_t *scounts,
                                    const size_t *sdispls, void *rbuf, const size_t *rcounts,
                                    const size_t *rdispls);

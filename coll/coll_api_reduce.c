@@ -1,5 +1,5 @@
 /*
- * The reducing collectives: reduce, allreduce, reduce_scatter, blocking and
+ * The reducing collectives: reduce, allreduce, reduce_scatter, scan, exscan, blocking and
  * nonblocking. Each checks its arguments, resolves CADRE_IN_PLACE, offers
  * device buffers to the device path (coll/coll_gpu*.c), lets cadre__coll_choose pick the algorithm
  * (coll_select.c) and runs it: the shared-memory slots and the split
@@ -187,3 +187,62 @@ int cadre_ireduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
                                req, 1);
 }
 
+
+/* ---- scan, exscan ------------------------------------------------------------------------ */
+/* CADRE_AVG of a prefix is its mean: the sum over ranks 0..me divided by
+ * me+1 (scan), over ranks 0..me-1 by me (exscan). Exscan leaves rank 0's
+ * recvbuf as it was (API.md), also in place. */
+static int scan_impl(const char *fn, const void *sbuf, void *rbuf, size_t count,
+                     cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm,
+                     cadre_request_t *req, int nb, int exclusive)
+{
+    REQ_CHECK(fn, req);
+    struct call c;
+    CADRE_CHECK(check_comm_dt(&c, fn, comm, dt));
+    CADRE_CHECK(check_op(&c, dt, op));
+    size_t bytes;
+    CADRE_CHECK(check_span(&c, "count", count, 1, "recvbuf", rbuf, &bytes));
+    CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
+    if (sbuf == CADRE_IN_PLACE)
+        sbuf = rbuf;
+    CADRE_CHECK(check_span(&c, "count", count, 1, "sendbuf", sbuf, &bytes));
+    CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
+    CADRE_CHECK(check_apart(&c, sbuf, bytes, rbuf, bytes, rbuf));
+    enum coll_kind k = exclusive ? COLL_EXSCAN : COLL_SCAN;
+    struct coll_in in = {.kind = k, .nb = nb, .bytes = bytes, .count = count, .elsize = c.es};
+    struct coll_choice ch;
+    cadre__coll_choose(&c, &in, &ch);
+    int code = algo_code(&in, &ch);
+    struct coll_sched s;
+    begin(&s, &c, dt, op);
+    int rc = ch.algo == COLL_ALGO_LINEAR ? cadre__algo_scan_linear(&s, sbuf, rbuf, count, exclusive)
+                                         : cadre__algo_scan_rd(&s, sbuf, rbuf, count, exclusive);
+    int div = exclusive ? c.me : c.me + 1;
+    if (op == CADRE_AVG && count && div > 0) {
+        s.scale_buf = rbuf;
+        s.scale_n = count;
+        s.scale_div = div;
+    }
+    s.sig = cadre__sig(exclusive ? SIG_EXSCAN : SIG_SCAN, dt, op, code, SIG_NO_ROOT, count);
+    return finish(&s, rc, req);
+}
+int cadre_scan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+               cadre_op_t op, cadre_comm_t comm)
+{
+    return scan_impl("cadre_scan", sendbuf, recvbuf, count, dt, op, comm, NULL, 0, 0);
+}
+int cadre_iscan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                cadre_op_t op, cadre_comm_t comm, cadre_request_t *req)
+{
+    return scan_impl("cadre_iscan", sendbuf, recvbuf, count, dt, op, comm, req, 1, 0);
+}
+int cadre_exscan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                 cadre_op_t op, cadre_comm_t comm)
+{
+    return scan_impl("cadre_exscan", sendbuf, recvbuf, count, dt, op, comm, NULL, 0, 1);
+}
+int cadre_iexscan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                  cadre_op_t op, cadre_comm_t comm, cadre_request_t *req)
+{
+    return scan_impl("cadre_iexscan", sendbuf, recvbuf, count, dt, op, comm, req, 1, 1);
+}

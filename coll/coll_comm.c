@@ -1,10 +1,16 @@
-/* Communicators: split, create (torch's new_group), dup, free, world_rank.
+/* Communicators: split, create (torch's new_group), create_group (by the
+ * members alone), dup, free, world_rank.
  *
  * Context ids: every process keeps next_ctx, above the context of every
  * communicator it belongs to. A new communicator takes the largest next_ctx
- * of the parent's ranks, learnt in the same allgather that tells colours and
- * keys apart, so no process can hold two communicators with one context.
- * Contexts are even; the odd one above carries the collective traffic. */
+ * of the ranks that make it (the parent's ranks, learnt in the same
+ * allgather that tells colours and keys apart; create_group's members, in
+ * their own exchange), so no process can hold two communicators with one
+ * context, and two processes exchange messages on a context only within the
+ * one communicator that both hold with it. Contexts are multiples of 4; the
+ * one above carries the collective traffic, the next create_group's
+ * exchanges on the communicator (coll.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +18,7 @@
 #include "coll_hier.h"
 #include "p2p/p2p_gpu.h"
 
-static uint32_t next_ctx = 2;
+static uint32_t next_ctx = 4;
 
 struct entry {
     int64_t color, key, ctx;
@@ -135,7 +141,7 @@ int cadre_comm_split(cadre_comm_t comm, int color, int key, cadre_comm_t *newcom
     struct entry *all;
     CADRE_CHECK(exchange(fn, comm, p, color, key, &all));
     uint32_t ctx = agreed_ctx(all, p->size);
-    next_ctx = ctx + 2;
+    next_ctx = ctx + 4;
     if (color == CADRE_UNDEFINED) {
         free(all);
         *newcomm = CADRE_COMM_NULL;
@@ -217,7 +223,7 @@ int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t 
     for (int i = 0; i < n; i++)
         fast &= (uint64_t)all[ranks[i]].fast;
     free(all);
-    next_ctx = ctx + 2;
+    next_ctx = ctx + 4;
     if (myrank < 0) {
         *newcomm = CADRE_COMM_NULL;
         return CADRE_SUCCESS;
@@ -225,6 +231,140 @@ int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t 
     int *world = malloc((size_t)n * sizeof *world);
     if (!world)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    for (int i = 0; i < n; i++)
+        world[i] = cadre__world_rank(p, ranks[i]);
+    struct cadre_comm *c;
+    rc = new_comm(myrank, n, world, ctx, fast, &c);
+    free(world);
+    if (rc != CADRE_SUCCESS)
+        return cadre__error(rc, "%s: no memory", fn);
+    *newcomm = cadre__comm_handle(c);
+    return CADRE_SUCCESS;
+}
+
+/* ---- create_group ------------------------------------------------------------------ */
+/* A member's part of the exchange, in int64: n, next_ctx, the slots free,
+ * then its list. */
+enum { G_N, G_CTX, G_FAST, G_LIST };
+
+static int check_group(const char *fn, const struct cadre_comm *p, int n, const int *ranks,
+                       int tag, int *myrank)
+{
+    if (n < 1 || n > p->size)
+        return cadre__error(CADRE_ERR_ARG, "%s: n %d out of range [1,%d]", fn, n, p->size);
+    if (!ranks)
+        return cadre__error(CADRE_ERR_ARG, "%s: ranks is NULL with n %d", fn, n);
+    if (tag < 0)
+        return cadre__error(CADRE_ERR_ARG, "%s: tag %d is negative", fn, tag);
+    char *seen = calloc((size_t)p->size, 1);
+    if (!seen)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    *myrank = -1;
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] < 0 || ranks[i] >= p->size || seen[ranks[i]]) {
+            int bad = ranks[i];
+            free(seen);
+            return cadre__error(CADRE_ERR_ARG, "%s: ranks[%d] = %d is %s", fn, i, bad,
+                                bad < 0 || bad >= p->size ? "out of range" : "listed twice");
+        }
+        seen[ranks[i]] = 1;
+        if (ranks[i] == p->rank)
+            *myrank = i;
+    }
+    free(seen);
+    if (*myrank < 0)
+        return cadre__error(CADRE_ERR_ARG,
+                            "%s: this rank (%d) is not in ranks[]: only the listed ranks call it",
+                            fn, p->rank);
+    return CADRE_SUCCESS;
+}
+
+/* "{0,2,1}", cut short past a few dozen ranks. */
+static void list_text(char *buf, size_t len, const int64_t *l, int64_t n)
+{
+    size_t k = (size_t)snprintf(buf, len, "{");
+    for (int64_t i = 0; i < n && k + 16 < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%lld", i ? "," : "", (long long)l[i]);
+    snprintf(buf + k, len > k ? len - k : 0, "%s}", k + 16 < len ? "" : ",...");
+}
+
+/* Every member sends its part to the others of its list and receives
+ * theirs, on the parent's create_group context with the caller's tag: only
+ * the members take part, and creations with other tags (or user messages)
+ * never meet this one's. */
+static int group_exchange(const char *fn, struct cadre_comm *p, int n, const int *ranks, int tag,
+                          int myrank, int64_t *all, size_t slot)
+{
+    int64_t *mine = all + (size_t)myrank * slot;
+    mine[G_N] = n;
+    mine[G_CTX] = next_ctx;
+    mine[G_FAST] = (int64_t)cadre__fast_free_mask();
+    for (int i = 0; i < n; i++)
+        mine[G_LIST + i] = ranks[i];
+    if (n == 1)
+        return CADRE_SUCCESS;
+    struct coll_sched s;
+    cadre__sched_init_on(&s, p, fn, cadre__group_ctx(p), tag);
+    int rc = CADRE_SUCCESS;
+    for (int i = 0; i < n && rc == CADRE_SUCCESS; i++)
+        if (i != myrank) {
+            rc = cadre__sched_send(&s, ranks[i], mine, (G_LIST + (size_t)n) * sizeof *mine);
+            if (rc == CADRE_SUCCESS)
+                rc = cadre__sched_recv(&s, ranks[i], all + (size_t)i * slot, slot * sizeof *all);
+        }
+    if (rc == CADRE_SUCCESS)
+        rc = cadre__sched_barrier(&s);
+    if (rc != CADRE_SUCCESS) {
+        cadre__sched_free(&s);
+        return rc;
+    }
+    return cadre__sched_run(&s);
+}
+
+int cadre_comm_create_group(cadre_comm_t comm, int n, const int ranks[], int tag,
+                            cadre_comm_t *newcomm)
+{
+    const char *fn = "cadre_comm_create_group";
+    if (!newcomm)
+        return cadre__error(CADRE_ERR_ARG, "%s: newcomm is NULL", fn);
+    int rc, myrank = -1;
+    struct cadre_comm *p = get_parent(fn, comm, &rc);
+    if (!p)
+        return rc;
+    CADRE_CHECK(check_group(fn, p, n, ranks, tag, &myrank));
+    size_t slot = G_LIST + (size_t)p->size;
+    int64_t *all = calloc((size_t)n * slot, sizeof *all);
+    int *world = malloc((size_t)n * sizeof *world);
+    if (!all || !world) {
+        free(all), free(world);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    }
+    rc = group_exchange(fn, p, n, ranks, tag, myrank, all, slot);
+    const int64_t *mine = all + (size_t)myrank * slot;
+    uint32_t ctx = 0;
+    uint64_t fast = ~0ull;
+    for (int i = 0; i < n && rc == CADRE_SUCCESS; i++) {
+        const int64_t *e = all + (size_t)i * slot;
+        if (e[G_N] != n || memcmp(e + G_LIST, mine + G_LIST, (size_t)n * sizeof *e)) {
+            char a[160], b[160];
+            list_text(a, sizeof a, e + G_LIST, e[G_N] < 1 || e[G_N] > p->size ? 0 : e[G_N]);
+            list_text(b, sizeof b, mine + G_LIST, n);
+            rc = cadre__error(CADRE_ERR_MISMATCH,
+                              "%s: rank %d passed ranks %s, rank %d (this rank) passed %s (tag "
+                              "%d): every member must pass the same list",
+                              fn, ranks[i], a, p->rank, b, tag);
+            break;
+        }
+        if ((uint32_t)e[G_CTX] > ctx)
+            ctx = (uint32_t)e[G_CTX];
+        fast &= (uint64_t)e[G_FAST];
+    }
+    free(all);
+    if (rc != CADRE_SUCCESS) {
+        free(world);
+        return rc;
+    }
+    next_ctx = ctx + 4;
     for (int i = 0; i < n; i++)
         world[i] = cadre__world_rank(p, ranks[i]);
     struct cadre_comm *c;
@@ -252,7 +392,7 @@ int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm)
     for (int i = 0; i < p->size; i++)
         fast &= (uint64_t)all[i].fast;
     free(all);
-    next_ctx = ctx + 2;
+    next_ctx = ctx + 4;
     int *world = malloc((size_t)p->size * sizeof *world);
     if (!world)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);

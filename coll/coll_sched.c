@@ -27,6 +27,20 @@ int cadre__sched_init(struct coll_sched *s, struct cadre_comm *comm, const char 
     return CADRE_SUCCESS;
 }
 
+int cadre__sched_init_on(struct coll_sched *s, struct cadre_comm *comm, const char *op_name,
+                         uint32_t ctx, int32_t tag)
+{
+    memset(s, 0, sizeof *s);
+    s->comm = comm;
+    s->op_name = op_name;
+    s->dt = CADRE_UINT8;
+    s->op = CADRE_SUM;
+    s->elsize = 1;
+    s->ctx = ctx;
+    s->tag = tag;
+    return CADRE_SUCCESS;
+}
+
 /* ---- scratch kept between schedules --------------------------------------------- */
 /* A large scratch block that went back to malloc went back to the kernel
  * (glibc trims the heap, or unmaps it), and the next call faulted every page

@@ -16,7 +16,7 @@
 /* The collectives as CADRE_ALGO names them (the v-variants share). */
 enum coll_kind {
     COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_ALLREDUCE, COLL_GATHER, COLL_ALLGATHER,
-    COLL_SCATTER, COLL_REDUCE_SCATTER, COLL_ALLTOALL, COLL_NKINDS
+    COLL_SCATTER, COLL_REDUCE_SCATTER, COLL_ALLTOALL, COLL_SCAN, COLL_EXSCAN, COLL_NKINDS
 };
 
 /* Every algorithm, by the name CADRE_ALGO and the log use. */

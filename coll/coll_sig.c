@@ -22,7 +22,8 @@ int cadre__sig_enabled(void)
 
 static const char *const kinds[] = {"?", "barrier", "bcast", "reduce", "allreduce", "gather",
                                     "gatherv", "allgather", "allgatherv", "scatter", "scatterv",
-                                    "reduce_scatter", "alltoall", "alltoallv"};
+                                    "reduce_scatter", "alltoall", "alltoallv", "scan",
+                                    "exscan"};
 static const char *const dts[] = {"int8", "uint8", "int32", "uint32", "int64",
                                   "uint64", "float16", "bfloat16", "float32", "float64"};
 static const char *const ops[] = {"sum", "prod", "max", "min", "avg"};

@@ -134,6 +134,14 @@ int cadre_comm_split(cadre_comm_t comm, int color, int key, cadre_comm_t *newcom
 /* Collective over comm (every rank passes the same list): members get a
  * communicator ordered as ranks[]; the others get CADRE_COMM_NULL. */
 int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t *newcomm);
+/* Called by the n listed ranks of comm only, each with the same list and
+ * tag (>= 0; MPI_Comm_create_group): they get a communicator ordered as
+ * ranks[]. Creations on one comm at the same time (by other ranks) are told
+ * apart by their tags, which never meet comm's point-to-point tags; one
+ * process makes one communicator at a time. CADRE_ERR_MISMATCH names a
+ * member whose list differs. */
+int cadre_comm_create_group(cadre_comm_t comm, int n, const int ranks[], int tag,
+                            cadre_comm_t *newcomm);
 int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm);
 /* Frees a communicator and sets *comm = CADRE_COMM_NULL. */
 int cadre_comm_free(cadre_comm_t *comm);
@@ -215,6 +223,16 @@ int cadre_alltoall(const void *sendbuf, void *recvbuf, size_t count, cadre_datat
 int cadre_alltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
                     void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
                     cadre_datatype_t dt, cadre_comm_t comm);
+/* Prefix reductions: rank r gets the reduction of the sendbufs of ranks
+ * 0..r (scan) or 0..r-1 (exscan, whose recvbuf at rank 0 is neither read
+ * nor written). CADRE_AVG gives the mean over those ranks. CADRE_IN_PLACE:
+ * the input is recvbuf. The order of the reductions is fixed by the
+ * algorithm and the ranks (repeated calls give the same bits); see
+ * cadre_scan(3). */
+int cadre_scan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+               cadre_op_t op, cadre_comm_t comm);
+int cadre_exscan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                 cadre_op_t op, cadre_comm_t comm);
 
 int cadre_ibarrier(cadre_comm_t comm, cadre_request_t *req);
 int cadre_ibcast(void *buf, size_t count, cadre_datatype_t dt, int root, cadre_comm_t comm,
@@ -246,6 +264,10 @@ int cadre_ialltoall(const void *sendbuf, void *recvbuf, size_t count, cadre_data
 int cadre_ialltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
                      void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
                      cadre_datatype_t dt, cadre_comm_t comm, cadre_request_t *req);
+int cadre_iscan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                cadre_op_t op, cadre_comm_t comm, cadre_request_t *req);
+int cadre_iexscan(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
+                  cadre_op_t op, cadre_comm_t comm, cadre_request_t *req);
 
 #ifdef __cplusplus
 }

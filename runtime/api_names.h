@@ -20,6 +20,7 @@
 #define cadre_comm_size cadre__impl_comm_size
 #define cadre_comm_split cadre__impl_comm_split
 #define cadre_comm_create cadre__impl_comm_create
+#define cadre_comm_create_group cadre__impl_comm_create_group
 #define cadre_comm_dup cadre__impl_comm_dup
 #define cadre_comm_free cadre__impl_comm_free
 #define cadre_comm_world_rank cadre__impl_comm_world_rank
@@ -49,6 +50,8 @@
 #define cadre_reduce_scatter cadre__impl_reduce_scatter
 #define cadre_alltoall cadre__impl_alltoall
 #define cadre_alltoallv cadre__impl_alltoallv
+#define cadre_scan cadre__impl_scan
+#define cadre_exscan cadre__impl_exscan
 #define cadre_ibarrier cadre__impl_ibarrier
 #define cadre_ibcast cadre__impl_ibcast
 #define cadre_ireduce cadre__impl_ireduce
@@ -62,5 +65,7 @@
 #define cadre_ireduce_scatter cadre__impl_ireduce_scatter
 #define cadre_ialltoall cadre__impl_ialltoall
 #define cadre_ialltoallv cadre__impl_ialltoallv
+#define cadre_iscan cadre__impl_iscan
+#define cadre_iexscan cadre__impl_iexscan
 #define cadre_init_thread cadre__impl_init_thread
 #endif /* CADRE_API_NAMES_H */

@@ -1,16 +1,20 @@
 #!/bin/sh
-# install-check.sh BINDIR LIBDIR: checks an installed cadre as a user meets
-# it after `make install` (make installcheck runs it, and so make distcheck;
-# .ci/run runs it after the README's Installing steps in the tree the quick
-# start built). Each installed tool must start and answer; a program built
-# with the installed cadrecc, and one built with pkg-config, must run on 2
-# ranks under the installed cadrerun and get the right sum; one linked
-# against the static libcadre.a with `pkg-config --static --libs cadre` must
-# run too, and a fully static link is tried where every library has its
-# archive. Prints one line per check; exits 1 if any failed.
+# install-check.sh BINDIR LIBDIR [PREFIX]: checks an installed cadre as a user
+# meets it after `make install` (make installcheck runs it, and so make
+# distcheck; .ci/run runs it after the README's Installing steps in the tree
+# the quick start built). Each installed tool must start and answer; a
+# program built with the installed cadrecc, and one built with pkg-config,
+# must run on 2 ranks under the installed cadrerun and get the right sum; one
+# linked against the static libcadre.a with `pkg-config --static --libs
+# cadre` must run too, and a fully static link is tried where every library
+# has its archive. A CMake project (find_package(cadre), cadre::cadre) found
+# through CMAKE_PREFIX_PATH=PREFIX must build and run alone, as a 1-rank job
+# and on 2 ranks, and again from a copy of the installed files under another
+# prefix. Prints one line per check; exits 1 if any failed.
 set -u
 bindir=$1
 libdir=$2
+prefix=${3:-$(dirname "$libdir")}
 fails=0
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cadre-install-check.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -135,6 +139,68 @@ if cflags=$(pkg-config --cflags cadre) && libs=$(pkg-config --libs cadre) &&
     fi
 else
     bad "pkg-config --cflags --libs cadre with PKG_CONFIG_PATH=$PKG_CONFIG_PATH"
+fi
+
+# cmake_app NAME PREFIX_PATH: a CMake project that finds cadre under
+# PREFIX_PATH builds NAME from app.c, which must run alone, as a 1-rank job
+# and on 2 ranks.
+cmake_app() {
+    mkdir -p "$tmp/$1.src" "$tmp/$1.build"
+    cp "$tmp/app.c" "$tmp/$1.src/app.c"
+    cat >"$tmp/$1.src/CMakeLists.txt" <<EOF
+cmake_minimum_required(VERSION 3.13)
+project(cadre_install_check C)
+find_package(cadre 0.1 REQUIRED)
+add_executable($1 app.c)
+target_link_libraries($1 PRIVATE cadre::cadre)
+EOF
+    check "cmake configures a project with find_package(cadre) ($2)" \
+        cmake -S "$tmp/$1.src" -B "$tmp/$1.build" -DCMAKE_PREFIX_PATH="$2" -DCMAKE_C_COMPILER="$cc"
+    check "cmake builds it against cadre::cadre" cmake --build "$tmp/$1.build"
+    if [ -x "$tmp/$1.build/$1" ]; then
+        cp "$tmp/$1.build/$1" "$tmp/$1"
+        check "$1 as a 1-rank job" "$bindir/cadrerun" -n 1 "$tmp/$1"
+        expect "$1 as a 1-rank job: the sum" "rank 0 of 1: sum 1"
+        run_app "$1"
+    fi
+}
+if ! command -v cmake >/dev/null 2>&1; then
+    bad "cmake is not installed: the CMake package cannot be checked (Debian: apt-get install cmake)"
+elif [ ! -f "$libdir/cmake/cadre/cadreConfig.cmake" ] ||
+    [ ! -f "$libdir/cmake/cadre/cadreConfigVersion.cmake" ]; then
+    bad "no cadreConfig.cmake and cadreConfigVersion.cmake in $libdir/cmake/cadre"
+else
+    ok "cadreConfig.cmake and cadreConfigVersion.cmake installed"
+    cmake_app app_cmake "$prefix"
+    # A request for a version this cadre does not serve must fail.
+    mkdir -p "$tmp/v.src"
+    printf 'cmake_minimum_required(VERSION 3.13)\nproject(v C)\nfind_package(cadre 99 REQUIRED)\n' \
+        >"$tmp/v.src/CMakeLists.txt"
+    if timeout 120 cmake -S "$tmp/v.src" -B "$tmp/v.build" -DCMAKE_PREFIX_PATH="$prefix" \
+        >"$tmp/out" 2>&1; then
+        bad "find_package(cadre 99) succeeded"
+    else
+        ok "find_package(cadre 99) fails"
+    fi
+    # Relocatable: the library, the header and the package copied in the
+    # same layout under another prefix are found there.
+    inc=$(sed -n 's/^set(_cadre_inc "\(.*\)")$/\1/p' "$libdir/cmake/cadre/cadreConfig.cmake")
+    case $libdir/:$inc in
+    "$prefix"/*:[!/]*)
+        moved=$tmp/moved
+        lrel=${libdir#"$prefix"/}
+        mkdir -p "$moved/$lrel/cmake"
+        cp -P "$libdir"/libcadre.so* "$moved/$lrel/"
+        cp -R "$libdir/cmake/cadre" "$moved/$lrel/cmake/"
+        mkdir -p "$moved/$lrel/cmake/cadre/$inc"
+        cp "$libdir/cmake/cadre/$inc/cadre.h" "$moved/$lrel/cmake/cadre/$inc/"
+        cmake_app app_moved "$moved"
+        if [ -x "$tmp/app_moved" ] && ! readelf -d "$tmp/app_moved" | grep -q "$moved"; then
+            bad "app_moved does not take libcadre from the moved tree"
+        fi
+        ;;
+    *) echo "install-check: skipped: cadre.h or libcadre is not below $prefix: not relocatable" ;;
+    esac
 fi
 
 if [ "$fails" -gt 0 ]; then

@@ -17,10 +17,11 @@
 #include "gpu_test.h"
 
 enum { BARRIER, BCAST, REDUCE, ALLREDUCE, GATHER, GATHERV, ALLGATHER, ALLGATHERV, SCATTER,
-       SCATTERV, REDUCE_SCATTER, ALLTOALL, ALLTOALLV, NKINDS };
+       SCATTERV, REDUCE_SCATTER, ALLTOALL, ALLTOALLV, SCAN, EXSCAN, NKINDS };
 static const char *const names[NKINDS] = {"barrier", "bcast", "reduce", "allreduce", "gather",
                                           "gatherv", "allgather", "allgatherv", "scatter",
-                                          "scatterv", "reduce_scatter", "alltoall", "alltoallv"};
+                                          "scatterv", "reduce_scatter", "alltoall", "alltoallv",
+                                          "scan", "exscan"};
 static size_t vc[64], vd[64]; /* uneven counts and displacements of the v-collectives */
 
 /* mode 0 blocking, 1 nonblocking + cadre_wait, 2 nonblocking + cadre_wait_timeout */
@@ -58,6 +59,10 @@ static int call(int k, int mode, const void *s, void *r, size_t n, cadre_datatyp
         rc = rq ? cadre_ireduce_scatter(s, r, n, dt, op, W, rq) : cadre_reduce_scatter(s, r, n, dt, op, W);
         break;
     case ALLTOALL: rc = rq ? cadre_ialltoall(s, r, n, dt, W, rq) : cadre_alltoall(s, r, n, dt, W); break;
+    case SCAN: rc = rq ? cadre_iscan(s, r, n, dt, op, W, rq) : cadre_scan(s, r, n, dt, op, W); break;
+    case EXSCAN:
+        rc = rq ? cadre_iexscan(s, r, n, dt, op, W, rq) : cadre_exscan(s, r, n, dt, op, W);
+        break;
     default:
         rc = rq ? cadre_ialltoallv(s, vc, vd, r, vc, vd, dt, W, rq)
                 : cadre_alltoallv(s, vc, vd, r, vc, vd, dt, W);
@@ -146,7 +151,7 @@ static void matrix(void)
     int ran = 0;
     for (int k = 0; k < NKINDS; k++)
         for (int dt = CADRE_INT8; dt <= CADRE_FLOAT64; dt++) {
-            int red = k == REDUCE || k == ALLREDUCE || k == REDUCE_SCATTER;
+            int red = k == REDUCE || k == ALLREDUCE || k == REDUCE_SCATTER || k == SCAN || k == EXSCAN;
             int isf = dt >= CADRE_FLOAT16;
             for (int op = CADRE_SUM; op <= (red ? CADRE_AVG : CADRE_SUM); op++) {
                 if (op == CADRE_AVG && !isf) continue;
@@ -157,7 +162,8 @@ static void matrix(void)
                     for (int root = 0; root < (rooted ? np : 1); root++) {
                         int mode = (int)((c + (size_t)root + (size_t)op) % 3);
                         one(k, mode, counts[c], dt, op, root, 0);
-                        if ((k == ALLREDUCE || k == REDUCE_SCATTER || k == ALLGATHER || k == ALLTOALL) && c < 4)
+                        if ((k == ALLREDUCE || k == REDUCE_SCATTER || k == ALLGATHER || k == ALLTOALL ||
+                             k == SCAN || k == EXSCAN) && c < 4)
                             one(k, mode, counts[c], dt, op, root, 1);
                         ran++;
                     }

@@ -113,6 +113,34 @@ static void small_vs_large(void)
     OK(cadre_comm_free(&c));
 }
 
+/* scan against exscan, then different ops, at the last rank (issue 43). */
+static void scan_differs(size_t n, int nb)
+{
+    cadre_comm_t c;
+    OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+    int32_t *x = calloc(n, sizeof *x), *y = calloc(n, sizeof *y);
+    int last = me == np - 1, rc;
+    cadre_request_t r;
+    if (nb)
+        rc = last ? cadre_iexscan(x, y, n, CADRE_INT32, CADRE_SUM, c, &r)
+                  : cadre_iscan(x, y, n, CADRE_INT32, CADRE_SUM, c, &r);
+    else
+        rc = last ? cadre_exscan(x, y, n, CADRE_INT32, CADRE_SUM, c)
+                  : cadre_scan(x, y, n, CADRE_INT32, CADRE_SUM, c);
+    if (nb && rc == CADRE_SUCCESS)
+        rc = cadre_wait(&r, NULL);
+    char a[64], b[64];
+    snprintf(a, sizeof a, "called scan(count=%zu, int32, sum)", n);
+    snprintf(b, sizeof b, "called exscan(count=%zu, int32, sum)", n);
+    expect_mismatch(c, rc, "scan against exscan", a, b);
+    OK(cadre_comm_free(&c));
+    OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+    rc = cadre_scan(x, y, n, CADRE_INT32, last ? CADRE_MIN : CADRE_SUM, c);
+    expect_mismatch(c, rc, "scan with different ops", "min", "sum");
+    OK(cadre_comm_free(&c));
+    free(x), free(y);
+}
+
 /* CADRE_CHECK=0: matching calls still work, and every size and path runs. */
 static void matching_calls(void)
 {
@@ -258,6 +286,11 @@ int main(void)
         }
         if (want("many"))
             many_comms();
+        if (want("scan")) {
+            scan_differs(8, 0);
+            scan_differs(100000, 0);
+            scan_differs(1000, 1);
+        }
         if (np >= 3 && want("roots")) {
             const char *kinds[] = {"bcast", "reduce", "gather", "scatter"};
             for (int k = 0; k < 4; k++) {

@@ -31,6 +31,9 @@ static const enum coll_algo old_algos[COLL_NKINDS][4] = {
     [COLL_SCATTER] = {COLL_ALGO_LINEAR},
     [COLL_REDUCE_SCATTER] = {COLL_ALGO_RING, COLL_ALGO_DIRECT},
     [COLL_ALLTOALL] = {COLL_ALGO_PAIRWISE},
+    /* added with scan and exscan (after a92c487) */
+    [COLL_SCAN] = {COLL_ALGO_RD, COLL_ALGO_LINEAR},
+    [COLL_EXSCAN] = {COLL_ALGO_RD, COLL_ALGO_LINEAR},
 };
 
 static size_t old_fast_limit(int n)
@@ -113,6 +116,12 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
         if (o->equal && !o->nb && !a && bytes <= old_fast_limit(n) && shm)
             return *algo = COLL_ALGO_SLOTS, 7;
         return *algo = COLL_ALGO_PAIRWISE, 1;
+    case COLL_SCAN:
+    case COLL_EXSCAN: /* not in a92c487: recursive doubling on more than 8
+                       * ranks up to 64 KiB, else the chain */
+        if (!a)
+            a = n > 8 && bytes <= ((size_t)64 << 10) ? 1 : 2;
+        return *algo = old_algos[o->kind][a - 1], a;
     case COLL_GATHER:
     case COLL_SCATTER:
     default:
