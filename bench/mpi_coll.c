@@ -6,13 +6,17 @@
  * reduce_scatter, alltoall, gather, scatter) and the columns of cadre-perf's
  * out-of-place half (the bench scripts read the time, column 6, of both).
  *
- *   mpirun -np 2 mpi_coll MODE [MINBYTES [MAXBYTES [ITERS [WARMUP [MINTIME]]]]]
+ *   mpirun -np 2 mpi_coll MODE [MINBYTES [MAXBYTES [ITERS [WARMUP [MINTIME [TIMING [TYPE]]]]]]]
  *
  * MODE: allreduce reduce bcast allgather reduce_scatter alltoall gather
  * scatter barrier; sizes 8 .. 64M by default, doubling; ITERS and WARMUP as
  * cadre-perf's -n and -w (default, or 0: by size); MINTIME > 0 as cadre-perf's
  * -T: runs of ITERS (default 1) calls, growing, until one takes MINTIME
- * seconds on the slowest rank, whose mean is the time. */
+ * seconds on the slowest rank, whose mean is the time. TIMING "barrier" (as
+ * cadre-perf's -t barrier, and the OSU micro-benchmarks): each call timed on
+ * its own, a barrier after it, each rank's mean averaged over the ranks;
+ * "loop" (the default) as above. TYPE: float32 (the default) or uint8 (whose
+ * sizes start at 1 byte; reductions on it are sums of bytes). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,51 +82,77 @@ int main(int argc, char **argv)
     }
     int opt_iters = argc > 4 ? atoi(argv[4]) : 0, opt_warm = argc > 5 ? atoi(argv[5]) : -1;
     double mintime = argc > 6 ? atof(argv[6]) : 0;
+    int each = argc > 7 && !strcmp(argv[7], "barrier");
+    int bytes8 = argc > 8 && !strcmp(argv[8], "uint8");
+    if ((argc > 7 && !each && strcmp(argv[7], "loop")) || (argc > 8 && !bytes8 && strcmp(argv[8], "float32")) ||
+        (each && mintime > 0)) {
+        if (me == 0)
+            fprintf(stderr, "mpi_coll: TIMING is loop or barrier (barrier without MINTIME), TYPE float32 "
+                            "or uint8\n");
+        MPI_Finalize();
+        return 2;
+    }
+    MPI_Datatype dt = bytes8 ? MPI_UINT8_T : MPI_FLOAT;
+    size_t ts = bytes8 ? 1 : 4;
     int whole = k >= 3 && k <= 7, reduces = k <= 1 || k == 4, rooted = k == 1 || k == 2 || k == 6 || k == 7;
     /* nccl-tests' bus bandwidth factors, as in cadre-perf */
     double factor = k == 0 ? 2.0 * (np - 1) / np : k == 1 || k == 2 ? 1 : k == 8 ? 0 : (double)(np - 1) / np;
     float *s = malloc(maxb + 4), *r = malloc(maxb + 4);
     memset(r, 0, maxb + 4);
     for (size_t i = 0; i < maxb / 4 + 1; i++)
-        s[i] = (float)(i % 8) - 3;
+        s[i] = bytes8 ? 0 : (float)(i % 8) - 3;
     if (me == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING];
         int len;
         MPI_Get_library_version(lib, &len);
         lib[strcspn(lib, "\n")] = '\0';
-        printf("# mpi_coll %s: %d ranks, float32%s, out-of-place, %s\n", mode, np,
-               reduces ? " sum" : "", lib);
+        printf("# mpi_coll %s: %d ranks, %s%s, out-of-place, %s; time: %s\n", mode, np,
+               bytes8 ? "uint8" : "float32", reduces ? " sum" : "", lib,
+               each ? "mean of one call on each rank, a barrier after each call, averaged over the ranks"
+                    : "mean of one call, calls back to back, largest over the ranks");
         printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "size", "count", "type", "redop",
                "root", "time", "algbw", "busbw", "#wrong");
         printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "(B)", "(elements)", "", "", "", "(us)",
                "(GB/s)", "(GB/s)", "");
     }
     for (size_t size = k == 8 ? 0 : minb;; size *= 2) {
-        size_t count = k == 8 ? 0 : whole ? size / 4 / (size_t)np : size / 4;
-        size_t bytes = whole ? count * 4 * (size_t)np : count * 4;
+        size_t count = k == 8 ? 0 : whole ? size / ts / (size_t)np : size / ts;
+        size_t bytes = whole ? count * ts * (size_t)np : count * ts;
         int c = (int)count, iters = opt_iters > 0 ? opt_iters : mintime > 0 ? 1 : iters_for(bytes);
         int warm = opt_warm >= 0 ? opt_warm : iters / 10 + 1;
-        double t0 = 0, t;
+        double t0 = 0, t, sum = 0;
     again:
         for (int it = mintime > 0 && t0 > 0 ? 0 : -warm; it < iters; it++) {
             if (it == 0) {
                 MPI_Barrier(MPI_COMM_WORLD);
                 t0 = MPI_Wtime();
             }
+            double t1 = MPI_Wtime();
             switch (k) {
-            case 0: MPI_Allreduce(s, r, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-            case 1: MPI_Reduce(s, r, c, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
-            case 2: MPI_Bcast(r, c, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
-            case 3: MPI_Allgather(s, c, MPI_FLOAT, r, c, MPI_FLOAT, MPI_COMM_WORLD); break;
-            case 4: MPI_Reduce_scatter_block(s, r, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
-            case 5: MPI_Alltoall(s, c, MPI_FLOAT, r, c, MPI_FLOAT, MPI_COMM_WORLD); break;
-            case 6: MPI_Gather(s, c, MPI_FLOAT, r, c, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
-            case 7: MPI_Scatter(s, c, MPI_FLOAT, r, c, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+            case 0: MPI_Allreduce(s, r, c, dt, MPI_SUM, MPI_COMM_WORLD); break;
+            case 1: MPI_Reduce(s, r, c, dt, MPI_SUM, 0, MPI_COMM_WORLD); break;
+            case 2: MPI_Bcast(r, c, dt, 0, MPI_COMM_WORLD); break;
+            case 3: MPI_Allgather(s, c, dt, r, c, dt, MPI_COMM_WORLD); break;
+            case 4: MPI_Reduce_scatter_block(s, r, c, dt, MPI_SUM, MPI_COMM_WORLD); break;
+            case 5: MPI_Alltoall(s, c, dt, r, c, dt, MPI_COMM_WORLD); break;
+            case 6: MPI_Gather(s, c, dt, r, c, dt, 0, MPI_COMM_WORLD); break;
+            case 7: MPI_Scatter(s, c, dt, r, c, dt, 0, MPI_COMM_WORLD); break;
             case 8: MPI_Barrier(MPI_COMM_WORLD); break;
+            }
+            if (each) {
+                if (it >= 0)
+                    sum += MPI_Wtime() - t1;
+                MPI_Barrier(MPI_COMM_WORLD);
             }
         }
         t = MPI_Wtime() - t0;
-        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (each) {
+            t = sum;
+            MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            t /= np;
+        } else {
+            MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        }
         if (mintime > 0 && t < mintime && iters < (1 << 30)) {
             double want = t > 0 ? iters * mintime * 1.2 / t : iters * 64.0;
             if (want > iters * 64.0)
@@ -134,7 +164,7 @@ int main(int argc, char **argv)
         if (me == 0) {
             double algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
             printf("  %10zu %12zu %8s %6s %6d %10.3f %9.2f %9.2f %8s\n", bytes, count,
-                   k == 8 ? "none" : "float32", reduces ? "sum" : "none", rooted ? 0 : -1, t * 1e6,
+                   k == 8 ? "none" : bytes8 ? "uint8" : "float32", reduces ? "sum" : "none", rooted ? 0 : -1, t * 1e6,
                    algbw, algbw * factor, "N/A");
             fflush(stdout);
         }

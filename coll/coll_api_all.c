@@ -8,19 +8,7 @@
  */
 #include "coll_call.h"
 
-/* ---- takers of the shared-memory exchange (coll_fast.c) --------------------------------- */
-struct block_take {
-    char *rbuf;
-    const size_t *counts, *displs; /* allgatherv */
-    size_t es, off, bytes;         /* alltoall: block `off` of each rank to q*bytes */
-};
-static void gather_take(void *arg, int q, const unsigned char *d)
-{
-    struct block_take *t = arg;
-    char *dst = t->rbuf + t->displs[q] * t->es;
-    if (t->counts[q] && (const unsigned char *)dst != d)
-        memmove(dst, d, t->counts[q] * t->es);
-}
+/* ---- takers of the shared-memory exchange (coll_fast.c); gather_take: coll_call.h ----- */
 static void alltoall_take(void *arg, int q, const unsigned char *d)
 {
     struct block_take *t = arg;

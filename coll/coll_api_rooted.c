@@ -106,15 +106,24 @@ static int gatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, sbytes));
     if (c.me == root && !in_place)
         CADRE_CHECK(check_apart(&c, sbuf, sbytes, (char *)rbuf + lo, hi - lo, NULL));
-    struct coll_in in = {.kind = COLL_GATHER, .nb = nb, .bytes = sbytes};
+    int v = vector_variant(fn);
+    /* Only the counts of gather are known alike on every rank: the slots,
+     * which every rank must choose alike, serve gather alone. */
+    struct coll_in in = {.kind = COLL_GATHER, .nb = nb, .equal = !v, .bytes = sbytes};
     struct coll_choice ch;
     cadre__coll_choose(&c, &in, &ch);
+    uint64_t sig = cadre__sig(v ? SIG_GATHERV : SIG_GATHER, dt, SIG_NO_OP, algo_code(&in, &ch),
+                              root, v ? 0 : sendcount);
+    if (ch.algo == COLL_ALGO_SLOTS) {
+        /* Every rank publishes its block; the root alone reads them. */
+        struct block_take t = {.rbuf = rbuf, .counts = counts, .displs = displs, .es = c.es};
+        return cadre__fast_exchange(c.comm, fn, sig, sbuf, sbytes, c.me == root, -1, gather_take,
+                                    &t);
+    }
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int rc = cadre__algo_gatherv_linear(&s, sbuf, sendcount, rbuf, counts, displs, root);
-    int v = vector_variant(fn);
-    s.sig = cadre__sig(v ? SIG_GATHERV : SIG_GATHER, dt, SIG_NO_OP, algo_code(&in, &ch), root,
-                       v ? 0 : sendcount);
+    s.sig = sig;
     return finish(&s, rc, req);
 }
 
@@ -190,15 +199,26 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, rbytes));
     if (c.me == root && !in_place)
         CADRE_CHECK(check_apart(&c, (const char *)sbuf + lo, hi - lo, rbuf, rbytes, NULL));
-    struct coll_in in = {.kind = COLL_SCATTER, .nb = nb, .bytes = rbytes};
+    int v = vector_variant(fn);
+    /* As for gather: the slots serve scatter alone, where every rank knows
+     * the size of the root's buffer (`bytes`). */
+    struct coll_in in = {.kind = COLL_SCATTER, .nb = nb, .equal = !v,
+                         .bytes = rbytes * (size_t)c.n};
     struct coll_choice ch;
     cadre__coll_choose(&c, &in, &ch);
+    uint64_t sig = cadre__sig(v ? SIG_SCATTERV : SIG_SCATTER, dt, SIG_NO_OP, algo_code(&in, &ch),
+                              root, v ? 0 : recvcount);
+    if (ch.algo == COLL_ALGO_SLOTS) {
+        /* The root publishes its whole buffer (equal counts: block i at
+         * displs[i] = i * count); every rank copies its block. */
+        struct block_take t = {.rbuf = rbuf, .counts = counts, .displs = displs, .es = c.es,
+                               .me = c.me};
+        return cadre__fast_exchange(c.comm, fn, sig, sbuf, in.bytes, 1, root, scatter_take, &t);
+    }
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     int rc = cadre__algo_scatterv_linear(&s, sbuf, counts, displs, rbuf, recvcount, root);
-    int v = vector_variant(fn);
-    s.sig = cadre__sig(v ? SIG_SCATTERV : SIG_SCATTER, dt, SIG_NO_OP, algo_code(&in, &ch), root,
-                       v ? 0 : recvcount);
+    s.sig = sig;
     return finish(&s, rc, req);
 }
 int cadre_scatterv(const void *sendbuf, const size_t sendcounts[], const size_t displs[],

@@ -216,6 +216,32 @@ static inline int is_hier(enum coll_algo a)
     return a == COLL_ALGO_HIER_LEADER || a == COLL_ALGO_HIER_SPLIT || a == COLL_ALGO_HIER_RING;
 }
 
+/* Takers of the shared-memory exchange (cadre__fast_exchange). gather_take:
+ * rank q's block to its place in rbuf (allgather(v), gather); scatter_take:
+ * this rank's block (at displs[me]) of the root's published buffer to rbuf
+ * (scatter). */
+struct block_take {
+    char *rbuf;
+    const size_t *counts, *displs; /* allgatherv, gather, scatter */
+    size_t es, off, bytes;         /* alltoall: block `off` of each rank to q*bytes */
+    int me;                        /* scatter */
+};
+static inline void gather_take(void *arg, int q, const unsigned char *d)
+{
+    struct block_take *t = arg;
+    char *dst = t->rbuf + t->displs[q] * t->es;
+    if (t->counts[q] && (const unsigned char *)dst != d)
+        memmove(dst, d, t->counts[q] * t->es);
+}
+static inline void scatter_take(void *arg, int q, const unsigned char *d)
+{
+    struct block_take *t = arg;
+    (void)q;
+    const unsigned char *src = d + t->displs[t->me] * t->es;
+    if (t->counts[t->me] && (const unsigned char *)t->rbuf != src)
+        memmove(t->rbuf, src, t->counts[t->me] * t->es);
+}
+
 static inline int algo_code(const struct coll_in *in, const struct coll_choice *ch)
 {
     return cadre__coll_algo_code(in->kind, ch->algo);

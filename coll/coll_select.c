@@ -108,9 +108,15 @@ static const struct table tables[COLL_NKINDS] = {
                          {COLL_ALGO_RD, 0, RK_LE2, M_BYTES, 0, 64 * KiB, 0},
                          {COLL_ALGO_RD, R_FEW, RK_ANY, M_BYTES, 0, ANY, 0},
                          OTHERWISE(COLL_ALGO_RING)}},
+    /* gather and scatter (not their v-variants: R_EQUAL) through the slots
+     * as allgather does: no message, no request (issue 45's standard loop). */
     [COLL_GATHER] = {"gather", "this rank's block",
                      {ALWAYS(COLL_ALGO_LINEAR)},
-                     {OTHERWISE(COLL_ALGO_LINEAR)}},
+                     {{COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_2, M_BYTES, 0,
+                       4 * KiB, 0},
+                      {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_NOT2, M_BYTES,
+                       0, MiB, 0},
+                      OTHERWISE(COLL_ALGO_LINEAR)}},
     /* Direct on two ranks: one process_vm_readv of the peer's half is ahead
      * of the pipelined messages from 2 MiB (bench/HISTORY.md, 2026-11-24);
      * more ranks keep the messages (not measured). */
@@ -125,9 +131,13 @@ static const struct table tables[COLL_NKINDS] = {
                          {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_2, M_BYTES, 2 * MiB, ANY, 0},
                          {COLL_ALGO_RD, R_EQUAL | R_POW2, RK_ANY, M_BYTES, 0, 64 * KiB, 0},
                          OTHERWISE(COLL_ALGO_RING)}},
-    [COLL_SCATTER] = {"scatter", "this rank's block",
+    [COLL_SCATTER] = {"scatter", "the root's buffer, every rank's block",
                       {ALWAYS(COLL_ALGO_LINEAR)},
-                      {OTHERWISE(COLL_ALGO_LINEAR)}},
+                      {{COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_2, M_BYTES, 0,
+                        8 * KiB, 0},
+                       {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_NOT2, M_BYTES,
+                        0, MiB, 0},
+                       OTHERWISE(COLL_ALGO_LINEAR)}},
     [COLL_REDUCE_SCATTER] = {"reduce_scatter", "the input, every rank's block",
                              {ALWAYS(COLL_ALGO_RING),
                               {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},

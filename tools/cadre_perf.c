@@ -103,9 +103,13 @@ static void usage(FILE *f)
             "  -i BYTES  add BYTES each step instead of multiplying\n"
             "  -n N      timed iterations per size [by size: 10000 up to 64K ... 20 above 16M]\n"
             "  -w N      warm-up iterations per size [n/10+1]\n"
-            "  -T SECS   collectives, -c 0: time each size for at least SECS, the iterations\n"
+            "  -T SECS   collectives, -t loop: time each size for at least SECS, the iterations\n"
             "            doubling from -n (default 1) until one run of them takes that long\n"
-            "  -c 0|1    check the result of every iteration [1]\n"
+            "  -c 0|1    after the timed calls of each size, one more with fresh inputs whose\n"
+            "            result is checked [1]\n"
+            "  -t loop|barrier  collectives: time the calls back to back, the largest mean over\n"
+            "            the ranks (nccl-tests) [loop], or each call with a barrier after it,\n"
+            "            the ranks' means averaged (OSU micro-benchmarks, IMB)\n"
             "  -d TYPE   int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
             "            [float32] (collectives)\n"
             "  -o OP     sum prod max min avg [sum] (reductions; avg: floating types only)\n"
@@ -119,7 +123,7 @@ static void usage(FILE *f)
             "The size is that of nccl-tests: count*typesize for allreduce, reduce and bcast, the\n"
             "whole buffer (count per rank * ranks * typesize) for the others. Each size runs out\n"
             "of place and in place (CADRE_IN_PLACE), side by side on its line. Times are the\n"
-            "mean over -n iterations, the largest over the ranks.\n");
+            "mean over -n iterations, the largest over the ranks (-t barrier: averaged).\n");
 }
 
 static int parse(int argc, char **argv, struct perf_opts *o)
@@ -141,7 +145,7 @@ static int parse(int argc, char **argv, struct perf_opts *o)
             perf_dev = 1;
             continue;
         }
-        if (a[0] != '-' || !a[1] || a[2] || !strchr("befinwcdorWRT", a[1])) {
+        if (a[0] != '-' || !a[1] || a[2] || !strchr("befinwcdorWRTt", a[1])) {
             fprintf(stderr, "cadre-perf: unknown option '%s'\n", a);
             return -1;
         }
@@ -169,6 +173,10 @@ static int parse(int argc, char **argv, struct perf_opts *o)
             break;
         }
         case 'c': bad = parse_int(v, 0, 1, &o->check); break;
+        case 't':
+            bad = strcmp(v, "loop") && strcmp(v, "barrier");
+            o->each = !strcmp(v, "barrier");
+            break;
         case 'r': bad = parse_int(v, 0, 1 << 30, &o->root); break;
         case 'W': bad = parse_int(v, 1, 4096, &o->window); break;
         case 'R':
@@ -204,8 +212,13 @@ static int parse(int argc, char **argv, struct perf_opts *o)
                         "add -c 0)\n", o->window);
         return -1;
     }
-    if (o->mintime > 0 && (o->check || !perf_coll_known(o->mode))) {
-        fprintf(stderr, "cadre-perf: -T needs a collective mode and -c 0\n");
+    if (o->mintime > 0 && (o->each || !perf_coll_known(o->mode))) {
+        fprintf(stderr, "cadre-perf: -T needs a collective mode and -t loop\n");
+        return -1;
+    }
+    if (o->each && !perf_coll_known(o->mode)) {
+        fprintf(stderr, "cadre-perf: -t barrier times collectives only (sendrecv and stream time "
+                        "as osu_latency and osu_bw do)\n");
         return -1;
     }
     if (o->minb > o->maxb) {
@@ -240,6 +253,18 @@ int perf_next_size(const struct perf_opts *o, size_t *n)
         next = *n + 1;
     *n = next > o->maxb ? o->maxb : next;
     return 1;
+}
+
+unsigned char *perf_corrupt(unsigned char *b, size_t n)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("CADRE_PERF_CORRUPT");
+        on = v && !strcmp(v, "1");
+    }
+    if (on && n)
+        b[0] ^= 0x5a;
+    return b;
 }
 
 static unsigned char pattern(size_t i, int iter, int from)
@@ -287,10 +312,39 @@ struct bufs {
     unsigned char *hs, *hr, *ds, *dr;
 };
 
+/* One ping-pong of iteration it; with chk, the sender fills its message with
+ * the iteration's pattern and the receiver counts the bytes that differ. */
+static void sendrecv_once(const struct bufs *b, size_t n, int it, int chk, long *nwrong)
+{
+    if (perf_me == 0) {
+        if (chk) {
+            fill(b->hs, n, it, 0);
+            perf_dev_put(b->ds, b->hs, n);
+        }
+        PERF_CK(cadre_send(b->ds, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD));
+        PERF_CK(cadre_recv(b->dr, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+        if (chk) {
+            perf_dev_get(b->hr, b->dr, n);
+            *nwrong += wrong(perf_corrupt(b->hr, n), n, it, 1);
+        }
+    } else if (perf_me == 1) {
+        PERF_CK(cadre_recv(b->dr, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+        if (chk) {
+            perf_dev_get(b->hr, b->dr, n);
+            *nwrong += wrong(b->hr, n, it, 0);
+            fill(b->hs, n, it, 1);
+            perf_dev_put(b->ds, b->hs, n);
+        }
+        PERF_CK(cadre_send(b->ds, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD));
+    }
+}
+
 /* One size: returns one-way seconds per message; *nwrong counts bad bytes.
  * Out of place a rank receives into rbuf and replies from sbuf; in place
- * both are one buffer. With -G the calls only enqueue: the clock stops
- * after the stream has drained. */
+ * both are one buffer. The timed ping-pongs move whatever the buffers hold;
+ * with -c 1 one more, untimed, carries a fresh pattern both ways and is
+ * checked (nccl-tests checks outside its timed loop too). With -G the calls
+ * only enqueue: the clock stops after the stream has drained. */
 static double run_sendrecv(const struct perf_opts *o, const struct bufs *b, size_t n, long *nwrong)
 {
     int iters = o->iters > 0 ? o->iters : perf_default_iters(n);
@@ -301,32 +355,13 @@ static double run_sendrecv(const struct perf_opts *o, const struct bufs *b, size
             perf_dev_sync();
             t0 = perf_now();
         }
-        if (perf_me == 0) {
-            if (o->check) {
-                fill(b->hs, n, it, 0);
-                perf_dev_put(b->ds, b->hs, n);
-            }
-            PERF_CK(cadre_send(b->ds, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD));
-            PERF_CK(cadre_recv(b->dr, n, CADRE_UINT8, 1, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
-            if (o->check) {
-                perf_dev_get(b->hr, b->dr, n);
-                *nwrong += wrong(b->hr, n, it, 1);
-            }
-        } else if (perf_me == 1) {
-            PERF_CK(cadre_recv(b->dr, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
-            if (o->check) {
-                perf_dev_get(b->hr, b->dr, n);
-                *nwrong += wrong(b->hr, n, it, 0);
-                fill(b->hs, n, it, 1);
-                perf_dev_put(b->ds, b->hs, n);
-            }
-            PERF_CK(cadre_send(b->ds, n, CADRE_UINT8, 0, 1, CADRE_COMM_WORLD));
-        }
+        sendrecv_once(b, n, it, 0, nwrong);
     }
     perf_dev_sync();
-    /* With checking on, the fills and checks are inside the loop, as in
-     * nccl-tests' -c 1; time without them with -c 0. */
-    return (perf_now() - t0) / iters / 2;
+    double t = (perf_now() - t0) / iters / 2;
+    if (o->check)
+        sendrecv_once(b, n, iters, 1, nwrong);
+    return t;
 }
 
 /* stream's pairs: with np ranks, rank i < np/2 sends to rank i + np/2 (an
@@ -340,12 +375,66 @@ static int stream_peer(int *sender)
     return perf_me < 2 * pairs ? perf_me - pairs : -1;
 }
 
+/* A stream size's state on one rank (run_stream). */
+struct stream {
+    const struct perf_opts *o;
+    int inpl, sender, peer, win, from;
+    size_t n;
+    cadre_request_t *reqs;
+    unsigned char *bufs, *dbufs; /* host buffers, and what the calls get */
+};
+
+/* One window of iteration it; with chk the sender fills its messages with
+ * their patterns and the receiver counts the bytes that differ. */
+static void stream_window(const struct stream *S, int it, int chk, long *nwrong)
+{
+    const struct perf_opts *o = S->o;
+    size_t n = S->n;
+    int win = S->win, inpl = S->inpl;
+    char ack = 0;
+    if (S->sender) {
+        for (int k = 0; k < win; k++) {
+            size_t off = inpl ? 0 : n * (size_t)k;
+            if (chk && (!inpl || k == 0)) {
+                fill(S->bufs + off, n, it * win + (inpl ? 0 : k), S->from);
+                perf_dev_put(S->dbufs + off, S->bufs + off, n);
+            }
+            PERF_CK(cadre_isend(S->dbufs + off, n, CADRE_UINT8, S->peer, 2, CADRE_COMM_WORLD,
+                                &S->reqs[k]));
+        }
+        PERF_CK(cadre_waitall(win, S->reqs, NULL));
+        PERF_CK(cadre_recv(&ack, 1, CADRE_UINT8, S->peer, 3, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
+        return;
+    }
+    for (int k = 0; k < win; k++)
+        PERF_CK(cadre_irecv(S->dbufs + (o->one_rbuf ? 0 : n * (size_t)k), n, CADRE_UINT8, S->peer, 2,
+                            CADRE_COMM_WORLD, &S->reqs[k]));
+    PERF_CK(cadre_waitall(win, S->reqs, NULL));
+    /* On device buffers waitall only orders the stream after the receives:
+     * the acknowledgment waits for them to land. */
+    perf_dev_sync();
+    if (chk) {
+        size_t nbufs = o->one_rbuf ? 1 : (size_t)win;
+        perf_dev_get(S->bufs, S->dbufs, n * nbufs);
+        perf_corrupt(S->bufs, n);
+        if (o->one_rbuf && inpl)
+            *nwrong += wrong(S->bufs, n, it * win, S->from);
+        else if (o->one_rbuf)
+            *nwrong += wrong_any(S->bufs, n, it * win, win, S->from);
+        else
+            for (int k = 0; k < win; k++)
+                *nwrong += wrong(S->bufs + n * (size_t)k, n, it * win + (inpl ? 0 : k), S->from);
+    }
+    PERF_CK(cadre_send(&ack, 1, CADRE_UINT8, S->peer, 3, CADRE_COMM_WORLD));
+}
+
 /* One size for this rank: returns its seconds per message (0 for the idle
- * rank). In place the sender sends the whole window from one buffer, filled
- * once per window; out of place each message has its own. With -R one the
- * receiver receives the whole window into one buffer, as osu_bw does, and
- * can check only that each byte left there is one of the window's messages'
- * (wrong_any; in place, all have the same pattern). */
+ * rank). In place the sender sends the whole window from one buffer;
+ * out of place each message has its own. The timed windows move whatever
+ * the buffers hold; with -c 1 one more, untimed, is filled and checked. With
+ * -R one the receiver receives the whole window into one buffer, as osu_bw
+ * does, and can check only that each byte left there is one of the window's
+ * messages' (wrong_any; in place, all have the same pattern). */
 static double run_stream(const struct perf_opts *o, int inpl, size_t n, long *nwrong)
 {
     int sender, peer = stream_peer(&sender);
@@ -354,62 +443,35 @@ static double run_stream(const struct perf_opts *o, int inpl, size_t n, long *nw
     int iters = o->iters > 0 ? o->iters : perf_default_iters(n) / 10 + 1;
     int warm = o->warmup >= 0 ? o->warmup : 2;
     int win = o->window;
-    int from = sender ? perf_me : peer; /* the sender's rank is part of the pattern */
     size_t nbufs = (sender ? inpl : o->one_rbuf) ? 1 : (size_t)win;
-    cadre_request_t *reqs = malloc((size_t)win * sizeof *reqs);
-    unsigned char *bufs = malloc(n * nbufs + 1);
-    /* what the calls get: bufs, or with -G its device twin */
-    unsigned char *dbufs = perf_dev ? perf_dev_alloc(n * nbufs + 1) : bufs;
-    if (!reqs || !bufs || !dbufs) {
+    struct stream S = {.o = o, .inpl = inpl, .sender = sender, .peer = peer, .win = win,
+                       /* the sender's rank is part of the pattern */
+                       .from = sender ? perf_me : peer, .n = n};
+    S.reqs = malloc((size_t)win * sizeof *S.reqs);
+    S.bufs = malloc(n * nbufs + 1);
+    S.dbufs = perf_dev ? perf_dev_alloc(n * nbufs + 1) : S.bufs;
+    if (!S.reqs || !S.bufs || !S.dbufs) {
         fprintf(stderr, "cadre-perf: rank %d: no %smemory for a window of %d messages of %zu bytes "
-                        "(use a smaller -W or -e)\n", perf_me, perf_dev && !dbufs ? "device " : "",
+                        "(use a smaller -W or -e)\n", perf_me, perf_dev && !S.dbufs ? "device " : "",
                 win, n);
         cadre_abort(CADRE_COMM_WORLD, 1);
     }
-    char ack = 0;
     double t0 = 0;
     for (int it = -warm; it < iters; it++) {
         if (it == 0) {
             perf_dev_sync();
             t0 = perf_now();
         }
-        if (sender) {
-            for (int k = 0; k < win; k++) {
-                size_t off = inpl ? 0 : n * (size_t)k;
-                if (o->check && (!inpl || k == 0)) {
-                    fill(bufs + off, n, it * win + (inpl ? 0 : k), from);
-                    perf_dev_put(dbufs + off, bufs + off, n);
-                }
-                PERF_CK(cadre_isend(dbufs + off, n, CADRE_UINT8, peer, 2, CADRE_COMM_WORLD, &reqs[k]));
-            }
-            PERF_CK(cadre_waitall(win, reqs, NULL));
-            PERF_CK(cadre_recv(&ack, 1, CADRE_UINT8, peer, 3, CADRE_COMM_WORLD, CADRE_STATUS_IGNORE));
-        } else {
-            for (int k = 0; k < win; k++)
-                PERF_CK(cadre_irecv(dbufs + (o->one_rbuf ? 0 : n * (size_t)k), n, CADRE_UINT8, peer,
-                                    2, CADRE_COMM_WORLD, &reqs[k]));
-            PERF_CK(cadre_waitall(win, reqs, NULL));
-            /* On device buffers waitall only orders the stream after the
-             * receives: the acknowledgment waits for them to land. */
-            perf_dev_sync();
-            if (o->check)
-                perf_dev_get(bufs, dbufs, n * nbufs);
-            if (o->check && o->one_rbuf && inpl)
-                *nwrong += wrong(bufs, n, it * win, from);
-            else if (o->check && o->one_rbuf)
-                *nwrong += wrong_any(bufs, n, it * win, win, from);
-            else if (o->check)
-                for (int k = 0; k < win; k++)
-                    *nwrong += wrong(bufs + n * (size_t)k, n, it * win + (inpl ? 0 : k), from);
-            PERF_CK(cadre_send(&ack, 1, CADRE_UINT8, peer, 3, CADRE_COMM_WORLD));
-        }
+        stream_window(&S, it, 0, nwrong);
     }
     perf_dev_sync();
     double t = (perf_now() - t0) / iters / win;
-    free(reqs);
+    if (o->check)
+        stream_window(&S, iters, 1, nwrong);
+    free(S.reqs);
     if (perf_dev)
-        perf_dev_free(dbufs);
-    free(bufs);
+        perf_dev_free(S.dbufs);
+    free(S.bufs);
     return t;
 }
 

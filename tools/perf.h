@@ -16,6 +16,7 @@ struct perf_opts {
     int iters, warmup; /* -n -w: -1 = by size */
     double mintime;    /* -T: time each size for at least this long (0: -n iterations) */
     int check;         /* -c 0|1 */
+    int each;          /* -t barrier (1) or loop (0) */
     int window;        /* -W, stream mode */
     int one_rbuf;      /* -R one: stream receives the window into one buffer */
     cadre_datatype_t dt; /* -d */
@@ -46,6 +47,10 @@ void perf_print_header(const struct perf_opts *o, const char *what);
 void perf_print_line(size_t bytes, size_t count, const char *type, const char *redop, int root,
                      const struct perf_result res[2]);
 void perf_print_footer(void);
+
+/* make check's proof that the checks can fail: with CADRE_PERF_CORRUPT=1 in
+ * the environment, the first of n bytes to be checked is changed; b. */
+unsigned char *perf_corrupt(unsigned char *b, size_t n);
 
 /* Collective modes: whether `mode` is one, and running it over the sweep.
  * perf_coll_run returns the wrong elements over all ranks and sizes. */

@@ -7,12 +7,14 @@
  * Each size runs out of place, then in place (CADRE_IN_PLACE as MPI places
  * it: the root's block for gather and scatter), and both go on one line.
  *
- * Timing: -w warm-ups, then -n timed iterations; each rank takes the mean
- * time of one iteration and the line shows the largest over the ranks. With
- * -c 0 the timed iterations run back to back after a barrier, as in
- * nccl-tests. With -c 1 every iteration (warm-ups too) gets fresh inputs and
- * its result is checked; a barrier before each call keeps one rank's checking
- * out of another's time, and only the calls themselves are timed.
+ * Timing: -w warm-ups, then -n timed iterations. By default (-t loop) the
+ * timed calls run back to back after a barrier, as in nccl-tests: each rank
+ * takes the mean time of one call and the line shows the largest over the
+ * ranks. With -t barrier each call is timed on its own with a barrier after
+ * it, as the OSU micro-benchmarks and IMB time collectives: each rank's mean,
+ * averaged over the ranks. Either way the timed calls neither fill nor check:
+ * with -c 1 (the default) one more call, untimed, gets fresh inputs and its
+ * result is checked, as nccl-tests checks outside its timed loop.
  *
  * Checking: every input element is a small integer that depends on the rank,
  * the element's index and the iteration, chosen so that every result is
@@ -103,6 +105,7 @@ struct run {
     int64_t range;           /* inputs of max, min and the data-moving modes: range values */
     int sgn;                 /* signed or floating: inputs may be negative */
     double mintime;          /* -T */
+    int each;                /* -t barrier: time_each, the mean over the ranks */
 };
 
 /* ---- inputs and their references ------------------------------------------------------- */
@@ -367,8 +370,6 @@ static long check(const struct run *R, uint32_t it)
     return 0;
 }
 
-/* Mean seconds of one call over iters, after warm warm-ups; *wrong counts
- * this rank's wrong elements. */
 /* -T: runs of `iters` calls, doubling (or more, by the last run's pace)
  * until one takes mintime on the slowest rank; its mean. */
 static double time_for(const struct run *R, int iters, double mintime)
@@ -390,47 +391,67 @@ static double time_for(const struct run *R, int iters, double mintime)
     }
 }
 
-static double time_size(const struct run *R, int iters, int warm, long *wrong)
+/* -t barrier: each call timed on its own, a barrier after each (outside the
+ * time), as the OSU micro-benchmarks and IMB time collectives: every call
+ * starts from ranks that have all left the one before. This rank's mean. */
+static double time_each(const struct run *R, int iters)
 {
     double total = 0;
-    if (R->mintime > 0) {
-        prepare(R, 0);
-        upload(R);
-        for (int k = 0; k < warm; k++)
-            call(R);
+    for (int k = 0; k < iters; k++) {
+        double t0 = perf_now();
+        call(R);
         perf_dev_sync();
-        return time_for(R, iters, R->mintime);
+        total += perf_now() - t0;
+        PERF_CK(cadre_barrier(W));
     }
-    if (!R->check) {
-        prepare(R, 0);
-        upload(R);
-        for (int k = 0; k < warm; k++)
-            call(R);
-        perf_dev_sync();
+    return total / iters;
+}
+
+/* One call of fresh inputs (iteration `it`), untimed, its result checked:
+ * this rank's wrong elements. The barrier keeps one rank's preparation out
+ * of nobody's time, only the order of the ranks' arrival. */
+static long checked_call(const struct run *R, uint32_t it)
+{
+    prepare(R, it);
+    upload(R);
+    perf_dev_sync();
+    PERF_CK(cadre_barrier(W));
+    call(R);
+    perf_dev_sync();
+    download(R);
+    perf_corrupt(R->rbuf, used(R));
+    return check(R, it);
+}
+
+/* One size: the mean seconds of one call on this rank, timed as -t and -T
+ * say, after warm warm-ups; then, with -c 1, one checked call (*wrong: this
+ * rank's wrong elements). The timed calls run on the inputs of iteration 0
+ * (in place, on what the calls before left), like nccl-tests' timed loop; its
+ * -c 1 checks outside that loop too. */
+static double time_size(const struct run *R, int iters, int warm, long *wrong)
+{
+    double t;
+    prepare(R, 0);
+    upload(R);
+    for (int k = 0; k < warm; k++)
+        call(R);
+    perf_dev_sync();
+    if (R->mintime > 0) {
+        t = time_for(R, iters, R->mintime);
+    } else if (R->each) {
+        PERF_CK(cadre_barrier(W));
+        t = time_each(R, iters);
+    } else {
         PERF_CK(cadre_barrier(W));
         double t0 = perf_now();
         for (int k = 0; k < iters; k++)
             call(R);
         perf_dev_sync();
-        total = perf_now() - t0;
-    } else {
-        for (int k = -warm; k < iters; k++) {
-            uint32_t it = (uint32_t)(k + warm);
-            prepare(R, it);
-            upload(R);
-            perf_dev_sync();
-            PERF_CK(cadre_barrier(W));
-            double t0 = perf_now();
-            call(R);
-            perf_dev_sync();
-            double dt = perf_now() - t0;
-            if (k >= 0)
-                total += dt;
-            download(R);
-            *wrong += check(R, it);
-        }
+        t = (perf_now() - t0) / iters;
     }
-    return total / iters;
+    if (R->check)
+        *wrong += checked_call(R, 1);
+    return t;
 }
 
 long perf_coll_run(const struct perf_opts *o)
@@ -438,7 +459,8 @@ long perf_coll_run(const struct perf_opts *o)
     const struct mode *m = find(o->mode);
     struct run R = {.m = m, .dt = o->dt, .ts = cadre_datatype_size(o->dt), .op = o->op,
                     .root = m->rooted ? o->root : -1, .check = o->check,
-                    .me = perf_me, .n = perf_np, .mintime = o->mintime};
+                    .me = perf_me, .n = perf_np, .mintime = o->mintime,
+                    .each = o->each};
     R.sgn = o->dt != CADRE_UINT8 && o->dt != CADRE_UINT32 && o->dt != CADRE_UINT64;
     R.range = o->dt == CADRE_INT8 || o->dt == CADRE_UINT8 || o->dt == CADRE_BFLOAT16 ? 200
               : o->dt == CADRE_FLOAT16                                               ? 2000
@@ -474,7 +496,10 @@ long perf_coll_run(const struct perf_opts *o)
         len += snprintf(what + len, sizeof what - (size_t)len, " %s", redop);
     if (m->rooted)
         len += snprintf(what + len, sizeof what - (size_t)len, ", root %d", R.root);
-    snprintf(what + len, sizeof what - (size_t)len, "; time: mean of one call, largest over the ranks");
+    snprintf(what + len, sizeof what - (size_t)len, "; time: %s",
+             R.each ? "mean of one call on each rank, a barrier after each call, averaged over "
+                      "the ranks (-t barrier)"
+                    : "mean of one call, calls back to back, largest over the ranks");
     perf_print_header(o, what);
     long total = 0;
     size_t size = barrier ? 0 : o->minb;
@@ -496,7 +521,10 @@ long perf_coll_run(const struct perf_opts *o)
             long wrong = 0;
             double t = time_size(&R, iters, warm, &wrong);
             int64_t w = wrong;
-            PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &t, 1, CADRE_FLOAT64, CADRE_MAX, W));
+            PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &t, 1, CADRE_FLOAT64, R.each ? CADRE_SUM : CADRE_MAX,
+                                    W));
+            if (R.each)
+                t /= perf_np;
             PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &w, 1, CADRE_INT64, CADRE_SUM, W));
             double algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
             res[inpl] = (struct perf_result){t, algbw, algbw * bus_factor(m->kind, perf_np),

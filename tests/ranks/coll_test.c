@@ -144,6 +144,16 @@ static void *alloc(size_t n, size_t es)
     return p;
 }
 
+/* Whether all `bytes` at p still hold alloc's fill. */
+static int untouched(const void *p, size_t bytes)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < bytes; i++)
+        if (c[i] != 0xA5)
+            return 0;
+    return 1;
+}
+
 /* Every check below compares with a reference and reports the first mismatch. */
 #define COMPARE(label, got, want, dt, op)                                                  \
     do {                                                                                  \
@@ -284,6 +294,9 @@ static void test_movers(int nb)
                 if (me == root)
                     for (int r = 0; r < np; r++)
                         COMPARE("gather", b + (size_t)r * n * es, tagval(r, i_, root), dt, op);
+                else
+                    EXPECT(untouched(b, all * es + 16), "gather wrote into a non-root's recvbuf "
+                           "(%s n=%zu root %d)", dt_names[di], n, root);
                 /* gather in place at the root */
                 if (me == root)
                     for (size_t i = 0; i < n; i++)
@@ -302,6 +315,17 @@ static void test_movers(int nb)
                 memset(b, 0, n * es);
                 RUN(cadre_scatter(a, b, n, dt, root, W), cadre_iscatter(a, b, n, dt, root, W, &rq_));
                 COMPARE("scatter", b, tagval(root, i_, me), dt, op);
+                /* scatter in place at the root: its own block stays in sendbuf,
+                 * the others' blocks too */
+                memset(b, 0, n * es);
+                RUN(cadre_scatter(a, me == root ? CADRE_IN_PLACE : b, n, dt, root, W),
+                    cadre_iscatter(a, me == root ? CADRE_IN_PLACE : b, n, dt, root, W, &rq_));
+                if (me == root)
+                    for (int r = 0; r < np; r++)
+                        COMPARE("scatter in place (root's sendbuf)", a + (size_t)r * n * es,
+                                tagval(root, i_, r), dt, op);
+                else
+                    COMPARE("scatter in place", b, tagval(root, i_, me), dt, op);
             }
             /* allgather, out of place and in place */
             for (size_t i = 0; i < n; i++)

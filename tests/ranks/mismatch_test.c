@@ -141,6 +141,40 @@ static void scan_differs(size_t n, int nb)
     free(x), free(y);
 }
 
+/* gather and scatter: the root small (shared-memory slots), the others
+ * large (messages), and the reverse; then gather against gatherv, which
+ * never takes the slots. */
+static void rooted_small_vs_large(void)
+{
+    const char *kinds[] = {"gather", "scatter"};
+    for (int k = 0; k < 2; k++)
+        for (int small_root = 0; small_root < 2; small_root++) {
+            cadre_comm_t c;
+            OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+            size_t n = (me == 0) == small_root ? 4 : 300000;
+            int32_t *a = calloc(n * (size_t)np, sizeof *a), *b = calloc(n * (size_t)np, sizeof *b);
+            int rc = k == 0 ? cadre_gather(a, b, n, CADRE_INT32, 0, c)
+                            : cadre_scatter(a, b, n, CADRE_INT32, 0, c);
+            char name[64];
+            snprintf(name, sizeof name, "small against large %s (root %s)", kinds[k],
+                     small_root ? "small" : "large");
+            expect_mismatch(c, rc, name, "count=4", "count=300000");
+            free(a), free(b);
+            OK(cadre_comm_free(&c));
+        }
+    cadre_comm_t c;
+    OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+    int32_t a[8] = {0}, *b = calloc(8 * (size_t)np, sizeof *b);
+    size_t *cnt = malloc((size_t)np * sizeof *cnt), *dis = malloc((size_t)np * sizeof *dis);
+    for (int i = 0; i < np; i++)
+        cnt[i] = 8, dis[i] = 8 * (size_t)i;
+    int rc = me == 0 ? cadre_gatherv(a, 8, b, cnt, dis, CADRE_INT32, 0, c)
+                     : cadre_gather(a, b, 8, CADRE_INT32, 0, c);
+    expect_mismatch(c, rc, "gather against gatherv", "gatherv(", "gather(count=8");
+    free(b), free(cnt), free(dis);
+    OK(cadre_comm_free(&c));
+}
+
 /* CADRE_CHECK=0: matching calls still work, and every size and path runs. */
 static void matching_calls(void)
 {
@@ -283,6 +317,7 @@ int main(void)
             counts_differ(100000, 1);
             op_and_root_differ();
             small_vs_large();
+            rooted_small_vs_large();
         }
         if (want("many"))
             many_comms();

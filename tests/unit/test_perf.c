@@ -166,7 +166,8 @@ static void test_usage_errors(void)
         "allreduce -x 1",  "allreduce -d float8", "allreduce -o xor",  "allreduce -c 2",
         "allreduce -P 1",  "allreduce -n 0",      "nosuchmode",        "allreduce -b",
         "allreduce -d int32 -o avg", "allreduce -b 1K -e 8", "bcast -r 2",
-        "allreduce -T 1", "allreduce -T 0 -c 0", "sendrecv -T 1 -c 0", "allreduce -T x -c 0",
+        "allreduce -T 1 -t barrier", "allreduce -T 0 -c 0", "allreduce -t osu", "allreduce -t",
+        "sendrecv -t barrier", "stream -t barrier", "sendrecv -T 1 -c 0", "allreduce -T x -c 0",
         "stream -R two",   "stream -R",           "stream -R one -W 129",
         "allreduce -Gx",   "allreduce -G 1",  "sendrecv -G -W",
     };
@@ -182,12 +183,11 @@ static void test_usage_errors(void)
 }
 
 /* -T: each size runs until one run of its iterations takes that long; the
- * lines have real times (not checked: -c 0). */
+ * lines have real times, and the result checked after them (-c 1). */
 static void test_mintime(void)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s -n 2 %s allreduce -b 8 -e 64K -f 16 -c 0 -T 0.05", CADRERUN,
-             PERF);
+    snprintf(cmd, sizeof cmd, "%s -n 2 %s allreduce -b 8 -e 64K -f 16 -T 0.05", CADRERUN, PERF);
     struct run_result r;
     CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
     int lines = 0, timed = 0;
@@ -195,9 +195,11 @@ static void test_mintime(void)
         const char *e = strchr(p, '\n');
         unsigned long long size;
         double t;
-        if (*p != '#' && sscanf(p, "%llu %*s %*s %*s %*s %lf", &size, &t) == 2) {
+        long w1, w2;
+        if (*p != '#' &&
+            sscanf(p, "%llu %*s %*s %*s %*s %lf %*s %*s %ld %*s %*s %*s %ld", &size, &t, &w1, &w2) == 4) {
             lines++;
-            timed += t > 0;
+            timed += t > 0 && w1 == 0 && w2 == 0;
         }
         p = e ? e + 1 : NULL;
     }
@@ -238,6 +240,56 @@ static void test_device_buffers(void)
     run_free(&r);
 }
 
+/* -t barrier, the standard MPI benchmarks' timing: every collective mode
+ * runs, checked, in its layout, and says how it timed. */
+static void test_barrier_timing(void)
+{
+    static const char *const modes[] = {"allreduce", "reduce", "bcast", "allgather",
+                                        "reduce_scatter", "alltoall", "gather", "scatter"};
+    char args[256];
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        snprintf(args, sizeof args, "%s " SMALL " -t barrier -r 1", modes[i]);
+        char *out = perf_ok_np(3, args, 8);
+        CHECK_MSG(count_matching(out, "a barrier after each call, averaged over the ranks") == 1,
+                  "cadre-perf %s: the header does not say how it timed\n%s", args, out);
+        free(out);
+    }
+    free(perf_ok_np(3, "barrier -n 5 -t barrier", 1));
+}
+
+/* The check can fail: with CADRE_PERF_CORRUPT=1 cadre-perf changes one byte
+ * of each checked result, and every mode must then count wrong elements on
+ * every line, out of place and in place, and exit 1. */
+static void test_check_fails(void)
+{
+    static const char *const modes[] = {"allreduce", "reduce", "bcast", "allgather",
+                                        "reduce_scatter", "alltoall", "gather", "scatter",
+                                        "sendrecv", "stream"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "CADRE_PERF_CORRUPT=1 %s -n 2 %s %s -b 8 -e 4K -f 8 -n 3 -w 1",
+                 CADRERUN, PERF, modes[i]);
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+        int lines = 0, caught = 0;
+        for (const char *p = r.out; p && *p;) {
+            const char *e = strchr(p, '\n');
+            long w1, w2;
+            if (*p != '#' && sscanf(p, "%*s %*s %*s %*s %*s %*s %*s %*s %ld %*s %*s %*s %ld", &w1,
+                                    &w2) == 2) {
+                lines++;
+                caught += w1 > 0 && w2 > 0;
+            }
+            p = e ? e + 1 : NULL;
+        }
+        CHECK_MSG(r.exit_code == 1 && lines == 4 && caught == 4,
+                  "cadre-perf %s with a corrupted result: exit %d (want 1), %d of %d lines with "
+                  "#wrong > 0 (want 4 of 4)\n--- stdout\n%s--- stderr\n%s",
+                  modes[i], r.exit_code, caught, lines, r.out, r.err);
+        run_free(&r);
+    }
+}
+
 void suite_perf(void)
 {
     CU_pSuite s = CU_add_suite("perf", NULL, NULL);
@@ -245,6 +297,8 @@ void suite_perf(void)
     CU_add_test(s, "datatypes, ops, roots: #wrong 0", test_variants);
     CU_add_test(s, "bad command lines exit 2", test_usage_errors);
     CU_add_test(s, "-T: each size timed for a while", test_mintime);
+    CU_add_test(s, "-t barrier: every collective, checked", test_barrier_timing);
+    CU_add_test(s, "a corrupted result is counted wrong in every mode", test_check_fails);
     CU_add_test(s, "stream: pairs on 2 to 5 ranks, one receive buffer: #wrong 0", test_stream_pairs);
     CU_add_test(s, "stream: one receive buffer, messages in one copy: #wrong 0",
                 test_stream_one_buffer_large);

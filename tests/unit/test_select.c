@@ -122,8 +122,16 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
         if (!a)
             a = n > 8 && bytes <= ((size_t)64 << 10) ? 1 : 2;
         return *algo = old_algos[o->kind][a - 1], a;
+    /* Added after a92c487 (issue 45): gather and scatter (equal counts,
+     * blocking) through the slots; scatter's bytes are the root's buffer. */
     case COLL_GATHER:
+        if (o->equal && !o->nb && !a && bytes <= old_fast_limit(n) && shm)
+            return *algo = COLL_ALGO_SLOTS, 7;
+        return *algo = COLL_ALGO_LINEAR, 1;
     case COLL_SCATTER:
+        if (o->equal && !o->nb && !a && bytes <= (n == 2 ? (size_t)8 << 10 : (size_t)1 << 20) && shm)
+            return *algo = COLL_ALGO_SLOTS, 7;
+        return *algo = COLL_ALGO_LINEAR, 1;
     default:
         return *algo = COLL_ALGO_LINEAR, 1;
     }
@@ -229,7 +237,15 @@ static void test_examples(void)
         {COLL_ALLTOALL, 3, 0, 1, 1, 1 << 20, 0, 1, COLL_ALGO_SLOTS},
         {COLL_ALLTOALL, 3, 0, 1, 1, (1 << 20) + 3, 0, 1, COLL_ALGO_PAIRWISE},
         {COLL_BARRIER, 3, 1, 1, 1, 0, 0, 1, COLL_ALGO_DISSEMINATION},
-        {COLL_GATHER, 3, 0, 1, 1, 8, 0, 1, COLL_ALGO_LINEAR},
+        {COLL_GATHER, 3, 0, 1, 1, 8, 0, 1, COLL_ALGO_SLOTS},
+        {COLL_GATHER, 3, 1, 1, 1, 8, 0, 1, COLL_ALGO_LINEAR},
+        {COLL_GATHER, 3, 0, 0, 0, 8, 0, 1, COLL_ALGO_LINEAR},
+        {COLL_GATHER, 2, 0, 1, 1, 4096, 0, 1, COLL_ALGO_SLOTS},
+        {COLL_GATHER, 2, 0, 1, 1, 4097, 0, 1, COLL_ALGO_LINEAR},
+        {COLL_SCATTER, 2, 0, 1, 1, 8192, 0, 1, COLL_ALGO_SLOTS},
+        {COLL_SCATTER, 2, 0, 1, 1, 8193, 0, 1, COLL_ALGO_LINEAR},
+        {COLL_SCATTER, 4, 0, 1, 1, 1 << 20, 0, 1, COLL_ALGO_SLOTS},
+        {COLL_SCATTER, 4, 0, 1, 1, (1 << 20) + 4, 0, 1, COLL_ALGO_LINEAR},
     };
     for (size_t i = 0; i < sizeof ex / sizeof *ex; i++) {
         struct coll_in in = {.kind = ex[i].k, .n = ex[i].n, .hosts = 1, .nb = ex[i].nb,

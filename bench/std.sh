@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Every collective the way the standard MPI benchmarks time them, cadre beside
+# Open MPI in the same run, turns alternated.
+#
+# The OSU micro-benchmarks (osu_bcast, osu_allreduce, ...) and the Intel MPI
+# Benchmarks time each call on its own with a barrier after it, and average
+# the ranks' means: every call starts from idle ranks. cadre-perf does that
+# with -t barrier, and bench/mpi_coll.c (built here with Open MPI's mpicc)
+# with TIMING=barrier; with TIMING=loop (the default of both) the calls run
+# back to back instead (nccl-tests' loop). Both use the same sizes (nccl-tests':
+# count x type size for allreduce, reduce and bcast, the whole buffer for the
+# others), iterations and warm-ups, out of place, root 0; uint8 for the modes
+# that move data and float32 sum for the reductions.
+#
+#   bench/std.sh [BUILDDIR]
+#   MODES="bcast gather ..."  NPS="2 4"  MINB=1 MAXB=16M  REPS=3  TIMING=barrier|loop
+#   ITERS=N WARM=N (default: by size, as cadre-perf; ITERS4/WARM4 for the
+#   oversubscribed runs: 200/20)  TIMEOUT=600 (seconds per run)
+#
+# 2 ranks are bound to a core each (cadrerun --bind-to core, mpirun --bind-to
+# core); more ranks than cores run unbound (mpirun --oversubscribe). Prints,
+# per mode and rank count, the median of REPS turns per size for each library
+# and Open MPI's time over cadre's (above 1: cadre is faster), then the sizes
+# where cadre is slower.
+set -euo pipefail
+. "$(dirname "$0")/common.sh" "$@"
+modes=${MODES:-"barrier bcast reduce allreduce gather scatter allgather reduce_scatter alltoall"}
+nps=${NPS:-"2 4"}
+minb=${MINB:-1}
+maxb=${MAXB:-16M}
+reps=${REPS:-3}
+timing=${TIMING:-barrier}
+limit=${TIMEOUT:-600}
+case $timing in loop | barrier) ;; *) echo "std.sh: TIMING is loop or barrier" >&2; exit 2 ;; esac
+command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
+    { echo "std.sh: needs Open MPI (Debian: openmpi-bin libopenmpi-dev)" >&2; exit 1; }
+mpicc -O2 -o "$tmp/mpi_coll" "$here/mpi_coll.c"
+rev=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
+echo "std.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), cadre $rev, TIMING=$timing, REPS=$reps," \
+    "load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores" >&2
+
+bytes() { # a size with K/M/G -> bytes
+    awk -v s="$1" 'BEGIN { m = 1; if (s ~ /[Kk]$/) m = 1024; if (s ~ /[Mm]$/) m = 1048576;
+        if (s ~ /[Gg]$/) m = 1073741824; sub(/[KkMmGg]$/, "", s); printf "%d", s * m }'
+}
+maxbytes=$(bytes "$maxb")
+
+# One turn of one library: "size time_us" lines.
+turn() { # lib mode np
+    local lib=$1 mode=$2 np=$3 type=uint8 ts=1 lo
+    case $mode in reduce | allreduce | reduce_scatter) type=float32 ts=4 ;; esac
+    lo=$(bytes "$minb")
+    case $mode in
+    allgather | reduce_scatter | alltoall | gather | scatter)
+        [ "$lo" -ge $((np * ts)) ] || lo=$((np * ts)) ;;
+    *) [ "$lo" -ge "$ts" ] || lo=$ts ;;
+    esac
+    local it=${ITERS:-0} wm=${WARM:--1}
+    if [ "$np" -gt "$(nproc)" ]; then
+        it=${ITERS4:-200} wm=${WARM4:-20}
+    fi
+    local cmd
+    if [ "$lib" = cadre ]; then
+        local opt=(-b "$lo" -e "$maxbytes" -f 2 -d "$type" -t "$timing" -c 0)
+        [ "$it" -gt 0 ] && opt+=(-n "$it")
+        [ "$wm" -ge 0 ] && opt+=(-w "$wm")
+        if [ "$np" -gt "$(nproc)" ]; then
+            cmd=("$cadrerun" -n "$np" --bind-to none "$perf" "$mode" "${opt[@]}")
+        else
+            cmd=("$cadrerun" -n "$np" --bind-to core "$perf" "$mode" "${opt[@]}")
+        fi
+    else
+        local bind=(--bind-to core)
+        [ "$np" -gt "$(nproc)" ] && bind=(--oversubscribe --bind-to none)
+        cmd=(mpirun -np "$np" "${bind[@]}" "$tmp/mpi_coll" "$mode" "$lo" "$maxbytes" "$it" "$wm" 0
+             "$timing" "$type")
+    fi
+    timeout "$limit" "${cmd[@]}" > "$tmp/out" 2> "$tmp/err" ||
+        echo "std.sh: '${cmd[*]}' failed ($?): $(tail -1 "$tmp/err")" >&2
+    awk '!/^#/ && NF >= 6 { print $1, $6 }' "$tmp/out"
+}
+
+slower_all=""
+for np in $nps; do
+    for mode in $modes; do
+        : > "$tmp/cadre"
+        : > "$tmp/ompi"
+        for ((r = 1; r <= reps; r++)); do
+            # alternate which library goes first
+            if ((r % 2)); then order="cadre ompi"; else order="ompi cadre"; fi
+            for lib in $order; do
+                echo "std.sh: $mode, $np ranks, $lib, turn $r of $reps" >&2
+                turn "$lib" "$mode" "$np" >> "$tmp/$lib"
+            done
+        done
+        size_median < "$tmp/cadre" > "$tmp/cadre.med"
+        size_median < "$tmp/ompi" > "$tmp/ompi.med"
+        echo
+        echo "### $mode, $np ranks ($timing timing; median of $reps turns)"
+        echo
+        echo "| size (B) | cadre (µs) | Open MPI (µs) | Open MPI / cadre |"
+        echo "|---:|---:|---:|---:|"
+        join -a 1 -a 2 -e '?' -o 0,1.2,2.2 <(sort -k1,1 "$tmp/cadre.med") <(sort -k1,1 "$tmp/ompi.med") |
+            sort -n | awk '{ r = ($2 == "?" || $3 == "?" || $2 <= 0) ? "—" : sprintf("%.2f", $3 / $2)
+                             printf "| %s | %s | %s | %s |\n", $1, $2, $3, r }' | tee "$tmp/table"
+        slower=$(awk -F'|' '$5 ~ /[0-9]/ && $5 + 0 < 1 { gsub(/ /, "", $2); printf "%s%s", s, $2; s = " " }' "$tmp/table")
+        [ -n "$slower" ] && slower_all="$slower_all
+- $mode, $np ranks: cadre slower at $slower B"
+    done
+done
+echo
+echo "Sizes where Open MPI is faster (median):${slower_all:- none}"
