@@ -30,6 +30,9 @@ check_args(const char *fn, const void *buf, size_t count, cadre_datatype_t dt, i
     a->elsize = cadre_datatype_size(dt);
     if (!a->elsize)
         return cadre__error(CADRE_ERR_ARG, "%s: unknown datatype %d", fn, (int)dt);
+    /* A message has a buffer of its own: the sentinel is no address (its
+     * bytes would be read or written at 0x1). */
+    CADRE_CHECK(cadre__check_not_in_place(fn, !sr ? "buf" : is_recv ? "recvbuf" : "sendbuf", buf));
     /* cadre__check_span's success, without the call: an element is at most
      * 8 bytes, so a count up to CADRE__MAX_BYTES / 8 neither overflows nor
      * passes CADRE__MAX_BYTES; the buffer must still end at or below
