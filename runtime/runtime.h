@@ -71,6 +71,10 @@ int cadre__log_enabled(int level, int subsys);
  * concurrent writers never mix; a message past 2 KiB is cut. */
 void cadre__vwrite_line(int fd, const char *head, const char *fmt, va_list ap);
 void cadre__log(int level, int subsys, const char *fmt, ...) CADRE_PRINTF(3, 4);
+/* n lines, each with the head cadre__log gives it, in one write: a block
+ * that the other ranks' lines on the same stderr do not cut (up to 16 KiB;
+ * longer lines are cut). The caller checks cadre__log_enabled. */
+void cadre__log_block(int level, int subsys, const char *const *lines, int n);
 /* Prefix for log lines, e.g. "rank 3" or "cadrerun"; copied. */
 void cadre__log_set_prefix(const char *prefix);
 /* Overrides CADRE_DEBUG's level for this process only (cadrerun --verbose),
