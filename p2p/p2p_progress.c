@@ -52,12 +52,13 @@ static int send_entry(int w, struct cadre_peer *p, struct outq_entry *q)
 }
 
 /* The error of a transport's send to world rank w that failed with rc, as
- * the caller's last error: a transport that finds the peer gone (its
- * connection failed) records why with the peer (cadre__p2p_peer_failed)
- * and returns CADRE_ERR_PEER without a message of its own, so the message
- * is made here, from the peer's record; op (NULL: none) goes first. A
- * message of the caller's thread from before (or none: the progress
- * thread's) must never stand for it. */
+ * the caller's last error, op (NULL: none) first. A transport that finds
+ * the peer gone (its connection failed) records why with the peer
+ * (cadre__p2p_peer_failed) and returns CADRE_ERR_PEER without a message of
+ * its own: the message is made here from the peer's record, since the
+ * thread's last error is an older one, or none (the progress thread's: a
+ * queued send then failed with the text "cadre_send: " alone). Its other
+ * errors come with their message (cadre__error). */
 static int send_failed(int w, int rc, const char *op)
 {
     const struct cadre_peer *p = &cadre__eng.peers[w];
