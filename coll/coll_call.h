@@ -95,9 +95,7 @@ static inline int check_apart(const struct call *c, const void *sbuf, size_t sby
 
 static inline int check_buf(const struct call *c, const char *name, const void *buf, size_t bytes)
 {
-    if (buf == CADRE_IN_PLACE)
-        return cadre__error(CADRE_ERR_ARG, "%s: CADRE_IN_PLACE is not valid for %s here", c->fn,
-                            name);
+    CADRE_CHECK(cadre__check_not_in_place(c->fn, name, buf));
     if (!buf && bytes)
         return cadre__error(CADRE_ERR_ARG, "%s: %s is NULL with %zu bytes to move", c->fn, name,
                             bytes);

@@ -30,6 +30,9 @@ check_args(const char *fn, const void *buf, size_t count, cadre_datatype_t dt, i
     a->elsize = cadre_datatype_size(dt);
     if (!a->elsize)
         return cadre__error(CADRE_ERR_ARG, "%s: unknown datatype %d", fn, (int)dt);
+    /* A message has a buffer of its own: the sentinel is no address (its
+     * bytes would be read or written at 0x1). */
+    CADRE_CHECK(cadre__check_not_in_place(fn, !sr ? "buf" : is_recv ? "recvbuf" : "sendbuf", buf));
     /* cadre__check_span's success, without the call: an element is at most
      * 8 bytes, so a count up to CADRE__MAX_BYTES / 8 neither overflows nor
      * passes CADRE__MAX_BYTES; the buffer must still end at or below
@@ -162,32 +165,10 @@ static int finish(struct cadre_request *r, cadre_status_t *status)
 
 int cadre__p2p_timed_out(struct cadre_request *r, const char *fn)
 {
-    char what[200], comm[32] = "";
-    if (r->comm)
-        cadre__state_comm_name(r->comm->context_id, comm, sizeof comm);
-    if (r->kind == REQ_SEND)
-        snprintf(what, sizeof what, "%s to rank %d (tag %d, %zu bytes)", r->op, r->peer, r->tag,
-                 r->bytes);
-    else if (r->kind == REQ_RECV && r->peer == CADRE_ANY_SOURCE)
-        snprintf(what, sizeof what, "%s from any rank (tag %d)", r->op, r->tag);
-    else if (r->kind == REQ_RECV)
-        snprintf(what, sizeof what, "%s from rank %d (tag %d)", r->op, r->peer, r->tag);
-    else if (!strcmp(fn, r->op))
-        snprintf(what, sizeof what, "#%u on %s (%d ranks)", (unsigned)r->tag + 1, comm,
-                 r->comm ? r->comm->size : 0);
-    else
-        snprintf(what, sizeof what, "%s #%u on %s (%d ranks)", r->op, (unsigned)r->tag + 1, comm,
-                 r->comm ? r->comm->size : 0);
-    if (r->kind != REQ_GENERIC && comm[0] && strcmp(comm, "WORLD"))
-        snprintf(what + strlen(what), sizeof what - strlen(what), " on %s", comm);
-    const char *stage = r->kind == REQ_GENERIC        ? NULL
-                        : r->state == RS_POSTED     ? "no matching message arrived"
-                        : r->state == RS_WAIT_CTS  ? "the receiver never posted a matching receive"
-                        : r->state == RS_STREAM || r->state == RS_WAIT_DATA
-                            ? "the transfer stalled"
-                            : "it could not be sent";
+    char what[200];
+    cadre__p2p_req_what(r, fn, 0, what, sizeof what);
     char sum[1024];
-    cadre__p2p_diagnose(r, fn, what, stage, sum, sizeof sum);
+    cadre__p2p_diagnose(r, fn, what, cadre__p2p_req_stage(r), sum, sizeof sum);
     int rc = cadre__error(CADRE_ERR_TIMEOUT, "%s", sum);
     eng_lock();
     cadre__p2p_abandon(r);

@@ -381,6 +381,8 @@ void cadre__p2p_finalize(void)
     e->finalizing = 1;
     eng_unlock();
     drain(e->timeout);
+    /* What the application left: dropped, but not without a word. */
+    cadre__p2p_report_leftovers();
     eng_lock();
     /* What is sent from here on is farewells: losing one is no news. */
     e->finalizing = 2;

@@ -488,6 +488,24 @@ void cadre__p2p_send_finals(void);
  * left must still count this rank as arrived. */
 void cadre__p2p_send_final(const struct cadre_comm *c);
 void cadre__p2p_diag_cleanup(void);
+/* p2p_describe.c. What request r is, for a message of fn: "cadre_isend to
+ * rank 1 (tag 5, 16777216 bytes)", "cadre_recv from any rank (tag 3)",
+ * "cadre_iallreduce #4 on WORLD (4 ranks)" ("#4 on ..." when fn is r's own
+ * call); " on <communicator>" follows a message's other than WORLD. With
+ * CADRE_WHAT_FULL, a receive also says its capacity ("up to 40 bytes") and
+ * "any tag", and the communicator is always named. */
+#define CADRE_WHAT_FULL 0x1
+void cadre__p2p_req_what(const struct cadre_request *r, const char *fn, int flags, char *what,
+                         size_t len);
+/* Where a message request that is not done stands ("no matching message
+ * arrived", "the receiver never posted a matching receive", ...); NULL for
+ * a collective's. */
+const char *cadre__p2p_req_stage(const struct cadre_request *r);
+/* At finalize, after the output drained: one WARN block naming the requests
+ * the application still holds that are not done (or failed unheard), and
+ * the messages of its communicators that no receive took; nothing when
+ * there are none. Takes the lock. */
+void cadre__p2p_report_leftovers(void);
 void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg);
 void cadre__p2p_match_cleanup(void);
 

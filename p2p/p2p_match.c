@@ -237,7 +237,10 @@ int cadre__p2p_start_send(struct cadre_request *r)
         h.rreq = (uint64_t)(uintptr_t)r->buf;
         r->cma = 1;
     }
-    return cadre__p2p_post(w, &h, NULL, NULL);
+    int rc = cadre__p2p_post(w, &h, NULL, NULL);
+    if (rc != CADRE_SUCCESS)
+        return cadre__error(rc, "%s: %s", r->op, cadre_last_error());
+    return CADRE_SUCCESS;
 }
 
 static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void *payload)

@@ -51,13 +51,33 @@ static int send_entry(int w, struct cadre_peer *p, struct outq_entry *q)
     return CADRE_P2P_SENT;
 }
 
-static void entry_done(struct outq_entry *q, int rc)
+/* The error of a transport's send to world rank w that failed with rc, as
+ * the caller's last error, op (NULL: none) first. A transport that finds
+ * the peer gone (its connection failed) records why with the peer
+ * (cadre__p2p_peer_failed) and returns CADRE_ERR_PEER without a message of
+ * its own: the message is made here from the peer's record, since the
+ * thread's last error is an older one, or none (the progress thread's: a
+ * queued send then failed with the text "cadre_send: " alone). Its other
+ * errors come with their message (cadre__error). */
+static int send_failed(int w, int rc, const char *op)
+{
+    const struct cadre_peer *p = &cadre__eng.peers[w];
+    if (rc != CADRE_ERR_PEER && cadre_last_error()[0])
+        return op ? cadre__error(rc, "%s: %s", op, cadre_last_error()) : rc;
+    const char *why = rc == CADRE_ERR_PEER && p->why[0] ? p->why : cadre_error_string(rc);
+    return op ? cadre__error(rc, "%s: peer rank %d %s", op, w, why)
+              : cadre__error(rc, "peer rank %d %s", w, why);
+}
+
+static void entry_done(int w, struct outq_entry *q, int rc)
 {
     if (q->req && (q->hdr.type == CADRE_P2P_EAGER || q->hdr.type == CADRE_P2P_DATA)) {
-        if (rc == CADRE_SUCCESS)
+        if (rc == CADRE_SUCCESS) {
             cadre__req_complete_ok(q->req);
-        else
-            cadre__req_complete(q->req, rc, "%s: %s", q->req->op, cadre_last_error());
+        } else {
+            send_failed(w, rc, q->req->op);
+            cadre__req_complete(q->req, rc, "%s", cadre_last_error());
+        }
     }
 }
 
@@ -83,7 +103,7 @@ static int flush_peer(int w)
             break;
         }
         eng_outstanding_add(-1);
-        entry_done(q, rc);
+        entry_done(w, q, rc);
         free(q);
         events++;
     }
@@ -108,7 +128,7 @@ int cadre__p2p_post(int w, const struct cadre_p2p_hdr *h, const void *payload,
             return CADRE_SUCCESS;
         }
         if (rc != CADRE_P2P_BUSY)
-            return rc;
+            return send_failed(w, rc, req ? req->op : NULL);
     }
     struct outq_entry *q = calloc(1, sizeof *q);
     if (!q)

@@ -199,8 +199,14 @@ static int out_write(int peer, struct iovec *iov, int iovcnt, size_t total, size
                     return cadre__p2p_tcp_peer_fail(peer, "unreachable: no answer for %g s "
                                                           "(sending to rank %d: %s)",
                                                     tcp->peer_timeout, peer, strerror(err));
-                return cadre__p2p_tcp_peer_fail(peer, "sending to rank %d: %s", peer,
-                                                strerror(err));
+                /* EFAULT: the payload (a buffer of this rank's caller) is
+                 * not readable here; part of the message may be out, so
+                 * the connection is lost all the same. */
+                return cadre__p2p_tcp_peer_fail(peer, "sending to rank %d: %s%s", peer,
+                                                strerror(err),
+                                                err == EFAULT ? " (the send buffer of this rank "
+                                                                "is not readable memory)"
+                                                              : "");
             }
             n = 0;
         }

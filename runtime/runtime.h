@@ -71,6 +71,10 @@ int cadre__log_enabled(int level, int subsys);
  * concurrent writers never mix; a message past 2 KiB is cut. */
 void cadre__vwrite_line(int fd, const char *head, const char *fmt, va_list ap);
 void cadre__log(int level, int subsys, const char *fmt, ...) CADRE_PRINTF(3, 4);
+/* n lines, each with the head cadre__log gives it, in one write: a block
+ * that the other ranks' lines on the same stderr do not cut (up to 16 KiB;
+ * longer lines are cut). The caller checks cadre__log_enabled. */
+void cadre__log_block(int level, int subsys, const char *const *lines, int n);
 /* Prefix for log lines, e.g. "rank 3" or "cadrerun"; copied. */
 void cadre__log_set_prefix(const char *prefix);
 /* Overrides CADRE_DEBUG's level for this process only (cadrerun --verbose),
@@ -186,6 +190,17 @@ int cadre__check_span(const char *fn, const char *what, size_t count, size_t mul
 int cadre__check_layout(const char *fn, const char *bufname, const void *buf, const char *cname,
                         const size_t *counts, const char *dname, const size_t *displs, int n,
                         cadre_datatype_t dt, size_t *lo, size_t *hi);
+/* CADRE_IN_PLACE where the call takes a buffer of its own: CADRE_ERR_ARG
+ * "fn: CADRE_IN_PLACE is not valid for name here" (every point-to-point
+ * buffer, and the collectives' buffers that have no in-place meaning). The
+ * success path is one compare; the message is written out of line. */
+int cadre__in_place_refused(const char *fn, const char *name) __attribute__((cold, noinline));
+static inline int cadre__check_not_in_place(const char *fn, const char *name, const void *buf)
+{
+    if (__builtin_expect(buf == CADRE_IN_PLACE, 0))
+        return cadre__in_place_refused(fn, name);
+    return CADRE_SUCCESS;
+}
 /* CADRE_ERR_ARG naming both ranges ("fn: sendbuf [a, b) overlaps recvbuf
  * [c, d); hint") when [sbuf, sbuf+sbytes) and [rbuf, rbuf+rbytes) share a
  * byte; empty ranges share none. The ranges passed the checks above. */

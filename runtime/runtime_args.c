@@ -1,6 +1,7 @@
 /* Argument checks shared by the point-to-point and collective calls: the
  * names of datatypes and ops for messages, buffers that no address space
- * holds, and send and receive buffers that overlap. */
+ * holds, CADRE_IN_PLACE where a call has no in-place meaning, and send and
+ * receive buffers that overlap. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -117,6 +118,11 @@ int cadre__check_layout(const char *fn, const char *bufname, const void *buf, co
     *lo = last ? first : 0;
     *hi = last;
     return CADRE_SUCCESS;
+}
+
+int cadre__in_place_refused(const char *fn, const char *name)
+{
+    return cadre__error(CADRE_ERR_ARG, "%s: CADRE_IN_PLACE is not valid for %s here", fn, name);
 }
 
 int cadre__check_overlap(const char *fn, const void *sbuf, size_t sbytes, const void *rbuf,

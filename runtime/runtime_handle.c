@@ -53,6 +53,17 @@ void cadre__h_unbind(struct cadre_htab *t, uint32_t idx)
     pthread_mutex_unlock(&t->lock);
 }
 
+void cadre__h_foreach_open(struct cadre_htab *t, void (*fn)(void *obj, void *arg), void *arg)
+{
+    pthread_mutex_lock(&t->lock);
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        struct cadre_hslot *s = cadre__h_slot(t, i);
+        if ((atomic_load_explicit(&s->gen, memory_order_acquire) & 1) && s->obj)
+            fn(s->obj, arg);
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
 int cadre__h_stale(struct cadre_htab *t, uintptr_t h, uint32_t kind)
 {
     if ((h & CADRE_H_CHECK_MASK) != kind)

@@ -133,6 +133,11 @@ static inline void *cadre__h_find(struct cadre_htab *t, uintptr_t h, uint32_t ki
 #endif
 }
 
+/* Calls fn(obj, arg) for the object of every open handle (a live handle's
+ * slot), under the table's lock: fn must take no lock that is ever held
+ * while binding or unbinding. */
+void cadre__h_foreach_open(struct cadre_htab *t, void (*fn)(void *obj, void *arg), void *arg);
+
 /* For the message of a failed lookup: 1 when h has the form of a handle of
  * this kind to a slot that has been used since (a freed object's handle),
  * 0 when it never was a handle of this table. */

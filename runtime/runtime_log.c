@@ -102,6 +102,31 @@ void cadre__vwrite_line(int fd, const char *head, const char *fmt, va_list ap)
     (void)w;
 }
 
+void cadre__log_block(int level, int subsys, const char *const *lines, int n)
+{
+    char head[128], out[16384];
+    snprintf(head, sizeof head, "[%s %s %s] ", log_prefix, level_names[level],
+             subsys_names[subsys]);
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        int m = snprintf(out + len, sizeof out - len, "%s%s\n", head, lines[i]);
+        if (m < 0)
+            break;
+        if ((size_t)m >= sizeof out - len) { /* cut: the block ends here */
+            len = sizeof out - 1;
+            out[len - 1] = '\n';
+            break;
+        }
+        len += (size_t)m;
+    }
+    for (size_t done = 0; done < len;) {
+        ssize_t w = write(STDERR_FILENO, out + done, len - done);
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+}
+
 void cadre__log(int level, int subsys, const char *fmt, ...)
 {
     char head[128];

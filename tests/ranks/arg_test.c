@@ -1,13 +1,14 @@
 /* Argument checks that must hold before any communication: overlapping send
  * and receive buffers (sendrecv and every collective, blocking and
- * nonblocking), counts that no address space holds, and the wording of the
- * datatype and truncation messages. Every rank passes the same bad
+ * nonblocking), CADRE_IN_PLACE as any point-to-point buffer, counts that no
+ * address space holds, and the wording of the datatype and truncation
+ * messages. Every rank passes the same bad
  * arguments (or, in rooted calls, the root alone, where only the root's
  * buffers are looked at), so every rank that fails has failed before
  * sending anything; then a correct call must work, checked element by
  * element.
  *
- * ARG_TESTS picks sections by name: messages, sendrecv, collectives, huge. */
+ * ARG_TESTS picks sections by name: messages, sendrecv, in_place, collectives, huge. */
 #include "rank_util.h"
 
 #define W CADRE_COMM_WORLD
@@ -139,6 +140,69 @@ static void test_sendrecv(void)
         EXPECT(st.count == 0, "empty message: count %zu", st.count);
         free(b);
     }
+}
+
+/* ---- CADRE_IN_PLACE as a message's buffer ----------------------------------------- */
+/* CADRE_ERR_ARG naming the call and the argument; a nonblocking call writes
+ * no request. */
+#define NOT_IN_PLACE(call, fn, arg)                                                         \
+    do {                                                                                    \
+        cadre_request_t req = CADRE_REQUEST_NULL;                                           \
+        int rc_ = (call);                                                                   \
+        const char *m_ = cadre_last_error();                                                \
+        EXPECT(rc_ == CADRE_ERR_ARG, "%s (count %zu): %s, expected CADRE_ERR_ARG", #call,   \
+               n, cadre_error_string(rc_));                                                 \
+        EXPECT(strstr(m_, fn ": CADRE_IN_PLACE is not valid for " arg " here"),             \
+               "%s (count %zu): message \"%s\" does not name " arg, #call, n, m_);          \
+        EXPECT(req == CADRE_REQUEST_NULL, "%s wrote a request", #call);                     \
+        if (req)                                                                            \
+            cadre_wait(&req, NULL);                                                         \
+    } while (0)
+
+/* Every point-to-point call refuses CADRE_IN_PLACE in each buffer position,
+ * at counts 0, 1 (eager) and 2^20 (rendezvous), before anything is sent or
+ * posted: the exchange on the same tag afterwards gets exactly its own data
+ * (a receive posted into the sentinel would take it and write at 0x1; a
+ * send from it would read there). */
+static void test_in_place(void)
+{
+    int right = (me + 1) % np, left = (me + np - 1) % np;
+    size_t sizes[] = {0, 1, 1u << 20};
+    int32_t *b = malloc((1u << 20) * sizeof *b), *o = malloc((1u << 20) * sizeof *o);
+    void *ip = CADRE_IN_PLACE;
+    for (int k = 0; k < 3; k++) {
+        size_t n = sizes[k];
+        fill(b, n, me, 90 + k);
+        NOT_IN_PLACE(cadre_send(ip, n, CADRE_INT32, right, 9, W), "cadre_send", "buf");
+        NOT_IN_PLACE(cadre_isend(ip, n, CADRE_INT32, right, 9, W, &req), "cadre_isend", "buf");
+        NOT_IN_PLACE(cadre_recv(ip, n, CADRE_INT32, left, 9, W, NULL), "cadre_recv", "buf");
+        NOT_IN_PLACE(cadre_recv(ip, n, CADRE_INT32, CADRE_ANY_SOURCE, CADRE_ANY_TAG, W, NULL),
+                     "cadre_recv", "buf");
+        NOT_IN_PLACE(cadre_irecv(ip, n, CADRE_INT32, left, 9, W, &req), "cadre_irecv", "buf");
+        NOT_IN_PLACE(cadre_irecv(ip, n, CADRE_INT32, CADRE_ANY_SOURCE, 9, W, &req),
+                     "cadre_irecv", "buf");
+        NOT_IN_PLACE(cadre_sendrecv(ip, n, right, 9, o, n, left, 9, CADRE_INT32, W, NULL),
+                     "cadre_sendrecv", "sendbuf");
+        NOT_IN_PLACE(cadre_sendrecv(b, n, right, 9, ip, n, left, 9, CADRE_INT32, W, NULL),
+                     "cadre_sendrecv", "recvbuf");
+        NOT_IN_PLACE(cadre_sendrecv(ip, n, right, 9, ip, n, left, 9, CADRE_INT32, W, NULL),
+                     "cadre_sendrecv", "sendbuf");
+        /* The same tag, real buffers: only this exchange's data arrives. */
+        cadre_status_t st;
+        if (n)
+            memset(o, 0x5a, n * sizeof *o);
+        OK(cadre_sendrecv(b, n, right, 9, o, n, left, 9, CADRE_INT32, W, &st));
+        EXPECT(st.source == left && st.tag == 9 && st.count == n,
+               "sendrecv after CADRE_IN_PLACE refusals (count %zu): source %d tag %d count %zu",
+               n, st.source, st.tag, st.count);
+        size_t at = bad_at(o, n, left, 90 + k, 0);
+        EXPECT(at == n, "sendrecv after CADRE_IN_PLACE refusals (count %zu): element %zu wrong", n,
+               at);
+        OK(cadre_barrier(W));
+    }
+    free(b);
+    free(o);
+    still_works("CADRE_IN_PLACE refusals");
 }
 
 /* ---- collectives ------------------------------------------------------------------- */
@@ -463,6 +527,7 @@ int main(int argc, char **argv)
         void (*fn)(void);
     } tests[] = {{"messages", test_messages},
                  {"sendrecv", test_sendrecv},
+                 {"in_place", test_in_place},
                  {"collectives", test_collectives},
                  {"huge", test_huge}};
     const char *only = getenv("ARG_TESTS");

@@ -225,6 +225,79 @@ static void test_any_source_finalized(void)
     run_free(&r);
 }
 
+/* cadre_finalize with work left undone (tests/ranks/finalize_pending.c):
+ * it returns success, and each rank prints one block, in one piece, that
+ * names its pending requests (call, peer, tag, size, communicator, where it
+ * stands) and the messages that came and that no receive took; completed
+ * and received ones are not named (issue 40). */
+static const char *const pending_block[2][4] = {
+    {"[rank 0 WARN P2P] cadre_finalize: dropping 2 pending requests and 1 message never received "
+     "(complete every request and receive every message before cadre_finalize):",
+     "[rank 0 WARN P2P]   cadre_isend to rank 1 (tag 5, 16777216 bytes) on WORLD: the receiver "
+     "never posted a matching receive",
+     "[rank 0 WARN P2P]   cadre_irecv from rank 1 (tag 6, up to 40 bytes) on WORLD: no matching "
+     "message arrived",
+     "[rank 0 WARN P2P]   a message from rank 1 (tag 11, 3 bytes) on comm ctx "},
+    {"[rank 1 WARN P2P] cadre_finalize: dropping 1 pending request and 2 messages never received "
+     "(complete every request and receive every message before cadre_finalize):",
+     "[rank 1 WARN P2P]   cadre_irecv from any rank (tag 9, up to 100 bytes) on WORLD: no "
+     "matching message arrived",
+     "[rank 1 WARN P2P]   a message from rank 0 (tag 5, 16777216 bytes) on WORLD: never received "
+     "(its sender's send is dropped)",
+     "[rank 1 WARN P2P]   a message from rank 0 (tag 7, 12 bytes) on WORLD: never received"}};
+
+static void test_finalize_pending(void)
+{
+    const char *transports[] = {"", "tcp"};
+    for (int t = 0; t < 2; t++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "env CADRE_TRANSPORT=%s %s -n 2 %s", transports[t], CADRERUN,
+                 build_path("tests/ranks/finalize_pending"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+        CHECK_MSG(r.exit_code == 0 && count_matching(r.out, "finalize_pending: rank ") == 2 &&
+                      count_matching(r.out, " ok") == 2,
+                  SHOW(r));
+        for (int rank = 0; rank < 2; rank++) {
+            /* The block's lines, in order and together. */
+            const char *at = strstr(r.err, pending_block[rank][0]);
+            CHECK_MSG(at && count_matching(r.err, pending_block[rank][0]) == 1,
+                      SHOWW(r, pending_block[rank][0]));
+            for (int i = 1; at && i < 4; i++) {
+                at = strchr(at, '\n');
+                at = at ? at + 1 : NULL;
+                CHECK_MSG(at && !strncmp(at, pending_block[rank][i], strlen(pending_block[rank][i])),
+                          SHOWW(r, pending_block[rank][i]));
+            }
+            char head[32];
+            snprintf(head, sizeof head, "[rank %d WARN P2P] ", rank);
+            CHECK_MSG(count_matching(r.err, head) == 4, SHOWW(r, "4 lines of each rank"));
+        }
+        /* Received, completed or matched: not named. */
+        const char *quiet[] = {"tag 3,", "tag 4,", "tag 8,"};
+        for (int i = 0; i < 3; i++)
+            CHECK_MSG(count_matching(r.err, quiet[i]) == 0, SHOWW(r, quiet[i]));
+        run_free(&r);
+    }
+    /* Past the 8 lines of each kind: the rest counted. Rank 0 has 2 + 12
+     * requests and 1 + 12 messages. */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "env FINALIZE_MANY=12 %s -n 2 %s", CADRERUN,
+             build_path("tests/ranks/finalize_pending"));
+    struct run_result r;
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+    CHECK_MSG(r.exit_code == 0, SHOW(r));
+    const char *want[] = {"[rank 0 WARN P2P] cadre_finalize: dropping 14 pending requests and 13 "
+                          "messages never received (",
+                          "[rank 0 WARN P2P]   and 6 more requests",
+                          "[rank 0 WARN P2P]   and 5 more messages"};
+    for (int i = 0; i < 3; i++)
+        CHECK_MSG(count_matching(r.err, want[i]) == 1, SHOWW(r, want[i]));
+    CHECK_MSG(count_matching(r.err, "[rank 0 WARN P2P] ") == 1 + 8 + 1 + 8 + 1,
+              SHOWW(r, "19 lines from rank 0"));
+    run_free(&r);
+}
+
 void suite_diag(void)
 {
     CU_pSuite s = CU_add_suite("diag", NULL, NULL);
@@ -237,4 +310,6 @@ void suite_diag(void)
     CU_add_test(s, "cadrerun --timeout with no cadre program", test_cadrerun_timeout_not_cadre);
     CU_add_test(s, "a receive from any rank, one of them finalized", test_any_source_finalized);
     CU_add_test(s, "a member that gave up and freed the sub-communicator", test_subcomm_leaver);
+    CU_add_test(s, "cadre_finalize names the requests and messages it drops",
+                test_finalize_pending);
 }
