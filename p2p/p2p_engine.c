@@ -353,9 +353,13 @@ int cadre__p2p_init(void)
         if (e->shm_active)
             cadre__p2p_wake_open();
     }
-    if (pthread_create(&e->pt, NULL, cadre__p2p_progress_thread, NULL) != 0) {
+    int prc = pthread_create(&e->pt, NULL, cadre__p2p_progress_thread, NULL);
+    if (prc != 0) {
         cadre__p2p_finalize();
-        return cadre__error(CADRE_ERR_INTERNAL, "cadre_init: cannot start the progress thread");
+        /* EAGAIN: no room for its stack (ulimit -v), or RLIMIT_NPROC */
+        return cadre__error(prc == EAGAIN ? CADRE_ERR_NOMEM : CADRE_ERR_INTERNAL,
+                            "rank %d cannot start its progress thread: %s%s", me, strerror(prc),
+                            cadre__p2p_limit_note(prc));
     }
     e->pt_running = 1;
     return CADRE_SUCCESS;

@@ -554,6 +554,11 @@ int cadre__shm_agree(int tried, int ok, int tcp);
  * failure to map a segment), or NULL. */
 const char *cadre__shm_lost(int w);
 void cadre__shm_agree_free(void);
+/* For a message on a failed mapping or thread start (ENOMEM, EAGAIN): the
+ * errno's name and this rank's address-space limit where it has one, as
+ * " (ENOMEM; rank 1's address-space limit, RLIMIT_AS or ulimit -v, is N
+ * KiB)"; "" for other errors. A static buffer. */
+const char *cadre__p2p_limit_note(int err);
 
 #define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512 + 8 * 1024) << 10)
 void *cadre__shm_coll_area(int w);

@@ -120,7 +120,7 @@ static int shm_init(void)
         int e = errno;
         return cadre__shm_failed(CADRE_ERR_INTERNAL,
                                  "rank %d cannot create its shared-memory segment (memfd_create): "
-                                 "%s%s", me, strerror(e), cadre__shm_limit_note(e));
+                                 "%s%s", me, strerror(e), cadre__p2p_limit_note(e));
     }
     if (ftruncate(cadre__shm.fd, (off_t)cadre__shm.seg_size) != 0) {
         int e = errno;
@@ -128,7 +128,7 @@ static int shm_init(void)
         cadre__shm.fd = -1;
         return cadre__shm_failed(CADRE_ERR_NOMEM,
                                  "rank %d cannot size its shared-memory segment (%.1f MiB): %s%s",
-                                 me, mib, strerror(e), cadre__shm_limit_note(e));
+                                 me, mib, strerror(e), cadre__p2p_limit_note(e));
     }
     cadre__shm.seg = mmap(NULL, cadre__shm.seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, cadre__shm.fd, 0);
     if (cadre__shm.seg == MAP_FAILED) {
@@ -138,7 +138,7 @@ static int shm_init(void)
         cadre__shm.seg = NULL;
         return cadre__shm_failed(CADRE_ERR_NOMEM,
                                  "rank %d cannot map its own shared-memory segment (%.1f MiB): %s%s",
-                                 me, mib, strerror(e), cadre__shm_limit_note(e));
+                                 me, mib, strerror(e), cadre__p2p_limit_note(e));
     }
     struct seg_hdr *h = (struct seg_hdr *)cadre__shm.seg;
     h->magic = SEG_MAGIC;
@@ -232,7 +232,7 @@ static int shm_wireup(void)
             return cadre__shm_failed(CADRE_ERR_NOMEM,
                                      "rank %d cannot map rank %d's shared-memory segment (%.1f "
                                      "MiB): %s%s", me, w, (double)b.size / (1 << 20), strerror(e),
-                                     cadre__shm_limit_note(e));
+                                     cadre__p2p_limit_note(e));
         struct shm_peer *p = &cadre__shm.peers[w];
         p->mapped = 1;
         p->local_rank = b.local_rank;

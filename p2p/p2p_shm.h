@@ -182,10 +182,8 @@ static inline void ring_peer(struct shm_peer *p)
 
 /* Failures and the agreement on them (p2p_shm_agree.c): records this
  * rank's failure to set up shared memory (the text names the rank, the
- * segment and the cause) and sets cadre_last_error(); the note on an
- * address-space limit that an ENOMEM may owe to ("" for other errors). */
+ * segment and the cause) and sets cadre_last_error(). */
 int cadre__shm_failed(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-const char *cadre__shm_limit_note(int err);
 /* Unmaps world rank w's segment: the pair does without shared memory. */
 void cadre__shm_drop(int w);
 

@@ -59,16 +59,19 @@ int cadre__shm_failed(int code, const char *fmt, ...)
     return cadre__error(code, "%s", own_why);
 }
 
-const char *cadre__shm_limit_note(int err)
+const char *cadre__p2p_limit_note(int err)
 {
     static char note[128];
     struct rlimit rl;
-    if (err != ENOMEM)
+    const char *name = err == ENOMEM ? "ENOMEM" : err == EAGAIN ? "EAGAIN" : NULL;
+    if (!name)
         return "";
     if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return " (ENOMEM)";
-    snprintf(note, sizeof note, " (ENOMEM; rank %d's address-space limit, RLIMIT_AS or ulimit -v, is %llu KiB)",
-             cadre__proc.rank, (unsigned long long)(rl.rlim_cur >> 10));
+        snprintf(note, sizeof note, " (%s)", name);
+    else
+        snprintf(note, sizeof note,
+                 " (%s; rank %d's address-space limit, RLIMIT_AS or ulimit -v, is %llu KiB)", name,
+                 cadre__proc.rank, (unsigned long long)(rl.rlim_cur >> 10));
     return note;
 }
 
