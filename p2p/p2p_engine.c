@@ -184,6 +184,8 @@ int cadre__p2p_init(void)
 
     const struct cadre_p2p_transport *cand[2] = {&cadre__p2p_shm, &cadre__p2p_tcp};
     int ok[2] = {0, 0};
+    int shm_tried = nr > 1 && transport_allowed("shm");
+    cadre__shm_agree_free();
     for (int i = 0; i < 2; i++) {
         if (nr == 1 || !transport_allowed(cand[i]->name))
             continue;
@@ -192,7 +194,7 @@ int cadre__p2p_init(void)
             ok[i] = 1;
         else if (rc == CADRE_ERR_ARG) /* a setting to fix (CADRE_SOCKET_IFNAME) */
             return rc;
-        else
+        else if (cand[i] != &cadre__p2p_shm) /* shm's: cadre__shm_agree, below */
             CADRE_WARN(P2P, "transport %s disabled: %s", cand[i]->name, cadre_last_error());
     }
     CADRE_CHECK(cadre__bootstrap_commit());
@@ -261,11 +263,35 @@ int cadre__p2p_init(void)
         if (w != me && p->same_node)
             p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->pid, 0);
     }
+    int wired[2] = {ok[0], ok[1]};
     for (int i = 0; i < 2; i++) {
         if (ok[i] && cand[i]->wireup() != CADRE_SUCCESS) {
+            wired[i] = 0;
+            if (cand[i] == &cadre__p2p_shm)
+                continue; /* its segment stays until the peers have taken theirs */
             CADRE_WARN(P2P, "transport %s disabled: %s", cand[i]->name, cadre_last_error());
             cand[i]->finalize();
             ok[i] = 0;
+        }
+    }
+    /* Both ranks of a pair use shared memory, or neither: a rank that could
+     * not map its peers' segments must not find them writing into its own
+     * and their tcp listeners closed. The exchange also keeps a rank that
+     * goes on and finalizes at once from taking its segment away from a
+     * slower peer that still maps it (or its descriptor, which the peers
+     * take before they map it). */
+    if (nr > 1) {
+        int rc = cadre__shm_agree(shm_tried, wired[0], ok[1]);
+        if (ok[0] && !wired[0]) {
+            cand[0]->finalize();
+            ok[0] = 0;
+        }
+        if (rc != CADRE_SUCCESS) {
+            for (int i = 0; i < 2; i++)
+                if (ok[i])
+                    cand[i]->finalize();
+            cadre__p2p_finalize();
+            return rc;
         }
     }
     int used[2] = {0, 0};
@@ -280,12 +306,23 @@ int cadre__p2p_init(void)
             }
         }
         if (!p->tp) {
+            const char *lost = cadre__shm_lost(w);
+            char why[512] = "";
+            if (lost)
+                snprintf(why, sizeof why, "%s", lost);
             for (int i = 0; i < 2; i++)
                 if (ok[i])
                     cand[i]->finalize();
+            /* No farewells through the transports just closed (a BYE to a
+             * peer chosen before this one went into a freed segment). */
+            for (int v = 0; v < nr; v++)
+                e->peers[v].tp = NULL;
             cadre__p2p_finalize();
+            if (lost)
+                return cadre__error(CADRE_ERR_BOOTSTRAP, "%s; no other transport reaches rank %d "
+                                    "(CADRE_TRANSPORT=\"%s\")", why, w, list);
             return cadre__error(CADRE_ERR_BOOTSTRAP, "cadre_init: no transport reaches rank %d "
-                                                     "(CADRE_TRANSPORT=\"%s\")", w, list);
+                                "(CADRE_TRANSPORT=\"%s\")", w, list);
         }
         p->frag = p->tp->max_payload(w);
         p->eager = p->tp->eager_limit ? p->tp->eager_limit(w) : p->frag;
@@ -299,10 +336,6 @@ int cadre__p2p_init(void)
                     p->frag);
         CADRE_INFO(P2P, "peer %d: %s", w, p->tp->name);
     }
-    /* Peers attach to each other's segments above; a rank that went on and
-     * finalized at once would take its segment away from a slower peer. */
-    if (e->shm_active || nr > 1)
-        CADRE_CHECK(cadre__bootstrap_barrier());
     /* A transport no peer uses is closed, not polled on every progress call. */
     for (int i = 0; i < 2; i++) {
         if (used[i])
@@ -320,9 +353,13 @@ int cadre__p2p_init(void)
         if (e->shm_active)
             cadre__p2p_wake_open();
     }
-    if (pthread_create(&e->pt, NULL, cadre__p2p_progress_thread, NULL) != 0) {
+    int prc = pthread_create(&e->pt, NULL, cadre__p2p_progress_thread, NULL);
+    if (prc != 0) {
         cadre__p2p_finalize();
-        return cadre__error(CADRE_ERR_INTERNAL, "cadre_init: cannot start the progress thread");
+        /* EAGAIN: no room for its stack (ulimit -v), or RLIMIT_NPROC */
+        return cadre__error(prc == EAGAIN ? CADRE_ERR_NOMEM : CADRE_ERR_INTERNAL,
+                            "rank %d cannot start its progress thread: %s%s", me, strerror(prc),
+                            cadre__p2p_limit_note(prc));
     }
     e->pt_running = 1;
     return CADRE_SUCCESS;
@@ -434,6 +471,7 @@ void cadre__p2p_finalize(void)
     free(e->peers);
     e->peers = NULL;
     cadre__p2p_hosts_free();
+    cadre__shm_agree_free();
     if (e->eventfd >= 0)
         close(e->eventfd);
     e->eventfd = -1;

@@ -560,6 +560,24 @@ int cadre__p2p_probe_coll(uint32_t ctx, int tag, uint64_t *sig);
 void cadre__p2p_unexp_each(uint32_t ctx, int (*fn)(void *arg, const struct cadre_p2p_hdr *h),
                            void *arg);
 
+/* cadre_init, after the transports' wireup (p2p_shm_agree.c): every rank
+ * that tried shared memory (`tried`) publishes whether it has it (`ok`:
+ * its segment and every peer's of its host mapped) and why not; the
+ * exchange is a fence of every rank. A rank with shared memory drops the
+ * peers without it, and every rank warns of a failure that concerns it,
+ * naming the cause first (`tcp`: tcp is there to take over; else
+ * cadre_init fails, with cadre__shm_lost's text). */
+int cadre__shm_agree(int tried, int ok, int tcp);
+/* Why world rank w and this rank lost shared memory between them (a
+ * failure to map a segment), or NULL. */
+const char *cadre__shm_lost(int w);
+void cadre__shm_agree_free(void);
+/* For a message on a failed mapping or thread start (ENOMEM, EAGAIN): the
+ * errno's name and this rank's address-space limit where it has one, as
+ * " (ENOMEM; rank 1's address-space limit, RLIMIT_AS or ulimit -v, is N
+ * KiB)"; "" for other errors. A static buffer. */
+const char *cadre__p2p_limit_note(int err);
+
 #define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512 + 8 * 1024) << 10)
 void *cadre__shm_coll_area(int w);
 void cadre__shm_wake(int w);

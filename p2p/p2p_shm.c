@@ -113,15 +113,22 @@ static int shm_init(void)
     cadre__shm.seg_size = coll_area_off() + CADRE_SHM_COLL_BYTES;
     cadre__shm.seg_size = (cadre__shm.seg_size + 4095) & ~(size_t)4095;
 
+    int me = cadre__proc.rank;
+    double mib = (double)cadre__shm.seg_size / (1 << 20);
     cadre__shm.fd = memfd_create("cadre-shm", MFD_CLOEXEC);
-    if (cadre__shm.fd < 0)
-        return cadre__error(CADRE_ERR_INTERNAL, "shm: memfd_create: %s", strerror(errno));
+    if (cadre__shm.fd < 0) {
+        int e = errno;
+        return cadre__shm_failed(CADRE_ERR_INTERNAL,
+                                 "rank %d cannot create its shared-memory segment (memfd_create): "
+                                 "%s%s", me, strerror(e), cadre__p2p_limit_note(e));
+    }
     if (ftruncate(cadre__shm.fd, (off_t)cadre__shm.seg_size) != 0) {
         int e = errno;
         close(cadre__shm.fd);
         cadre__shm.fd = -1;
-        return cadre__error(CADRE_ERR_NOMEM, "shm: cannot size a %zu-byte segment: %s", cadre__shm.seg_size,
-                            strerror(e));
+        return cadre__shm_failed(CADRE_ERR_NOMEM,
+                                 "rank %d cannot size its shared-memory segment (%.1f MiB): %s%s",
+                                 me, mib, strerror(e), cadre__p2p_limit_note(e));
     }
     cadre__shm.seg = mmap(NULL, cadre__shm.seg_size, PROT_READ | PROT_WRITE, MAP_SHARED, cadre__shm.fd, 0);
     if (cadre__shm.seg == MAP_FAILED) {
@@ -129,7 +136,9 @@ static int shm_init(void)
         close(cadre__shm.fd);
         cadre__shm.fd = -1;
         cadre__shm.seg = NULL;
-        return cadre__error(CADRE_ERR_NOMEM, "shm: mmap of %zu bytes: %s", cadre__shm.seg_size, strerror(e));
+        return cadre__shm_failed(CADRE_ERR_NOMEM,
+                                 "rank %d cannot map its own shared-memory segment (%.1f MiB): %s%s",
+                                 me, mib, strerror(e), cadre__p2p_limit_note(e));
     }
     struct seg_hdr *h = (struct seg_hdr *)cadre__shm.seg;
     h->magic = SEG_MAGIC;
@@ -199,24 +208,31 @@ static int shm_wireup(void)
          * same host identity, which CADRE_HOSTID or the hostname decide. */
         if (len != sizeof b || b.node_id != cadre__proc.node_id || !cadre__eng.peers[w].same_node)
             continue;
+        /* A failure here leaves this rank without shared memory; its
+         * peers learn why from its verdict (cadre__shm_agree), so that
+         * every pair agrees on its transport and every rank names the
+         * cause. */
         if (b.local_rank < 0 || b.local_rank >= cadre__shm.nlocal || b.ring_bytes != cadre__shm.ring_bytes ||
             b.frag != cadre__shm.frag || b.nslots != cadre__shm.nslots || b.nfrags != cadre__shm.nfrags ||
             b.size < coll_area_off() + CADRE_SHM_COLL_BYTES)
-            return cadre__error(CADRE_ERR_ARG,
-                                "shm: rank %d has a different shared-memory layout (are "
-                                "CADRE_SHM_* set alike on every rank?)",
-                                w);
+            return cadre__shm_failed(CADRE_ERR_ARG,
+                                     "rank %d: rank %d has a different shared-memory layout (are "
+                                     "CADRE_SHM_* set alike on every rank?)",
+                                     me, w);
         char why[256];
         int fd = cadre__shm_grab_fd(b.pid, b.fd, why, sizeof why);
         if (fd < 0)
-            return cadre__error(CADRE_ERR_INTERNAL,
-                                "shm: cannot open the segment of rank %d (pid %d): %s", w, b.pid,
-                                why);
+            return cadre__shm_failed(CADRE_ERR_INTERNAL,
+                                     "rank %d cannot open rank %d's shared-memory segment (pid "
+                                     "%d): %s", me, w, b.pid, why);
         void *m = mmap(NULL, b.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        int e = errno;
         close(fd);
         if (m == MAP_FAILED)
-            return cadre__error(CADRE_ERR_NOMEM, "shm: mmap of rank %d's segment: %s", w,
-                                strerror(errno));
+            return cadre__shm_failed(CADRE_ERR_NOMEM,
+                                     "rank %d cannot map rank %d's shared-memory segment (%.1f "
+                                     "MiB): %s%s", me, w, (double)b.size / (1 << 20), strerror(e),
+                                     cadre__p2p_limit_note(e));
         struct shm_peer *p = &cadre__shm.peers[w];
         p->mapped = 1;
         p->local_rank = b.local_rank;
@@ -232,6 +248,22 @@ static int shm_wireup(void)
         cadre__shm.senders[cadre__shm.nsenders++] = w;
     }
     return CADRE_SUCCESS;
+}
+
+void cadre__shm_drop(int w)
+{
+    struct shm_peer *p = &cadre__shm.peers[w];
+    if (!p->mapped)
+        return;
+    munmap(p->seg, p->seg_size);
+    *p = (struct shm_peer){0};
+    for (int i = 0; i < cadre__shm.nsenders; i++) {
+        if (cadre__shm.senders[i] == w) {
+            memmove(&cadre__shm.senders[i], &cadre__shm.senders[i + 1],
+                    (size_t)(--cadre__shm.nsenders - i) * sizeof *cadre__shm.senders);
+            break;
+        }
+    }
 }
 
 static int shm_reachable(int w)

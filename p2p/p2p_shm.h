@@ -180,6 +180,13 @@ static inline void ring_peer(struct shm_peer *p)
     }
 }
 
+/* Failures and the agreement on them (p2p_shm_agree.c): records this
+ * rank's failure to set up shared memory (the text names the rank, the
+ * segment and the cause) and sets cadre_last_error(). */
+int cadre__shm_failed(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Unmaps world rank w's segment: the pair does without shared memory. */
+void cadre__shm_drop(int w);
+
 /* The receiving side (p2p_shm_recv.c). */
 const void *cadre__shm_peek(int w, struct cadre_p2p_hdr *h, const struct cadre_p2p_wire **framing);
 void cadre__shm_take(int w);
