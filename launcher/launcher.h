@@ -32,6 +32,10 @@ enum {
     CADRERUN_EXIT_NOTFOUND = 127, /* program not found */
 };
 
+/* Why cadrerun asks the ranks for their states: then it stops the job, or
+ * passes SIGINT on. */
+enum { REPORT_TIMEOUT = 1, REPORT_SIGINT = 2 };
+
 enum cadre__launcher_bind { BIND_DEFAULT, BIND_NONE, BIND_CORE, BIND_NUMA };
 
 struct cadre__launcher_opts {
@@ -99,8 +103,8 @@ struct cadre__launcher_job {
     int signals_seen; /* INT/TERM/HUP received, for escalation */
 
     struct event *sig_ev[4], *timeout_ev, *kill_ev, *drain_ev;
-    struct event *report_ev; /* --timeout: the ranks' state reports are awaited */
-    int reporting;
+    struct event *report_ev; /* the ranks' state reports are awaited */
+    int reporting;           /* 0, or why: REPORT_TIMEOUT, REPORT_SIGINT */
     /* stdin forwarding to rank 0 when cadrerun's stdin is a terminal */
     struct event *stdin_ev, *stdin_out_ev;
     int stdin_fd; /* write end towards rank 0, -1 when not forwarding */
@@ -129,7 +133,7 @@ void cadre__launcher_cleanup_finish(struct cadre__launcher_job *job, int ranks_r
 /* launcher_pmix.c */
 int cadre__launcher_pmix_start(struct cadre__launcher_job *job);
 /* Asks every rank that is connected and not finalized to write its state
- * (cadrerun --timeout); returns how many were asked. Their answers arrive
+ * (cadrerun --timeout, SIGINT); returns how many were asked. Their answers arrive
  * through cadre__launcher_state_answered on the loop. */
 int cadre__launcher_pmix_state_query(struct cadre__launcher_job *job);
 /* Adds the PMIx client variables for `rank` to env (a malloc'ed argv). */

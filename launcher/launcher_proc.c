@@ -1,7 +1,7 @@
 /*
  * The ranks as processes: fork/exec with their environment, binding and
  * death signal; reaping; the first failure and stopping the job; signals to
- * cadrerun; --timeout.
+ * cadrerun; the state report of --timeout and SIGINT.
  *
  * Every rank is in one process group, led by rank 0, apart from cadrerun's:
  * a terminal's ^C reaches cadrerun alone, which forwards it once, and a
@@ -254,6 +254,9 @@ static void reap(struct cadre__launcher_job *job)
 }
 
 /* ---- signals to cadrerun ----------------------------------------------------------- */
+static void report_start(struct cadre__launcher_job *job, int why);
+static void report_cancel(struct cadre__launcher_job *job);
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     (void)what;
@@ -270,10 +273,17 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     if (job->stopping) {
         CADRE_INFO(LAUNCHER, "%s while stopping: SIGKILL now", name);
         signal_ranks(job, SIGKILL);
-    } else if (job->signals_seen == 1) {
+    } else if (job->signals_seen == 1 && sig == SIGINT && !job->reporting) {
+        /* ^C on a job that hangs: first what every rank is doing, then the
+         * signal (report_done). */
+        cadre__launcher_say("%s: %d rank(s) running, their states (another %s stops the job at "
+                            "once):", name, count_running(job), name);
+        report_start(job, REPORT_SIGINT);
+    } else if (job->signals_seen == 1 && !job->reporting) {
         CADRE_INFO(LAUNCHER, "forwarding %s to %d rank(s)", name, count_running(job));
         signal_ranks(job, (int)sig);
     } else {
+        report_cancel(job);
         cadre__launcher_fail(job, 128 + (int)sig, "%s received again: stopping %d rank(s)", name,
                              count_running(job));
     }
@@ -484,11 +494,13 @@ fail:
     return -1;
 }
 
-/* --timeout: the ranks have written their states, or had their time to;
- * name those that did not, then stop the job. */
-static void timeout_stop(struct cadre__launcher_job *job)
+/* ---- the state report (--timeout, SIGINT) --------------------------------------------- */
+/* The ranks have written their states, or had their time to: name those
+ * that did not, then stop the job (--timeout) or pass the signal on. */
+static void report_done(struct cadre__launcher_job *job)
 {
-    if (!job->reporting)
+    int why = job->reporting;
+    if (!why)
         return;
     job->reporting = 0;
     if (job->report_ev)
@@ -506,8 +518,21 @@ static void timeout_stop(struct cadre__launcher_job *job)
                             : atomic_load(&r->finalized) ? "no state: has called cadre_finalize"
                                                          : "no state: did not answer in time");
     }
-    cadre__launcher_say("stopping %d rank(s) after the timeout", count_running(job));
-    cadre__launcher_stop(job);
+    if (why == REPORT_TIMEOUT) {
+        cadre__launcher_say("stopping %d rank(s) after the timeout", count_running(job));
+        cadre__launcher_stop(job);
+    } else if (!job->stopping && job->nlive) {
+        cadre__launcher_say("forwarding SIGINT to %d rank(s)", count_running(job));
+        signal_ranks(job, SIGINT);
+    }
+}
+
+/* A second signal: no report to finish, the job stops now. */
+static void report_cancel(struct cadre__launcher_job *job)
+{
+    job->reporting = 0;
+    if (job->report_ev)
+        evtimer_del(job->report_ev);
 }
 
 void cadre__launcher_state_answered(struct cadre__launcher_job *job)
@@ -520,14 +545,26 @@ void cadre__launcher_state_answered(struct cadre__launcher_job *job)
             !atomic_load(&r->finalized) && !atomic_load(&r->reported))
             return;
     }
-    timeout_stop(job);
+    report_done(job);
 }
 
 static void on_report_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    timeout_stop(arg);
+    report_done(arg);
+}
+
+/* Each rank says what it is doing, within STATE_REPORT_S at most. */
+static void report_start(struct cadre__launcher_job *job, int why)
+{
+    job->reporting = why;
+    struct timeval tv = seconds_tv(STATE_REPORT_S);
+    if (!job->report_ev)
+        job->report_ev = evtimer_new(job->base, on_report_timer, job);
+    if (cadre__launcher_pmix_state_query(job) == 0 || !job->report_ev ||
+        evtimer_add(job->report_ev, &tv) != 0)
+        report_done(job);
 }
 
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
@@ -544,14 +581,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
     cadre__launcher_say("timeout: the job ran longer than %g s; %d rank(s) running, their "
                         "states:",
                         job->opts->timeout, count_running(job));
-    job->reporting = 1;
-    /* Before the job is stopped, each rank says what it is doing, within
-     * STATE_REPORT_S at most. */
-    struct timeval tv = seconds_tv(STATE_REPORT_S);
-    if (cadre__launcher_pmix_state_query(job) == 0 ||
-        !(job->report_ev = evtimer_new(job->base, on_report_timer, job)) ||
-        evtimer_add(job->report_ev, &tv) != 0)
-        timeout_stop(job);
+    report_start(job, REPORT_TIMEOUT);
 }
 
 int cadre__launcher_spawn(struct cadre__launcher_job *job)

@@ -160,39 +160,58 @@ static int finish(struct cadre_request *r, cadre_status_t *status)
     return rc;
 }
 
-int cadre__p2p_timed_out(struct cadre_request *r, const char *fn)
+/* What r is, for the diagnosis: "cadre_recv from rank 1 (tag 5) on WORLD",
+ * and where it stands (point-to-point; NULL for a collective). */
+static const char *describe_wait(const struct cadre_request *r, const char *fn, char *what,
+                                 size_t len)
 {
-    char what[200], comm[32] = "";
+    char comm[32] = "";
     if (r->comm)
         cadre__state_comm_name(r->comm->context_id, comm, sizeof comm);
     if (r->kind == REQ_SEND)
-        snprintf(what, sizeof what, "%s to rank %d (tag %d, %zu bytes)", r->op, r->peer, r->tag,
-                 r->bytes);
+        snprintf(what, len, "%s to rank %d (tag %d, %zu bytes) on %s", r->op, r->peer, r->tag,
+                 r->bytes, comm);
     else if (r->kind == REQ_RECV && r->peer == CADRE_ANY_SOURCE)
-        snprintf(what, sizeof what, "%s from any rank (tag %d)", r->op, r->tag);
+        snprintf(what, len, "%s from any rank (tag %d) on %s", r->op, r->tag, comm);
     else if (r->kind == REQ_RECV)
-        snprintf(what, sizeof what, "%s from rank %d (tag %d)", r->op, r->peer, r->tag);
+        snprintf(what, len, "%s from rank %d (tag %d) on %s", r->op, r->peer, r->tag, comm);
     else if (!strcmp(fn, r->op))
-        snprintf(what, sizeof what, "#%u on %s (%d ranks)", (unsigned)r->tag + 1, comm,
+        snprintf(what, len, "#%u on %s (%d ranks)", (unsigned)r->tag + 1, comm,
                  r->comm ? r->comm->size : 0);
     else
-        snprintf(what, sizeof what, "%s #%u on %s (%d ranks)", r->op, (unsigned)r->tag + 1, comm,
+        snprintf(what, len, "%s #%u on %s (%d ranks)", r->op, (unsigned)r->tag + 1, comm,
                  r->comm ? r->comm->size : 0);
-    if (r->kind != REQ_GENERIC && comm[0] && strcmp(comm, "WORLD"))
-        snprintf(what + strlen(what), sizeof what - strlen(what), " on %s", comm);
-    const char *stage = r->kind == REQ_GENERIC        ? NULL
-                        : r->state == RS_POSTED     ? "no matching message arrived"
-                        : r->state == RS_WAIT_CTS  ? "the receiver never posted a matching receive"
-                        : r->state == RS_STREAM || r->state == RS_WAIT_DATA
-                            ? "the transfer stalled"
-                            : "it could not be sent";
-    char sum[1024];
-    cadre__p2p_diagnose(r, fn, what, stage, sum, sizeof sum);
+    return r->kind == REQ_GENERIC        ? NULL
+           : r->state == RS_POSTED     ? "no matching message arrived"
+           : r->state == RS_WAIT_CTS  ? "the receiver never posted a matching receive"
+           : r->state == RS_STREAM || r->state == RS_WAIT_DATA
+               ? "the transfer stalled"
+               : "it could not be sent";
+}
+
+int cadre__p2p_timed_out(struct cadre_request *r, const char *fn)
+{
+    char what[200], sum[1024];
+    const char *stage = describe_wait(r, fn, what, sizeof what);
+    int shown = cadre__p2p_diagnose(r, fn, what, stage, sum, sizeof sum);
     int rc = cadre__error(CADRE_ERR_TIMEOUT, "%s", sum);
+    if (shown)
+        cadre__error_shown();
     eng_lock();
     cadre__p2p_abandon(r);
     eng_unlock();
     return rc;
+}
+
+void cadre__p2p_stuck(struct cadre_request *r, double secs)
+{
+    /* The call the program waits in: the state record has it. */
+    struct cadre_op_snapshot s;
+    cadre__state_snapshot(&s);
+    char fn[32], what[200];
+    snprintf(fn, sizeof fn, "%s", s.in_cadre && s.via[0] ? s.via : r->op);
+    const char *stage = describe_wait(r, fn, what, sizeof what);
+    cadre__p2p_diag_stuck(r, fn, what, stage, secs);
 }
 
 /* The operation state a peer sees while this thread waits on r in fn. */

@@ -26,6 +26,15 @@
  *                   sleeps, rank 2 receives from any rank a tag never sent:
  *                   its summary says "rank 0 has called cadre_finalize"
  *                   (it said "rank 0 is has called ...")
+ *   deadlock        (2 ranks) each receives from the other (tag 5) first,
+ *                   rank 1 a second later; rank 0, timing out first, stays
+ *                   out of cadre a while: both name the deadlock (rank 1
+ *                   blamed rank 0's state when it asked: "not in cadre",
+ *                   or "has called cadre_finalize" where rank 0 finalized)
+ *   deadlock_wait   (cadrerun SIGINT, no CADRE_TIMEOUT) the same receives,
+ *                   never failing: the job is stopped from outside
+ *   barrier_skip    the last rank skips a barrier (it computes meanwhile);
+ *                   the others fail naming it
  * Prints "diag: rank R ok" when its checks passed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +135,48 @@ static void any_finalized(void)
     }
 }
 
+/* Each rank receives from the other first: nothing is ever sent. */
+static void deadlock(int expect_fail)
+{
+    int x = 0, peer = 1 - me;
+    if (me > 1)
+        return;
+    if (me == 1 && expect_fail)
+        sleep(1);
+    int rc = cadre_recv(&x, 1, CADRE_INT32, peer, 5, W, CADRE_STATUS_IGNORE);
+    if (!expect_fail)
+        return;
+    EXPECT(rc == CADRE_ERR_TIMEOUT, "recv -> %s: %s", cadre_error_string(rc), cadre_last_error());
+    char want[128];
+    snprintf(want, sizeof want, "cadre_recv: cadre_recv from rank %d (tag 5) on WORLD made no progress",
+             peer);
+    expect_text(want);
+    snprintf(want, sizeof want, "(CADRE_TIMEOUT): a deadlock: rank %d wait", peer);
+    expect_text(want);
+    expect_text(" for this rank too (");
+    /* Not the cause it named before (rank 0, which timed out first, had
+     * finalized by the time rank 1 asked): at most a note after it. */
+    const char *fin = strstr(cadre_last_error(), "has called cadre_finalize");
+    EXPECT(!fin || fin > strstr(cadre_last_error(), "a deadlock"), "cadre_last_error() \"%s\"",
+           cadre_last_error());
+    /* Out of cadre while rank 1 times out and asks. */
+    if (me == 0)
+        sleep(3);
+}
+
+static void barrier_skip(void)
+{
+    if (me == np - 1) {
+        sleep((unsigned)(timeout_s + 3));
+        return;
+    }
+    FAILS(cadre_barrier(W), CADRE_ERR_TIMEOUT, "made no progress");
+    char want[128];
+    snprintf(want, sizeof want, "(CADRE_TIMEOUT): waiting for rank %d, which is not in cadre for ",
+             np - 1);
+    expect_text(want);
+}
+
 int main(void)
 {
     const char *what = getenv("DIAG"), *rank = getenv("CADRE_RANK");
@@ -169,6 +220,10 @@ int main(void)
             OK(cadre_barrier(W));
     } else if (!strcmp(what, "any_finalized")) {
         any_finalized();
+    } else if (!strcmp(what, "deadlock") || !strcmp(what, "deadlock_wait")) {
+        deadlock(!strcmp(what, "deadlock"));
+    } else if (!strcmp(what, "barrier_skip")) {
+        barrier_skip();
     } else {
         EXPECT(0, "unknown DIAG=\"%s\"", what);
     }
