@@ -507,7 +507,7 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
     struct cadre_request *r;
     for (int i = 0; i < n; i++)
         CADRE_CHECK(find_req("cadre_waitall", reqs[i], i, &r));
-    int first = CADRE_SUCCESS;
+    int first = CADRE_SUCCESS, shown = 0;
     char msg[512];
     msg[0] = '\0'; /* not = "": that zeroes all 512 bytes on every call */
     for (int i = 0; i < n; i++) {
@@ -525,6 +525,7 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
         }
         if (rc != CADRE_SUCCESS && first == CADRE_SUCCESS) {
             first = rc;
+            shown = cadre__error_was_shown();
             /* The request's own text, without the name of the call twice. */
             const char *why = cadre_last_error();
             if (!strncmp(why, "cadre_waitall: ", 15))
@@ -537,8 +538,13 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
                 snprintf(msg, sizeof msg, "cadre_waitall: %s: %s", arg, why);
         }
     }
-    if (first != CADRE_SUCCESS)
-        return cadre__error(first, "%s", msg);
+    if (first != CADRE_SUCCESS) {
+        cadre__error(first, "%s", msg);
+        /* Its diagnosis block is out already: the same event. */
+        if (shown)
+            cadre__error_shown();
+        return first;
+    }
     return CADRE_SUCCESS;
 }
 

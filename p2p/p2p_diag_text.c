@@ -169,7 +169,7 @@ static void put_state(struct text *t, const struct group *x)
 static void put_group_line(struct text *more, struct text *tail, struct diag *d, int g,
                            const char *pfx)
 {
-    put(more, "%s  ", pfx);
+    put(more, "%s   ", pfx);
     put_members(more, d, g);
     put(more, " ");
     put_state(more, &d->g[g]);
@@ -299,7 +299,7 @@ static void put_coll(struct text *first, struct text *more, struct text *tail, s
             a->st.seq == seq && strcmp(a->st.op, r->op) && !a->st.via[0]) {
             char s[320];
             cadre__state_describe(&a->st, s, sizeof s);
-            put(more, "%s  rank %d is %s (a different collective)\n", pfx, i, s);
+            put(more, "%s   rank %d is %s (a different collective)\n", pfx, i, s);
         }
     }
 }
