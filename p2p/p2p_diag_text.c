@@ -61,6 +61,7 @@ struct group {
     char key[256];   /* the state without its time */
     double lo, hi;   /* the members' times; lo < 0: none */
     struct cadre_op_snapshot st; /* the first member's state, when it answered */
+    char note[96];   /* said after the state: ", which waits for ..." */
     int n;
 };
 
@@ -115,15 +116,16 @@ static void peer_state(const struct cadre__diag_answer *a, int w, char *key, siz
 }
 
 static void add_to_group(struct diag *d, int i, const char *key, double secs,
-                         const struct cadre_op_snapshot *st)
+                         const struct cadre_op_snapshot *st, const char *note)
 {
     int g = 0;
-    while (g < d->ng && strcmp(d->g[g].key, key))
+    while (g < d->ng && (strcmp(d->g[g].key, key) || strcmp(d->g[g].note, note)))
         g++;
     if (g == d->ng) {
         if (d->ng == MAX_GROUPS) {
             g = MAX_GROUPS;
             snprintf(d->g[g].key, sizeof d->g[g].key, "in other states");
+            d->g[g].note[0] = '\0';
             if (!d->g[g].n)
                 d->g[g].lo = d->g[g].hi = -1;
             d->g[g].n++;
@@ -132,6 +134,7 @@ static void add_to_group(struct diag *d, int i, const char *key, double secs,
         }
         d->ng++;
         snprintf(d->g[g].key, sizeof d->g[g].key, "%s", key);
+        snprintf(d->g[g].note, sizeof d->g[g].note, "%s", note);
         d->g[g].lo = d->g[g].hi = secs;
         d->g[g].st = *st;
         d->g[g].n = 0;
@@ -163,6 +166,7 @@ static void put_state(struct text *t, const struct group *x)
         put(t, "gave %s", s);
     else
         put(t, "%s %s", many ? "are" : "is", s);
+    put(t, "%s", x->note);
 }
 
 /* A further group: a line of the block, and a clause of the summary. */
@@ -197,10 +201,14 @@ static int put_deadlock(struct text *t, struct diag *d, int i, int w, double my_
 {
     struct cadre_comm *c = d->c;
     const struct cadre__diag_answer *a = &d->ans[w];
-    char s[320];
+    char s[320], who[48];
+    if (c->world_ranks)
+        snprintf(who, sizeof who, "rank %d (world %d)", i, w);
+    else
+        snprintf(who, sizeof who, "rank %d", i);
     if (a->got && waits_for(&a->st, c, c->rank)) {
         cadre__state_describe(&a->st, s, sizeof s);
-        put(t, "a deadlock: rank %d waits for this rank too (%s)", i, s);
+        put(t, "a deadlock: %s waits for this rank too (%s)", who, s);
         return 1;
     }
     /* It asked this rank while this operation went on, waiting for this
@@ -213,8 +221,8 @@ static int put_deadlock(struct text *t, struct diag *d, int i, int w, double my_
     double secs = was.secs;
     was.secs = -1;
     cadre__state_describe(&was, s, sizeof s);
-    put(t, "a deadlock: rank %d waited for this rank too (%s) and gave up after %.1f s "
-           "(its CADRE_TIMEOUT); now it ", i, s, secs);
+    put(t, "a deadlock: %s waited for this rank too (%s) and gave up after %.1f s "
+           "(its CADRE_TIMEOUT); now it ", who, s, secs);
     struct group now = {.n = 1};
     peer_state(a, w, now.key, sizeof now.key, &now.lo, &now.st);
     now.hi = now.lo;
@@ -229,27 +237,45 @@ static int reached(uint32_t have, uint32_t want)
     return ((have - want) & 0x3fffffffu) < 0x20000000u;
 }
 
-/* Groups the collective's missing ranks; returns how many arrived. */
+/* Groups the collective's missing ranks; returns how many arrived. A
+ * missing rank in a point-to-point call with a rank that has arrived is in
+ * a deadlock with it. */
 static int coll_groups(struct diag *d, struct cadre_request *r)
 {
     struct cadre_comm *c = d->c;
     uint32_t seq = (uint32_t)r->tag + 1;
     int narrived = 0;
+    /* d->tmp: whether each rank arrived. */
     for (int i = 0; i < c->size; i++) {
         int w = cadre__world_rank(c, i);
         struct cadre__diag_answer *a = &d->ans[w];
         int in_op = a->got && a->st.in_cadre && a->st.ctx == c->context_id && a->st.seq == seq;
         uint32_t fseq;
-        int arrived = i == c->rank || in_op || (a->got && a->has_seq && reached(a->comm_seq, seq)) ||
-                      (!a->got && cadre__diag_final(w, c->context_id, &fseq) && reached(fseq, seq));
-        narrived += arrived;
-        if (arrived)
+        d->tmp[i] = i == c->rank || in_op || (a->got && a->has_seq && reached(a->comm_seq, seq)) ||
+                    (!a->got && cadre__diag_final(w, c->context_id, &fseq) && reached(fseq, seq));
+        narrived += d->tmp[i];
+    }
+    for (int i = 0; i < c->size; i++) {
+        if (d->tmp[i])
             continue;
-        char key[256];
+        int w = cadre__world_rank(c, i);
+        const struct cadre_op_snapshot *as = &d->ans[w].st;
+        char key[256], note[96] = "";
         double secs;
         struct cadre_op_snapshot st;
-        peer_state(a, w, key, sizeof key, &secs, &st);
-        add_to_group(d, i, key, secs, &st);
+        peer_state(&d->ans[w], w, key, sizeof key, &secs, &st);
+        if (d->ans[w].got && as->in_cadre && !as->seq && as->ctx == c->context_id &&
+            as->peer >= 0 && as->peer < c->size && d->tmp[as->peer] && strcmp(as->op, "cadre_init") &&
+            strcmp(as->op, "cadre_finalize"))
+        {
+            if (as->peer == c->rank)
+                snprintf(note, sizeof note, ", while this rank waits in this collective: a "
+                         "deadlock");
+            else
+                snprintf(note, sizeof note, ", while rank %d waits in this collective: a deadlock",
+                         (int)as->peer);
+        }
+        add_to_group(d, i, key, secs, &st, note);
     }
     return narrived;
 }
@@ -339,7 +365,7 @@ static void put_p2p(struct text *first, struct text *more, struct text *tail, st
         double secs;
         struct cadre_op_snapshot st;
         peer_state(&d->ans[w], w, key, sizeof key, &secs, &st);
-        add_to_group(d, i, key, secs, &st);
+        add_to_group(d, i, key, secs, &st, "");
     }
     if (stage)
         put(first, ": %s", stage);
