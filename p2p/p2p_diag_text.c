@@ -334,7 +334,8 @@ static void put_coll(struct text *first, struct text *more, struct text *tail, s
  * deadlock with its one peer, or what happened (stage) and what the ranks
  * it waits for do. */
 static void put_p2p(struct text *first, struct text *more, struct text *tail, struct diag *d,
-                    const char *stage, const char *pfx, double my_secs)
+                    const struct cadre_request *r, const char *stage, const char *pfx,
+                    double my_secs)
 {
     struct cadre_comm *c = d->c;
     int nasked = 0, one = -1;
@@ -348,7 +349,13 @@ static void put_p2p(struct text *first, struct text *more, struct text *tail, st
             put(first, ": %s", stage);
         return;
     }
-    if (nasked == 1) {
+    /* Only an operation that waits for its peer to begin (no matching
+     * message, no receive posted) can be a deadlock; a transfer that
+     * stalled half-way is not. */
+    int waits_to_begin = r->kind == REQ_RECV ? r->state == RS_POSTED
+                         : r->kind == REQ_SEND ? r->state == RS_WAIT_CTS
+                                               : 0;
+    if (nasked == 1 && waits_to_begin) {
         char buf[1024];
         struct text dl = {buf, 0, sizeof buf};
         buf[0] = '\0';
@@ -434,7 +441,7 @@ static int diagnose(struct cadre_request *r, const char *fn, const char *what, c
     if (coll)
         put_coll(&first, &more, &tail, &d, r, pfx);
     else
-        put_p2p(&first, &more, &tail, &d, stage, pfx, my_secs);
+        put_p2p(&first, &more, &tail, &d, r, stage, pfx, my_secs);
     eng_unlock();
     snprintf(sum, sumlen, "%s%s", fbuf, tbuf);
     /* One write: the first line, then the others. */
