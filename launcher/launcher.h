@@ -5,6 +5,7 @@
  *   launcher_cleanup.c   job temp dir and the cleaner process
  *   launcher_pmix.c      the PMIx server and its module of callbacks
  *   launcher_proc.c      starting, reaping, signalling and stopping ranks
+ *   launcher_report.c    the ranks' state report (--timeout, SIGINT)
  *   launcher_iof.c       ranks' stdin, stdout and stderr
  * Everything runs on the main thread's event loop, except the PMIx module
  * callbacks, which run on libpmix's thread and only hand work to the loop.
@@ -16,6 +17,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <sys/time.h>
 #include <sys/types.h>
 
 #include "runtime/runtime.h"
@@ -117,6 +119,14 @@ struct cadre__launcher_job {
 /* One line on stderr: "cadrerun: <message>", written with one write(2). */
 void cadre__launcher_say(const char *fmt, ...) CADRE_PRINTF(1, 2);
 
+static inline struct timeval cadre__launcher_tv(double s)
+{
+    struct timeval tv;
+    tv.tv_sec = (time_t)s;
+    tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
+    return tv;
+}
+
 /* launcher_topo.c */
 int cadre__launcher_gpu_count(void);
 int cadre__launcher_cpu_count(void);
@@ -152,8 +162,22 @@ void cadre__launcher_stop(struct cadre__launcher_job *job);
 /* Records the first failure: says `why` and decides the exit status. */
 void cadre__launcher_fail(struct cadre__launcher_job *job, int code, const char *fmt, ...)
     CADRE_PRINTF(3, 4);
+/* Signals every running rank (their process group while rank 0 lives). */
+void cadre__launcher_signal_ranks(struct cadre__launcher_job *job, int sig);
+int cadre__launcher_running(const struct cadre__launcher_job *job);
+/* The first failure decides the exit status; later ones do not change it. */
+void cadre__launcher_decide(struct cadre__launcher_job *job, int code);
+
+/* launcher_report.c */
+/* Asks the ranks for their states; then stops the job (REPORT_TIMEOUT) or
+ * forwards SIGINT (REPORT_SIGINT). */
+void cadre__launcher_report_start(struct cadre__launcher_job *job, int why);
+/* A second signal: the report is not waited for. */
+void cadre__launcher_report_cancel(struct cadre__launcher_job *job);
 /* A rank answered the state report (main loop). */
 void cadre__launcher_state_answered(struct cadre__launcher_job *job);
+/* Arms --timeout; -1 when it cannot. */
+int cadre__launcher_timeout_start(struct cadre__launcher_job *job);
 /* Leaves the loop once every rank is reaped and its output drained. */
 void cadre__launcher_check_done(struct cadre__launcher_job *job);
 
