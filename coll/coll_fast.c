@@ -190,6 +190,7 @@ struct waiter {
     int spins;
     double nap, since;
     int rc; /* begin: a peer's message of this call differs */
+    int stuck_said; /* warned of CADRE_STUCK_WARN */
 };
 
 static inline void relax(void)
@@ -252,6 +253,10 @@ static int idle(struct coll_fast *F, struct waiter *w, int q, const char *what)
     cadre__state_stamp(now);
     if (now - w->since > e->timeout)
         return cadre__p2p_coll_timed_out(w->comm, w->fn, (uint32_t)w->tag + 1, q, what);
+    if (e->stuck_warn > 0 && !w->stuck_said && now - w->since > e->stuck_warn) {
+        w->stuck_said = 1;
+        cadre__p2p_coll_stuck(w->comm, w->fn, (uint32_t)w->tag + 1, now - w->since);
+    }
     /* One membarrier for the call's naps, not one per nap. */
     cadre__bell_series_nap(&F->napping);
     cadre__p2p_sleep(w->nap);

@@ -37,6 +37,8 @@ static const char usage_text[] =
     "                        DIR/rank.R.stderr instead of cadrerun's own\n"
     "  --timeout SEC         after SEC seconds, print every rank's state (its\n"
     "                        cadre operation) and kill the job; exit status 124\n"
+    "                        (the first SIGINT, ^C, prints the states too, then\n"
+    "                        passes the signal on; a second one stops the job)\n"
     "  --bind-to core|numa|none\n"
     "                        CPU binding of each rank (default: numa with GPUs,\n"
     "                        core when ranks fit the cores, else none)\n"

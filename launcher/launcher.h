@@ -5,6 +5,7 @@
  *   launcher_cleanup.c   job temp dir and the cleaner process
  *   launcher_pmix.c      the PMIx server and its module of callbacks
  *   launcher_proc.c      starting, reaping, signalling and stopping ranks
+ *   launcher_report.c    the ranks' state report (--timeout, SIGINT)
  *   launcher_iof.c       ranks' stdin, stdout and stderr
  * Everything runs on the main thread's event loop, except the PMIx module
  * callbacks, which run on libpmix's thread and only hand work to the loop.
@@ -16,6 +17,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <sys/time.h>
 #include <sys/types.h>
 
 #include "runtime/runtime.h"
@@ -31,6 +33,10 @@ enum {
     CADRERUN_EXIT_NOEXEC = 126,   /* program found but not executable */
     CADRERUN_EXIT_NOTFOUND = 127, /* program not found */
 };
+
+/* Why cadrerun asks the ranks for their states: then it stops the job, or
+ * passes SIGINT on. */
+enum { REPORT_TIMEOUT = 1, REPORT_SIGINT = 2 };
 
 enum cadre__launcher_bind { BIND_DEFAULT, BIND_NONE, BIND_CORE, BIND_NUMA };
 
@@ -99,8 +105,8 @@ struct cadre__launcher_job {
     int signals_seen; /* INT/TERM/HUP received, for escalation */
 
     struct event *sig_ev[4], *timeout_ev, *kill_ev, *drain_ev;
-    struct event *report_ev; /* --timeout: the ranks' state reports are awaited */
-    int reporting;
+    struct event *report_ev; /* the ranks' state reports are awaited */
+    int reporting;           /* 0, or why: REPORT_TIMEOUT, REPORT_SIGINT */
     /* stdin forwarding to rank 0 when cadrerun's stdin is a terminal */
     struct event *stdin_ev, *stdin_out_ev;
     int stdin_fd; /* write end towards rank 0, -1 when not forwarding */
@@ -112,6 +118,14 @@ struct cadre__launcher_job {
 /* cadrerun.c */
 /* One line on stderr: "cadrerun: <message>", written with one write(2). */
 void cadre__launcher_say(const char *fmt, ...) CADRE_PRINTF(1, 2);
+
+static inline struct timeval cadre__launcher_tv(double s)
+{
+    struct timeval tv;
+    tv.tv_sec = (time_t)s;
+    tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
+    return tv;
+}
 
 /* launcher_topo.c */
 int cadre__launcher_gpu_count(void);
@@ -129,7 +143,7 @@ void cadre__launcher_cleanup_finish(struct cadre__launcher_job *job, int ranks_r
 /* launcher_pmix.c */
 int cadre__launcher_pmix_start(struct cadre__launcher_job *job);
 /* Asks every rank that is connected and not finalized to write its state
- * (cadrerun --timeout); returns how many were asked. Their answers arrive
+ * (cadrerun --timeout, SIGINT); returns how many were asked. Their answers arrive
  * through cadre__launcher_state_answered on the loop. */
 int cadre__launcher_pmix_state_query(struct cadre__launcher_job *job);
 /* Adds the PMIx client variables for `rank` to env (a malloc'ed argv). */
@@ -148,8 +162,22 @@ void cadre__launcher_stop(struct cadre__launcher_job *job);
 /* Records the first failure: says `why` and decides the exit status. */
 void cadre__launcher_fail(struct cadre__launcher_job *job, int code, const char *fmt, ...)
     CADRE_PRINTF(3, 4);
+/* Signals every running rank (their process group while rank 0 lives). */
+void cadre__launcher_signal_ranks(struct cadre__launcher_job *job, int sig);
+int cadre__launcher_running(const struct cadre__launcher_job *job);
+/* The first failure decides the exit status; later ones do not change it. */
+void cadre__launcher_decide(struct cadre__launcher_job *job, int code);
+
+/* launcher_report.c */
+/* Asks the ranks for their states; then stops the job (REPORT_TIMEOUT) or
+ * forwards SIGINT (REPORT_SIGINT). */
+void cadre__launcher_report_start(struct cadre__launcher_job *job, int why);
+/* A second signal: the report is not waited for. */
+void cadre__launcher_report_cancel(struct cadre__launcher_job *job);
 /* A rank answered the state report (main loop). */
 void cadre__launcher_state_answered(struct cadre__launcher_job *job);
+/* Arms --timeout; -1 when it cannot. */
+int cadre__launcher_timeout_start(struct cadre__launcher_job *job);
 /* Leaves the loop once every rank is reaped and its output drained. */
 void cadre__launcher_check_done(struct cadre__launcher_job *job);
 

@@ -1,7 +1,7 @@
 /*
  * The ranks as processes: fork/exec with their environment, binding and
  * death signal; reaping; the first failure and stopping the job; signals to
- * cadrerun; --timeout.
+ * cadrerun (the state report before SIGINT is in launcher_report.c).
  *
  * Every rank is in one process group, led by rank 0, apart from cadrerun's:
  * a terminal's ^C reaches cadrerun alone, which forwards it once, and a
@@ -39,18 +39,8 @@ static void signame(int sig, char *buf, size_t len)
         snprintf(buf, len, "signal %d", sig);
 }
 
-#define STATE_REPORT_S 1.0
-
-static struct timeval seconds_tv(double s)
-{
-    struct timeval tv;
-    tv.tv_sec = (time_t)s;
-    tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
-    return tv;
-}
-
 /* ---- signalling and stopping ------------------------------------------------- */
-static void signal_ranks(struct cadre__launcher_job *job, int sig)
+void cadre__launcher_signal_ranks(struct cadre__launcher_job *job, int sig)
 {
     if (job->pgid > 0 && job->ranks[0].state != RANK_REAPED) {
         kill(-job->pgid, sig);
@@ -61,7 +51,7 @@ static void signal_ranks(struct cadre__launcher_job *job, int sig)
             kill(job->ranks[r].pid, sig);
 }
 
-static int count_running(const struct cadre__launcher_job *job)
+int cadre__launcher_running(const struct cadre__launcher_job *job)
 {
     int n = 0;
     for (int r = 0; r < job->nranks; r++)
@@ -74,10 +64,10 @@ static void on_kill_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct cadre__launcher_job *job = arg;
-    int n = count_running(job);
+    int n = cadre__launcher_running(job);
     if (n) {
         CADRE_INFO(LAUNCHER, "%d rank(s) still running after the grace period: SIGKILL", n);
-        signal_ranks(job, SIGKILL);
+        cadre__launcher_signal_ranks(job, SIGKILL);
     }
 }
 
@@ -86,16 +76,16 @@ void cadre__launcher_stop(struct cadre__launcher_job *job)
     if (job->stopping)
         return;
     job->stopping = 1;
-    CADRE_INFO(LAUNCHER, "stopping %d running rank(s): SIGTERM", count_running(job));
-    signal_ranks(job, SIGTERM);
+    CADRE_INFO(LAUNCHER, "stopping %d running rank(s): SIGTERM", cadre__launcher_running(job));
+    cadre__launcher_signal_ranks(job, SIGTERM);
     job->kill_ev = evtimer_new(job->base, on_kill_timer, job);
-    struct timeval tv = seconds_tv(cadre__config_dbl(CADRE_CFG_LAUNCHER_KILL_GRACE));
+    struct timeval tv = cadre__launcher_tv(cadre__config_dbl(CADRE_CFG_LAUNCHER_KILL_GRACE));
     if (!job->kill_ev || evtimer_add(job->kill_ev, &tv) != 0)
-        signal_ranks(job, SIGKILL);
+        cadre__launcher_signal_ranks(job, SIGKILL);
 }
 
 /* The first failure decides the exit status; later ones do not change it. */
-static void decide(struct cadre__launcher_job *job, int code)
+void cadre__launcher_decide(struct cadre__launcher_job *job, int code)
 {
     if (!job->decided) {
         job->decided = 1;
@@ -110,7 +100,7 @@ void cadre__launcher_fail(struct cadre__launcher_job *job, int code, const char 
      * this one still stops the job and is said. */
     if (job->stopping)
         return;
-    decide(job, code);
+    cadre__launcher_decide(job, code);
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -133,7 +123,7 @@ static void rank_failed(struct cadre__launcher_job *job, int code, const char *f
         cadre__launcher_fail(job, code, "%s", msg);
         return;
     }
-    decide(job, code);
+    cadre__launcher_decide(job, code);
     cadre__launcher_say("%s (--keep-going: the other ranks go on)", msg);
 }
 
@@ -171,7 +161,7 @@ void cadre__launcher_check_done(struct cadre__launcher_job *job)
     /* Descendants of ranks may hold the pipes: keep forwarding a while. */
     if (!job->drain_ev) {
         job->drain_ev = evtimer_new(job->base, on_drain_timer, job);
-        struct timeval tv = seconds_tv(cadre__config_dbl(CADRE_CFG_LAUNCHER_DRAIN));
+        struct timeval tv = cadre__launcher_tv(cadre__config_dbl(CADRE_CFG_LAUNCHER_DRAIN));
         if (!job->drain_ev || evtimer_add(job->drain_ev, &tv) != 0)
             event_base_loopexit(job->base, NULL);
     }
@@ -234,7 +224,7 @@ static void reap(struct cadre__launcher_job *job)
         r->core_dumped = si.si_code == CLD_DUMPED;
         rank_exited(job, r);
     }
-    if (count_running(job) == 0) {
+    if (cadre__launcher_running(job) == 0) {
         for (int i = 0; i < job->nranks; i++) {
             struct cadre__launcher_rank *r = &job->ranks[i];
             if (r->state != RANK_EXITED)
@@ -265,13 +255,20 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     if (job->stopping) {
         CADRE_INFO(LAUNCHER, "%s while stopping: SIGKILL now", name);
-        signal_ranks(job, SIGKILL);
-    } else if (job->signals_seen == 1) {
-        CADRE_INFO(LAUNCHER, "forwarding %s to %d rank(s)", name, count_running(job));
-        signal_ranks(job, (int)sig);
+        cadre__launcher_signal_ranks(job, SIGKILL);
+    } else if (job->signals_seen == 1 && sig == SIGINT && !job->reporting) {
+        /* ^C on a job that hangs: first what every rank is doing, then the
+         * signal (report_done). */
+        cadre__launcher_say("%s: %d rank(s) running, their states (another %s stops the job at "
+                            "once):", name, cadre__launcher_running(job), name);
+        cadre__launcher_report_start(job, REPORT_SIGINT);
+    } else if (job->signals_seen == 1 && !job->reporting) {
+        CADRE_INFO(LAUNCHER, "forwarding %s to %d rank(s)", name, cadre__launcher_running(job));
+        cadre__launcher_signal_ranks(job, (int)sig);
     } else {
+        cadre__launcher_report_cancel(job);
         cadre__launcher_fail(job, 128 + (int)sig, "%s received again: stopping %d rank(s)", name,
-                             count_running(job));
+                             cadre__launcher_running(job));
     }
 }
 
@@ -480,76 +477,6 @@ fail:
     return -1;
 }
 
-/* --timeout: the ranks have written their states, or had their time to;
- * name those that did not, then stop the job. */
-static void timeout_stop(struct cadre__launcher_job *job)
-{
-    if (!job->reporting)
-        return;
-    job->reporting = 0;
-    if (job->report_ev)
-        evtimer_del(job->report_ev);
-    /* Each rank wrote its line before answering: it is in the pipe. */
-    cadre__launcher_iof_drain_all(job);
-    for (int i = 0; i < job->nranks; i++) {
-        struct cadre__launcher_rank *r = &job->ranks[i];
-        if (r->state != RANK_RUNNING || atomic_load(&r->reported))
-            continue;
-        cadre__launcher_say("rank %d (pid %d): %s", i, (int)r->pid,
-                            !atomic_load(&r->connected)
-                                ? "no state: not connected (before cadre_init, or not a cadre "
-                                  "program)"
-                            : atomic_load(&r->finalized) ? "no state: has called cadre_finalize"
-                                                         : "no state: did not answer in time");
-    }
-    cadre__launcher_say("stopping %d rank(s) after the timeout", count_running(job));
-    cadre__launcher_stop(job);
-}
-
-void cadre__launcher_state_answered(struct cadre__launcher_job *job)
-{
-    if (!job->reporting)
-        return;
-    for (int i = 0; i < job->nranks; i++) {
-        struct cadre__launcher_rank *r = &job->ranks[i];
-        if (r->state == RANK_RUNNING && atomic_load(&r->connected) &&
-            !atomic_load(&r->finalized) && !atomic_load(&r->reported))
-            return;
-    }
-    timeout_stop(job);
-}
-
-static void on_report_timer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    timeout_stop(arg);
-}
-
-static void on_timeout(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct cadre__launcher_job *job = arg;
-    /* Already stopping for a failure, which decides the status. A failure
-     * that --keep-going let pass decides it too, but the job must still
-     * stop now. */
-    if (job->stopping || job->nlive == 0)
-        return;
-    decide(job, CADRERUN_EXIT_TIMEOUT);
-    cadre__launcher_say("timeout: the job ran longer than %g s; %d rank(s) running, their "
-                        "states:",
-                        job->opts->timeout, count_running(job));
-    job->reporting = 1;
-    /* Before the job is stopped, each rank says what it is doing, within
-     * STATE_REPORT_S at most. */
-    struct timeval tv = seconds_tv(STATE_REPORT_S);
-    if (cadre__launcher_pmix_state_query(job) == 0 ||
-        !(job->report_ev = evtimer_new(job->base, on_report_timer, job)) ||
-        evtimer_add(job->report_ev, &tv) != 0)
-        timeout_stop(job);
-}
-
 int cadre__launcher_spawn(struct cadre__launcher_job *job)
 {
     getrlimit(RLIMIT_NOFILE, &orig_nofile);
@@ -586,9 +513,7 @@ int cadre__launcher_spawn(struct cadre__launcher_job *job)
         return -1;
     CADRE_INFO(LAUNCHER, "started %d rank(s), process group %d", started, (int)job->pgid);
     if (job->opts->timeout > 0) {
-        struct timeval tv = seconds_tv(job->opts->timeout);
-        job->timeout_ev = evtimer_new(job->base, on_timeout, job);
-        if (!job->timeout_ev || evtimer_add(job->timeout_ev, &tv) != 0) {
+        if (cadre__launcher_timeout_start(job) != 0) {
             cadre__launcher_fail(job, CADRERUN_EXIT_INTERNAL, "cannot arm the timeout");
             return -1;
         }

@@ -91,6 +91,8 @@ int cadre__api_fail(int rc, cadre_comm_t comm, const char *fn)
     size_t n = strlen(fn);
     if (!msg[0])
         cadre__log(CADRE_LOG_WARN, CADRE_SUBSYS_RUNTIME, "%s: %s", fn, cadre_error_string(rc));
+    else if (!strncmp(msg, fn, n) && msg[n] == ':' && cadre__error_was_shown())
+        ; /* a diagnosis block began with it: one block per event */
     else if (!strncmp(msg, fn, n) && msg[n] == ':')
         cadre__log(CADRE_LOG_WARN, CADRE_SUBSYS_RUNTIME, "%s (%s)", msg, status_name(rc));
     else

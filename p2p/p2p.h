@@ -41,6 +41,10 @@ enum cadre_p2p_type {
  * with process_vm_writev (p2p/p2p_cma.c). */
 #define CADRE_P2P_CMA 0x4
 #define CADRE_P2P_SPLIT 0x8
+/* STATE_Q: the asker's own state follows, as in STATE_R (p2p_diag.c); it
+ * asks at its CADRE_TIMEOUT (not for a stuck warning). */
+#define CADRE_P2P_Q_STATE 0x40
+#define CADRE_P2P_Q_GIVES_UP 0x80
 /* Collective traffic (odd contexts): a tag above every collective sequence
  * number that tells the communicator's ranks that two of them disagreed:
  * EAGER, len 0, sreq = the other rank's signature, rreq = the sender's,

@@ -163,17 +163,39 @@ static int finish(struct cadre_request *r, cadre_status_t *status)
     return rc;
 }
 
+/* What r is, for the diagnosis: "cadre_recv from rank 1 (tag 5) on WORLD"
+ * (p2p_describe.c), and where it stands (point-to-point; NULL for a
+ * collective). */
+static const char *describe_wait(const struct cadre_request *r, const char *fn, char *what,
+                                 size_t len)
+{
+    cadre__p2p_req_what(r, fn, CADRE_WHAT_COMM, what, len);
+    return cadre__p2p_req_stage(r);
+}
+
 int cadre__p2p_timed_out(struct cadre_request *r, const char *fn)
 {
-    char what[200];
-    cadre__p2p_req_what(r, fn, 0, what, sizeof what);
-    char sum[1024];
-    cadre__p2p_diagnose(r, fn, what, cadre__p2p_req_stage(r), sum, sizeof sum);
+    char what[200], sum[1024];
+    const char *stage = describe_wait(r, fn, what, sizeof what);
+    int shown = cadre__p2p_diagnose(r, fn, what, stage, sum, sizeof sum);
     int rc = cadre__error(CADRE_ERR_TIMEOUT, "%s", sum);
+    if (shown)
+        cadre__error_shown();
     eng_lock();
     cadre__p2p_abandon(r);
     eng_unlock();
     return rc;
+}
+
+void cadre__p2p_stuck(struct cadre_request *r, double secs)
+{
+    /* The call the program waits in: the state record has it. */
+    struct cadre_op_snapshot s;
+    cadre__state_snapshot(&s);
+    char fn[32], what[200];
+    snprintf(fn, sizeof fn, "%s", s.in_cadre && s.via[0] ? s.via : r->op);
+    const char *stage = describe_wait(r, fn, what, sizeof what);
+    cadre__p2p_diag_stuck(r, fn, what, stage, secs);
 }
 
 /* The operation state a peer sees while this thread waits on r in fn. */
@@ -469,7 +491,7 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
     struct cadre_request *r;
     for (int i = 0; i < n; i++)
         CADRE_CHECK(find_req("cadre_waitall", reqs[i], i, &r));
-    int first = CADRE_SUCCESS;
+    int first = CADRE_SUCCESS, shown = 0;
     char msg[512];
     msg[0] = '\0'; /* not = "": that zeroes all 512 bytes on every call */
     for (int i = 0; i < n; i++) {
@@ -487,6 +509,7 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
         }
         if (rc != CADRE_SUCCESS && first == CADRE_SUCCESS) {
             first = rc;
+            shown = cadre__error_was_shown();
             /* The request's own text, without the name of the call twice. */
             const char *why = cadre_last_error();
             if (!strncmp(why, "cadre_waitall: ", 15))
@@ -499,8 +522,13 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
                 snprintf(msg, sizeof msg, "cadre_waitall: %s: %s", arg, why);
         }
     }
-    if (first != CADRE_SUCCESS)
-        return cadre__error(first, "%s", msg);
+    if (first != CADRE_SUCCESS) {
+        cadre__error(first, "%s", msg);
+        /* Its diagnosis block is out already: the same event. */
+        if (shown)
+            cadre__error_shown();
+        return first;
+    }
     return CADRE_SUCCESS;
 }
 

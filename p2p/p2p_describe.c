@@ -42,7 +42,8 @@ void cadre__p2p_req_what(const struct cadre_request *r, const char *fn, int flag
     else
         snprintf(what, len, "%s #%u on %s (%d ranks)", r->op, (unsigned)r->tag + 1, comm,
                  r->comm ? r->comm->size : 0);
-    if (r->kind != REQ_GENERIC && comm[0] && ((flags & CADRE_WHAT_FULL) || strcmp(comm, "WORLD")))
+    if (r->kind != REQ_GENERIC && comm[0] &&
+        ((flags & (CADRE_WHAT_FULL | CADRE_WHAT_COMM)) || strcmp(comm, "WORLD")))
         snprintf(what + strlen(what), len - strlen(what), " on %s", comm);
 }
 

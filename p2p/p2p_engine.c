@@ -143,6 +143,9 @@ int cadre__p2p_init(void)
                             "cadre_init: CADRE_TIMEOUT=%g out of range (seconds, more than 0; inf "
                             "for no limit)",
                             e->timeout);
+    e->stuck_warn = cadre__config_dbl(CADRE_CFG_STUCK_WARN);
+    if (!(e->stuck_warn > 0))
+        e->stuck_warn = 0;
     cadre__membarrier_init();
     /* Until a shared segment brings peers' rings, only this process's
      * threads ring its bell, and seldom (kicks): they fence, and its naps

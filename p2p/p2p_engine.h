@@ -37,6 +37,7 @@ struct cadre_request {
     uint8_t pt_wants;  /* counted in cadre__eng.pt_wanted until done */
     uint8_t nt;        /* recv: land the data with streaming stores (cadre__copy_out) */
     uint8_t cma;       /* single copy (p2p_cma.c): send: offered, wrote; recv: read, granted */
+    uint8_t stuck_said; /* its wait warned of CADRE_STUCK_WARN */
     _Atomic int done;
     int error;         /* status once done */
     cadre_status_t status;
@@ -248,6 +249,7 @@ struct cadre_engine {
     pthread_t pt;
     int pt_running;
     double timeout; /* CADRE_TIMEOUT */
+    double stuck_warn; /* CADRE_STUCK_WARN, 0: never */
     double next_peer_check;
     int ndead;          /* peers that failed without a BYE (cadre__p2p_peer_died) */
     int deaths_pending; /* of those, how many have poison_pending set */
@@ -460,12 +462,24 @@ void cadre__p2p_cma_flush(void);
 /* The CADRE_TIMEOUT failure of a wait: records the diagnosis, abandons the
  * request, returns CADRE_ERR_TIMEOUT. Lock NOT held. */
 int cadre__p2p_timed_out(struct cadre_request *req, const char *fn);
-/* A timed-out operation's diagnosis (p2p_diag.c), lock NOT held: asks the
- * ranks r waits for what they are doing (at most about 1 s), writes one block
- * to stderr and returns the summary for cadre_last_error in sum. `what` names
- * the operation, `stage` says what it waited for (p2p; may be NULL). */
-void cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *what,
-                         const char *stage, char *sum, size_t sumlen);
+/* A wait that made no progress for CADRE_STUCK_WARN seconds (secs so far):
+ * the warning, once; the wait goes on. Lock NOT held. */
+void cadre__p2p_stuck(struct cadre_request *req, double secs);
+/* A timed-out operation's diagnosis (p2p_diag_text.c), lock NOT held: asks
+ * the ranks r waits for what they are doing (at most about 1 s), writes one
+ * block to stderr whose first line names the cause, and returns that line
+ * (and the further states) as the summary for cadre_last_error in sum, and
+ * whether the block was written. `what` names the operation, `stage` says
+ * what it waited for (p2p; may be NULL). */
+int cadre__p2p_diagnose(struct cadre_request *r, const char *fn, const char *what,
+                        const char *stage, char *sum, size_t sumlen);
+/* The same block as a warning of a wait stuck for secs seconds
+ * (CADRE_STUCK_WARN), with nothing recorded. */
+void cadre__p2p_diag_stuck(struct cadre_request *r, const char *fn, const char *what,
+                           const char *stage, double secs);
+/* The warning for collective number seq on c, which runs without a request
+ * (the shared-memory collectives). */
+void cadre__p2p_coll_stuck(struct cadre_comm *c, const char *fn, uint32_t seq, double secs);
 /* The same for collective number seq on c that runs without a request (the
  * shared-memory collectives): records the error, returns CADRE_ERR_TIMEOUT.
  * q and what say what it waited for ("rank 2 has not joined it"). */
@@ -493,8 +507,10 @@ void cadre__p2p_diag_cleanup(void);
  * "cadre_iallreduce #4 on WORLD (4 ranks)" ("#4 on ..." when fn is r's own
  * call); " on <communicator>" follows a message's other than WORLD. With
  * CADRE_WHAT_FULL, a receive also says its capacity ("up to 40 bytes") and
- * "any tag", and the communicator is always named. */
+ * "any tag", and the communicator is always named; with CADRE_WHAT_COMM
+ * only the latter (the diagnoses of a wait). */
 #define CADRE_WHAT_FULL 0x1
+#define CADRE_WHAT_COMM 0x2
 void cadre__p2p_req_what(const struct cadre_request *r, const char *fn, int flags, char *what,
                          size_t len);
 /* Where a message request that is not done stands ("no matching message

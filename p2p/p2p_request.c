@@ -352,6 +352,13 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
             rc = CADRE_ERR_TIMEOUT;
             break;
         }
+        /* Here, where the wait already naps, so the fast path pays nothing. */
+        if (no_progress_timeout && e->stuck_warn > 0 && !r->stuck_said &&
+            now - r->last_activity > e->stuck_warn) {
+            r->stuck_said = 1;
+            cadre__p2p_stuck(r, now - r->last_activity);
+            continue;
+        }
         eng_lock();
         cadre__p2p_check_peers();
         eng_unlock();

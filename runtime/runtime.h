@@ -21,6 +21,11 @@
  * returns status, so call sites read: return cadre__error(CADRE_ERR_ARG, ...). */
 int cadre__error(int status, const char *fmt, ...) CADRE_PRINTF(2, 3);
 void cadre__clear_error(void);
+/* The calling thread's last error was written to stderr already (as the
+ * first line of a diagnosis block): a failing call's warning (CADRE_ERRORS)
+ * leaves it out. cadre__error and cadre__clear_error forget it. */
+void cadre__error_shown(void);
+int cadre__error_was_shown(void);
 
 /* Leave a file:line trail at TRACE level and propagate (NCCL's NCCLCHECK). */
 #define CADRE_CHECK(call)                                                        \
@@ -360,6 +365,10 @@ void cadre__state_comm_name(uint32_t ctx, char *buf, size_t len);
 /* "in cadre_allreduce #17 on WORLD for 12.3 s", "not in cadre for 2.1 s
  * (last: cadre_barrier #3 on WORLD)". */
 void cadre__state_describe(const struct cadre_op_snapshot *s, char *buf, size_t len);
+/* The same with the time given as a span, "for 2.0-3.1 s", for ranks named
+ * together (lo == hi: one time). */
+void cadre__state_describe_span(const struct cadre_op_snapshot *s, double lo, double hi, char *buf,
+                                size_t len);
 /* Writes "cadre: rank R: <description>" to stderr (cadrerun --timeout). */
 void cadre__state_report(void);
 

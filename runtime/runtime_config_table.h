@@ -8,6 +8,7 @@ X(DEBUG, STR, "WARN", "log level: WARN, INFO or TRACE (any case); another value 
 X(DEBUG_SUBSYS, STR, "", "comma list of subsystems to log (BOOTSTRAP,RUNTIME,P2P,COLL,DEVICE,LAUNCHER); empty = all; an unknown name warns once")
 X(ERRORS, STR, "warn", "what a failing call does besides returning its status: warn (write its cadre_last_error() to stderr, one line with the rank), abort (write it and end the job with cadre_abort, the status as exit code) or return (nothing); cadre_comm_set_errors overrides it per communicator")
 X(TIMEOUT, DBL, "600", "seconds an operation may make no progress before it fails with CADRE_ERR_TIMEOUT and a diagnosis of the ranks it waits for (see DIAGNOSTICS in cadre(7)); more than 0, inf for no limit (cadre_init fails with CADRE_ERR_ARG on 0 or less)")
+X(STUCK_WARN, DBL, "60", "seconds an operation may make no progress before its rank warns, once per operation, with the same diagnosis as CADRE_TIMEOUT's (the ranks it waits for, a deadlock) while it goes on waiting (see DIAGNOSTICS in cadre(7)); 0 = never")
 X(TRANSPORT, STR, "", "comma list restricting the transports used (shm, tcp); empty = all available")
 X(GPU, INT, "-1", "CUDA device to bind in cadre_init; -1 = local_rank modulo the visible GPUs (set by cadrerun)")
 X(GPU_BUFFERS, BOOL, "1", "look for CUDA device buffers (cudaPointerGetAttributes) when a GPU is bound; 0 treats every buffer as host memory and saves that call")

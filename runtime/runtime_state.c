@@ -132,6 +132,12 @@ static void describe_op(const struct cadre_op_snapshot *s, char *buf, size_t len
 
 void cadre__state_describe(const struct cadre_op_snapshot *s, char *buf, size_t len)
 {
+    cadre__state_describe_span(s, s->secs, s->secs, buf, len);
+}
+
+void cadre__state_describe_span(const struct cadre_op_snapshot *s, double lo, double hi, char *buf,
+                                size_t len)
+{
     if (!s->valid) {
         snprintf(buf, len, "state unknown");
         return;
@@ -139,8 +145,13 @@ void cadre__state_describe(const struct cadre_op_snapshot *s, char *buf, size_t 
     char op[160] = "", secs[48] = "";
     if (s->op[0])
         describe_op(s, op, sizeof op);
-    if (s->secs >= 0)
-        snprintf(secs, sizeof secs, " for %.1f s", s->secs);
+    char a[16], b[16];
+    snprintf(a, sizeof a, "%.1f", lo);
+    snprintf(b, sizeof b, "%.1f", hi);
+    if (lo >= 0 && strcmp(a, b))
+        snprintf(secs, sizeof secs, " for %s-%s s", a, b);
+    else if (lo >= 0)
+        snprintf(secs, sizeof secs, " for %s s", a);
     if (s->in_cadre && s->via[0])
         snprintf(buf, len, "in %s on %s%s", s->via, op, secs);
     else if (s->in_cadre)

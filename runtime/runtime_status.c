@@ -7,6 +7,8 @@
 #define CADRE_LAST_ERROR_MAX 1024
 
 static __thread char last_error[CADRE_LAST_ERROR_MAX];
+/* The message above is already on stderr (a diagnosis block begins with it). */
+static __thread int last_error_shown;
 
 const char *cadre_error_string(int status)
 {
@@ -28,6 +30,17 @@ const char *cadre_last_error(void)
 void cadre__clear_error(void)
 {
     last_error[0] = '\0';
+    last_error_shown = 0;
+}
+
+void cadre__error_shown(void)
+{
+    last_error_shown = 1;
+}
+
+int cadre__error_was_shown(void)
+{
+    return last_error_shown;
 }
 
 int cadre__error(int status, const char *fmt, ...)
@@ -41,6 +54,7 @@ int cadre__error(int status, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     memcpy(last_error, msg, strlen(msg) + 1);
+    last_error_shown = 0;
     CADRE_TRACE(RUNTIME, "error %d: %s", status, last_error);
     return status;
 }

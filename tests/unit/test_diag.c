@@ -1,8 +1,11 @@
 /* No hang without a diagnosis: an operation that makes no progress for
  * CADRE_TIMEOUT seconds fails and says which ranks it waited for and what
- * they are doing; cadrerun --timeout prints every rank's state before it
- * stops the job. The rank side is tests/ranks/diag_test.c, which checks
- * cadre_last_error(); here the stderr blocks are checked. */
+ * they are doing, in one block whose first line names the cause; one stuck
+ * for CADRE_STUCK_WARN seconds says so once and waits on; cadrerun --timeout
+ * and SIGINT print every rank's state before they stop the job. The rank
+ * side is tests/ranks/diag_test.c, which checks cadre_last_error(); here
+ * the stderr blocks are checked. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,21 @@ static void run_diag(struct run_result *r, const char *env, const char *opts, in
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "env %s %s %s -n %d %s", env, CADRERUN, opts, n, DIAG);
     CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, r) == 0);
+}
+
+/* Lines of rank r's diagnosis blocks ("rank R: ..."), and of the failing
+ * calls' CADRE_ERRORS warnings, which must not repeat them. */
+static int block_lines(const char *err, int r)
+{
+    char head[32];
+    snprintf(head, sizeof head, "rank %d: ", r);
+    int n = 0;
+    for (const char *l = err; l && *l;) {
+        n += !strncmp(l, head, strlen(head));
+        l = strchr(l, '\n');
+        l = l ? l + 1 : NULL;
+    }
+    return n + count_matching(err, " WARN RUNTIME] cadre_");
 }
 
 /* Every rank printed "diag: rank R ok" (its own checks passed). */
@@ -49,20 +67,19 @@ static void test_allreduce_sleeper(void)
             struct run_result r;
             run_diag(&r, env, "", n);
             CHECK_MSG(r.exit_code == 0 && all_ok(&r, n), SHOW(r));
-            char want[128];
+            char want[256];
             for (int i = 0; i < n - 1; i++) {
+                /* One line: the call, then the cause. */
                 snprintf(want, sizeof want,
                          "rank %d: cadre_allreduce: #1 on WORLD (%d ranks) made no progress for "
-                         "3 s (CADRE_TIMEOUT)",
-                         i, n);
-                CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
-                snprintf(want, sizeof want, "rank %d:   missing (1): %d", i, n - 1);
-                CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
-                snprintf(want, sizeof want, "rank %d:   arrived (%d of %d): ", i, n - 1, n);
+                         "3 s (CADRE_TIMEOUT): waiting for rank %d (1 of %d missing), which is "
+                         "not in cadre for ",
+                         i, n, n - 1, n);
                 CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
-                snprintf(want, sizeof want, "rank %d:   rank %d: not in cadre for ", i, n - 1);
-                CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
+                CHECK_MSG(block_lines(r.err, i) == 1, SHOWW(r, "one line"));
             }
+            /* CADRE_STUCK_WARN's default (60 s) stays quiet. */
+            CHECK_MSG(count_matching(r.err, "CADRE_STUCK_WARN") == 0, SHOW(r));
             snprintf(want, sizeof want, "rank %d: cadre_allreduce", n - 1);
             CHECK_MSG(count_matching(r.err, want) == 0, SHOW(r));
             run_free(&r);
@@ -86,12 +103,12 @@ static void test_allreduce_leaver(void)
         CHECK_MSG(count_matching(r.err, "rank 0: cadre_allreduce: #1 on WORLD (4 ranks) made no "
                                         "progress for 1 s") == 1,
                   SHOW(r));
-        char want[128];
+        char want[160];
         for (int i = 1; i < 3; i++) {
-            snprintf(want, sizeof want, "rank %d:   missing (1): 3", i);
-            CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
-            snprintf(want, sizeof want, "rank %d:   arrived (3 of 4): 0-2", i);
-            CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
+            snprintf(want, sizeof want, "rank %d: cadre_allreduce: #1 on WORLD (4 ranks) made no "
+                     "progress for 3 s (CADRE_TIMEOUT): waiting for rank 3 (1 of 4 missing), "
+                     "which is not in cadre for ", i);
+            CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
         }
         CHECK_MSG(count_matching(r.err, "has finalized") == 0, SHOW(r));
         run_free(&r);
@@ -105,12 +122,15 @@ static void test_subcomm_sleeper(void)
     struct run_result r;
     run_diag(&r, "CADRE_TIMEOUT=3 DIAG=sub_sleeper", "", 4);
     CHECK_MSG(r.exit_code == 0 && all_ok(&r, 4), SHOW(r));
-    /* The block's first line ("rank 1: cadre_allreduce: ..."), and the
-     * failed call's warning (CADRE_ERRORS=warn) with the same summary. */
+    /* The block, one line naming the sleeper in the communicator and the
+     * world; the failed call's warning (CADRE_ERRORS=warn) would say the
+     * same again: it is left out. */
     CHECK_MSG(count_matching(r.err, ": cadre_allreduce: #1 on comm ctx ") == 2, SHOW(r));
-    CHECK_MSG(count_matching(r.err, " WARN RUNTIME] cadre_allreduce: #1 on comm ctx ") == 2,
+    CHECK_MSG(count_matching(r.err, " WARN RUNTIME] cadre_allreduce") == 0, SHOW(r));
+    CHECK_MSG(count_matching(r.err, " made no progress for 3 s (CADRE_TIMEOUT): waiting for rank 2 "
+                                    "(world 3) (1 of 3 missing), which is not in cadre for ") == 2,
               SHOW(r));
-    CHECK_MSG(count_matching(r.err, ":   rank 2 (world 3): not in cadre for ") == 2, SHOW(r));
+    CHECK_MSG(block_lines(r.err, 1) == 1 && block_lines(r.err, 2) == 1, SHOW(r));
     run_free(&r);
 }
 
@@ -130,30 +150,46 @@ static void test_subcomm_leaver(void)
         struct run_result r;
         run_diag(&r, envs[k], "", 4);
         CHECK_MSG(r.exit_code == 0 && all_ok(&r, 4), SHOW(r));
-        CHECK_MSG(count_lines(r.err, "rank 2:   arrived (2 of 3): 0 1") == 1, SHOW(r));
-        CHECK_MSG(count_lines(r.err, "rank 2:   missing (1): 2") == 1, SHOW(r));
+        /* Rank 2's line (rank 1 gave up at 1 s and wrote its own). */
+        const char *l = strstr(r.err, "rank 2: cadre_allreduce: #1 on comm ctx ");
+        const char *nl = l ? strchr(l, '\n') : NULL;
+        const char *m = l ? strstr(l, "made no progress for 3 s (CADRE_TIMEOUT): waiting for rank 2 "
+                                      "(world 3) (1 of 3 missing), which is not in cadre for ")
+                          : NULL;
+        CHECK_MSG(m && (!nl || m < nl), SHOW(r));
         run_free(&r);
     }
 }
 
 /* The same with rank 1 in cadre_waitall (a request to itself, done, then the
  * receive): rank 0 names the call and the receive (it was shown as
- * cadre_wait before). */
+ * cadre_wait before); each waits for the other: a deadlock. */
 static void test_waitall_stuck(void)
 {
     struct run_result r;
     run_diag(&r, "CADRE_TIMEOUT=3 DIAG=waitall_stuck", "", 2);
     CHECK_MSG(r.exit_code == 0 && all_ok(&r, 2), SHOW(r));
-    CHECK_MSG(count_matching(r.err, "rank 0:   rank 1: in cadre_waitall on cadre_irecv from rank 0 "
-                                    "(tag 778) on WORLD for ") == 1,
+    CHECK_MSG(count_matching(r.err, "rank 0: cadre_recv: cadre_recv from rank 1 (tag 777) on WORLD "
+                                    "made no progress for 3 s (CADRE_TIMEOUT): a deadlock: rank 1 "
+                                    "waits for this rank too (in cadre_waitall on cadre_irecv from "
+                                    "rank 0 (tag 778) on WORLD for ") == 1,
               SHOW(r));
-    CHECK_MSG(count_matching(r.err, "rank 1:   rank 0: not in cadre for ") == 1, SHOW(r));
+    CHECK_MSG(count_matching(r.err, "rank 1: cadre_waitall: cadre_irecv from rank 0 (tag "
+                                    "778) on WORLD made no progress for 3 s (CADRE_TIMEOUT): a "
+                                    "deadlock: rank 0 waited for this rank too (in cadre_recv from "
+                                    "rank 1 (tag 777) on WORLD) and gave up after ") == 1,
+              SHOW(r));
+    CHECK_MSG(count_matching(r.err, "(its CADRE_TIMEOUT); now it is not in cadre for ") == 1,
+              SHOW(r));
+    /* cadre_last_error() adds "reqs[2]: " (diag_test checks it); the
+     * call's warning does not repeat the block. */
+    CHECK_MSG(block_lines(r.err, 0) == 1 && block_lines(r.err, 1) == 1, SHOW(r));
     run_free(&r);
 }
 
-/* Rank 0 receives from rank 1, which sits in a receive that never matches:
- * rank 0 names it in cadre_recv; rank 1, timing out later, finds rank 0 out
- * of cadre. */
+/* Rank 0 receives from rank 1, which sits in a receive from rank 0 that
+ * never matches: rank 0 names the deadlock; so does rank 1, timing out later
+ * with rank 0 out of cadre (it said only "rank 0 is not in cadre"). */
 static void test_recv_stuck(void)
 {
     const char *transports[] = {"", "tcp"};
@@ -164,14 +200,17 @@ static void test_recv_stuck(void)
         struct run_result r;
         run_diag(&r, env, "", 2);
         CHECK_MSG(r.exit_code == 0 && all_ok(&r, 2), SHOW(r));
-        CHECK_MSG(count_lines(r.err, "rank 0: cadre_recv: cadre_recv from rank 1 (tag 777) made "
-                                     "no progress for 3 s (CADRE_TIMEOUT): no matching message "
-                                     "arrived") == 1,
+        CHECK_MSG(count_matching(r.err, "rank 0: cadre_recv: cadre_recv from rank 1 (tag 777) on "
+                                        "WORLD made no progress for 3 s (CADRE_TIMEOUT): a "
+                                        "deadlock: rank 1 waits for this rank too (in cadre_recv "
+                                        "from rank 0 (tag 778) on WORLD for ") == 1,
                   SHOW(r));
-        CHECK_MSG(count_matching(r.err, "rank 0:   rank 1: in cadre_recv from rank 0 (tag 778) "
-                                        "on WORLD for ") == 1,
+        CHECK_MSG(count_matching(r.err, "rank 1: cadre_recv: cadre_recv from rank 0 (tag 778) on "
+                                        "WORLD made no progress for 3 s (CADRE_TIMEOUT): a "
+                                        "deadlock: rank 0 waited for this rank too (in cadre_recv "
+                                        "from rank 1 (tag 777) on WORLD) and gave up after ") == 1,
                   SHOW(r));
-        CHECK_MSG(count_matching(r.err, "rank 1:   rank 0: not in cadre for ") == 1, SHOW(r));
+        CHECK_MSG(block_lines(r.err, 0) == 1 && block_lines(r.err, 1) == 1, SHOW(r));
         run_free(&r);
     }
 }
@@ -212,15 +251,20 @@ static void test_cadrerun_timeout_not_cadre(void)
     run_free(&r);
 }
 
-/* A receive from any rank that times out names the first rank it could
- * come from in a sentence: "rank 0 has called cadre_finalize" (it read
- * "rank 0 is has called cadre_finalize"); the detail lines are as before. */
+/* A receive from any rank that times out names the ranks it could come
+ * from in sentences: "rank 0 has called cadre_finalize" (it read "rank 0
+ * is has called cadre_finalize"), then a line for the other state. */
 static void test_any_source_finalized(void)
 {
     struct run_result r;
     run_diag(&r, "CADRE_TIMEOUT=3 DIAG=any_finalized", "", 3);
     CHECK_MSG(r.exit_code == 0 && all_ok(&r, 3), SHOW(r));
-    CHECK_MSG(count_lines(r.err, "rank 2:   rank 0: has called cadre_finalize") == 1, SHOW(r));
+    CHECK_MSG(count_lines(r.err, "rank 2: cadre_recv: cadre_recv from any rank (tag 5) on WORLD "
+                                 "made no progress for 3 s (CADRE_TIMEOUT): no matching message "
+                                 "arrived; rank 0 has called cadre_finalize") == 1,
+              SHOW(r));
+    CHECK_MSG(count_matching(r.err, "rank 2:   rank 1 is not in cadre for ") == 1, SHOW(r));
+    CHECK_MSG(block_lines(r.err, 2) == 2, SHOW(r));
     CHECK_MSG(count_matching(r.err, " is has ") == 0, SHOW(r));
     run_free(&r);
 }
@@ -298,6 +342,131 @@ static void test_finalize_pending(void)
     run_free(&r);
 }
 
+/* Each rank receives from the other first (rank 1 a second later), the
+ * issue's deadlock: both name it in one line. Rank 1 times out after rank 0
+ * gave up and left cadre: it said "rank 0 is not in cadre" (and, where rank
+ * 0 had finalized, "rank 0 has called cadre_finalize"), blaming the wrong
+ * thing; rank 0 told rank 1 its state when it asked. */
+static void test_deadlock(void)
+{
+    const char *transports[] = {"", "tcp"};
+    for (int t = 0; t < 2; t++) {
+        char env[256];
+        snprintf(env, sizeof env, "CADRE_TIMEOUT=3 DIAG=deadlock CADRE_TRANSPORT=%s",
+                 transports[t]);
+        struct run_result r;
+        run_diag(&r, env, "", 2);
+        CHECK_MSG(r.exit_code == 0 && all_ok(&r, 2), SHOW(r));
+        CHECK_MSG(count_matching(r.err, "rank 0: cadre_recv: cadre_recv from rank 1 (tag 5) on WORLD "
+                                        "made no progress for 3 s (CADRE_TIMEOUT): a deadlock: "
+                                        "rank 1 waits for this rank too (in cadre_recv from rank 0 "
+                                        "(tag 5) on WORLD for ") == 1,
+                  SHOW(r));
+        CHECK_MSG(count_matching(r.err, "rank 1: cadre_recv: cadre_recv from rank 0 (tag 5) on WORLD "
+                                        "made no progress for 3 s (CADRE_TIMEOUT): a deadlock: "
+                                        "rank 0 waited for this rank too (in cadre_recv from rank "
+                                        "1 (tag 5) on WORLD) and gave up after ") == 1,
+                  SHOW(r));
+        CHECK_MSG(block_lines(r.err, 0) == 1 && block_lines(r.err, 1) == 1, SHOW(r));
+        run_free(&r);
+    }
+}
+
+/* One rank of 4 skips a barrier: each of the others writes one line (there
+ * were 5 each: the block of 4 lines, and the call's warning repeating it). */
+static void test_barrier_skip(void)
+{
+    struct run_result r;
+    run_diag(&r, "CADRE_TIMEOUT=3 DIAG=barrier_skip", "", 4);
+    CHECK_MSG(r.exit_code == 0 && all_ok(&r, 4), SHOW(r));
+    for (int i = 0; i < 3; i++) {
+        char want[200];
+        snprintf(want, sizeof want, "rank %d: cadre_barrier: #1 on WORLD (4 ranks) made no "
+                 "progress for 3 s (CADRE_TIMEOUT): waiting for rank 3 (1 of 4 missing), which is "
+                 "not in cadre for ", i);
+        CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
+        CHECK_MSG(block_lines(r.err, i) == 1, SHOWW(r, "one line"));
+    }
+    CHECK_MSG(count_matching(r.err, "") == 3, SHOWW(r, "3 lines in all"));
+    run_free(&r);
+}
+
+/* CADRE_STUCK_WARN=1: the deadlock (nobody gives up before CADRE_TIMEOUT=4)
+ * warns once per rank after a second, naming the operation, peer, tag,
+ * communicator and the cause, and still ends by CADRE_TIMEOUT; so does an
+ * allreduce that one rank never joins (the shared-memory collectives). */
+static void test_stuck_warn(void)
+{
+    struct run_result r;
+    run_diag(&r, "CADRE_STUCK_WARN=1 CADRE_TIMEOUT=4 DIAG=deadlock_wait", "", 2);
+    CHECK_MSG(r.exit_code == 0 && all_ok(&r, 2), SHOW(r));
+    for (int i = 0; i < 2; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "[rank %d WARN P2P] cadre_recv: cadre_recv from rank %d (tag 5) "
+                 "on WORLD has made no progress for 1 s (CADRE_STUCK_WARN) and still waits: a "
+                 "deadlock: rank %d waits for this rank too (in cadre_recv from rank %d (tag 5) on "
+                 "WORLD for ", i, 1 - i, 1 - i, i);
+        CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
+        snprintf(want, sizeof want, "[rank %d WARN P2P] ", i);
+        CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, "one warning"));
+        snprintf(want, sizeof want, "rank %d: cadre_recv: cadre_recv from rank %d (tag 5) on WORLD "
+                 "made no progress for 4 s (CADRE_TIMEOUT): a deadlock: ", i, 1 - i);
+        CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
+    }
+    run_free(&r);
+
+    run_diag(&r, "CADRE_STUCK_WARN=1 CADRE_TIMEOUT=4 DIAG=coll_sleeper", "", 3);
+    CHECK_MSG(r.exit_code == 0 && all_ok(&r, 3), SHOW(r));
+    for (int i = 0; i < 2; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "[rank %d WARN P2P] cadre_allreduce: #1 on WORLD (3 ranks) has "
+                 "made no progress for 1 s (CADRE_STUCK_WARN) and still waits: waiting for rank 2 "
+                 "(1 of 3 missing), which is not in cadre for ", i);
+        CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
+        snprintf(want, sizeof want, "rank %d: cadre_allreduce: #1 on WORLD (3 ranks) made no "
+                 "progress for 4 s (CADRE_TIMEOUT): waiting for rank 2", i);
+        CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
+    }
+    run_free(&r);
+
+    /* 0: never. */
+    run_diag(&r, "CADRE_STUCK_WARN=0 CADRE_TIMEOUT=3 DIAG=deadlock", "", 2);
+    CHECK_MSG(r.exit_code == 0 && all_ok(&r, 2), SHOW(r));
+    CHECK_MSG(count_matching(r.err, "CADRE_STUCK_WARN") == 0, SHOW(r));
+    run_free(&r);
+}
+
+/* SIGINT to cadrerun while the ranks are stuck (each has warned): every
+ * rank's state (operation, peer) comes before the signal goes on; the ranks
+ * die of it and cadrerun exits 130 (128 + SIGINT). It printed only "rank 0
+ * killed by SIGINT". */
+static void test_sigint_report(void)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "exec env CADRE_STUCK_WARN=1 DIAG=deadlock_wait %s -n 2 %s",
+             CADRERUN, DIAG);
+    struct run_job j;
+    CU_ASSERT_FATAL(run_start(cmd, NULL, 60, &j) == 0);
+    int stuck = run_wait_stderr(&j, "(CADRE_STUCK_WARN)", 2);
+    CHECK_MSG(stuck, "no warnings:\n%s", j.r.err);
+    kill(j.pid, SIGINT);
+    struct run_result r;
+    run_finish(&j, &r);
+    CHECK_MSG(r.exit_code == 128 + SIGINT && !r.timed_out, SHOW(r));
+    CHECK_MSG(count_matching(r.err, "cadrerun: SIGINT: 2 rank(s) running, their states") == 1,
+              SHOW(r));
+    const char *fwd = strstr(r.err, "cadrerun: forwarding SIGINT to 2 rank(s)");
+    for (int i = 0; i < 2; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "cadre: rank %d: in cadre_recv from rank %d (tag 5) on WORLD for ",
+                 i, 1 - i);
+        const char *at = strstr(r.err, want);
+        CHECK_MSG(at && fwd && at < fwd, SHOWW(r, want));
+    }
+    CHECK_MSG(count_matching(r.err, "killed by SIGINT") >= 1, SHOW(r));
+    run_free(&r);
+}
+
 void suite_diag(void)
 {
     CU_pSuite s = CU_add_suite("diag", NULL, NULL);
@@ -312,4 +481,8 @@ void suite_diag(void)
     CU_add_test(s, "a member that gave up and freed the sub-communicator", test_subcomm_leaver);
     CU_add_test(s, "cadre_finalize names the requests and messages it drops",
                 test_finalize_pending);
+    CU_add_test(s, "a deadlock of two receives, named by both", test_deadlock);
+    CU_add_test(s, "a rank that skips a barrier: one line each", test_barrier_skip);
+    CU_add_test(s, "CADRE_STUCK_WARN warns once and waits on", test_stuck_warn);
+    CU_add_test(s, "SIGINT to cadrerun reports every rank first", test_sigint_report);
 }

@@ -172,7 +172,9 @@ static void test_quiet_results(void)
 
 /* A split whose allgather inside times out, then an allreduce: each rank
  * that waited writes one line per call, naming the call it made (not the
- * allgather, the point-to-point or the wait inside). */
+ * allgather, the point-to-point or the wait inside). The allreduce's line
+ * is its diagnosis block's, which names it: the warning does not repeat it
+ * (the split's warning stays, as the block names the allgather). */
 static void test_reported_once(void)
 {
     const int n = 3;
@@ -183,11 +185,11 @@ static void test_reported_once(void)
         CHECK_MSG(warnings(r.err, i, "cadre_comm_split", "made no progress", "CADRE_ERR_TIMEOUT") ==
                       1,
                   SHOW(r));
-        CHECK_MSG(warnings(r.err, i, "cadre_allreduce", "made no progress", "CADRE_ERR_TIMEOUT") ==
-                      1,
-                  SHOW(r));
+        char head[64];
+        snprintf(head, sizeof head, "rank %d: cadre_allreduce: ", i);
+        CHECK_MSG(count_shaped(r.err, head, "made no progress", "") == 1, SHOW(r));
     }
-    CHECK_MSG(count_matching(r.err, REPORT) == 2 * (n - 1), SHOW(r));
+    CHECK_MSG(count_matching(r.err, REPORT) == n - 1, SHOW(r));
     run_free(&r);
 }
 

@@ -80,11 +80,11 @@ int run_start(const char *cmd, const char *input, double limit, struct run_job *
 }
 
 /* Collects output until both pipes close, the limit runs out, or (needle
- * given) stdout holds `count` lines containing needle. */
-static void pump(struct run_job *j, const char *needle, int count)
+ * given) stdout (stderr: on_err) holds `count` lines containing needle. */
+static void pump(struct run_job *j, const char *needle, int count, int on_err)
 {
     while (j->out_fd >= 0 || j->err_fd >= 0) {
-        if (needle && count_matching(j->r.out, needle) >= count)
+        if (needle && count_matching(on_err ? j->r.err : j->r.out, needle) >= count)
             return;
         double left = j->limit - (now() - j->t0);
         if (left <= 0) {
@@ -115,13 +115,19 @@ static void pump(struct run_job *j, const char *needle, int count)
 
 int run_wait_output(struct run_job *j, const char *needle, int count)
 {
-    pump(j, needle, count);
+    pump(j, needle, count, 0);
     return count_matching(j->r.out, needle) >= count;
+}
+
+int run_wait_stderr(struct run_job *j, const char *needle, int count)
+{
+    pump(j, needle, count, 1);
+    return count_matching(j->r.err, needle) >= count;
 }
 
 int run_finish(struct run_job *j, struct run_result *r)
 {
-    pump(j, NULL, 0);
+    pump(j, NULL, 0, 0);
     if (j->out_fd >= 0)
         close(j->out_fd);
     if (j->err_fd >= 0)

@@ -34,6 +34,8 @@ struct run_job {
 };
 int run_start(const char *cmd, const char *input, double limit, struct run_job *j);
 int run_wait_output(struct run_job *j, const char *needle, int count);
+/* The same for stderr lines. */
+int run_wait_stderr(struct run_job *j, const char *needle, int count);
 int run_finish(struct run_job *j, struct run_result *r);
 
 /* Absolute paths inside the build and source trees (from CADRE_BUILDDIR /
