@@ -4,6 +4,7 @@
  *   launcher_topo.c      GPUs and CPUs of this node, rank binding
  *   launcher_cleanup.c   job temp dir and the cleaner process
  *   launcher_pmix.c      the PMIx server and its module of callbacks
+ *   launcher_guard.c     who may connect to the PMIx server (cadrerun's accept)
  *   launcher_proc.c      starting, reaping, signalling and stopping ranks
  *   launcher_iof.c       ranks' stdin, stdout and stderr
  * Everything runs on the main thread's event loop, except the PMIx module
@@ -125,6 +126,14 @@ int cadre__launcher_cleanup_start(struct cadre__launcher_job *job);
 void cadre__launcher_cleanup_pgid(struct cadre__launcher_job *job);
 /* Tells the cleaner whether ranks may survive, then waits for it to finish. */
 void cadre__launcher_cleanup_finish(struct cadre__launcher_job *job, int ranks_reaped);
+
+/* launcher_guard.c */
+/* Arms the check of connections to the PMIx server; before PMIx_server_init. */
+int cadre__launcher_guard_start(struct cadre__launcher_job *job);
+/* Rank `rank` is process `pid` (after fork). */
+void cadre__launcher_guard_rank(int rank, pid_t pid);
+/* How many connections the check let through to libpmix. */
+int cadre__launcher_guard_admitted(void);
 
 /* launcher_pmix.c */
 int cadre__launcher_pmix_start(struct cadre__launcher_job *job);

@@ -468,6 +468,7 @@ static int start_rank(struct cadre__launcher_job *job, struct cadre__launcher_ra
     /* Both sides set the group, so it is right before either goes on. */
     setpgid(pid, job->pgid);
     r->pid = pid;
+    cadre__launcher_guard_rank(r->rank, pid);
     r->state = RANK_RUNNING;
     job->nlive++;
     close(p[1]);

@@ -18,6 +18,10 @@
  *   env=VAR   print "rank R env VAR=VALUE" or "rank R env VAR unset"
  *   shm       create /dev/shm/<prefix>-probe-R, leave it, print "rank R shm NAME"
  *   err=TEXT  print TEXT on stderr
+ *   pmixjunk  send each message of pmix_junk.h to cadrerun's PMIx port on a
+ *             connection of its own (the forged connect messages name the
+ *             next rank); print "rank R junk K refused" when cadrerun closed
+ *             it, else "rank R junk K not refused: WHAT"
  * Then cadre_finalize and exit 0. Every line goes out with one write(2). */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -33,6 +37,7 @@
 #include <unistd.h>
 
 #include "cadre.h"
+#include "pmix_junk.h"
 
 static int rank = -1;
 
@@ -149,6 +154,20 @@ static void run(const char *act, const char *arg)
         }
         close(fd);
         say_fd(1, "rank %d shm %s", rank, name + 1);
+    } else if (!strcmp(act, "pmixjunk")) {
+        int port = pmix_junk_port(getenv("PMIX_SERVER_URI41"));
+        const char *ns = getenv("CADRE_SHM_PREFIX");
+        int size = 1;
+        cadre_comm_size(CADRE_COMM_WORLD, &size);
+        for (int k = 0; k < PMIX_JUNK_COUNT; k++) {
+            unsigned char m[1024];
+            const char *what;
+            size_t len = pmix_junk_make(k, ns ? ns : "", (uint32_t)((rank + 1) % size), m, &what);
+            if (pmix_junk_send(port, m, len, 20000) == 1)
+                say_fd(1, "rank %d junk %d refused", rank, k);
+            else
+                say_fd(1, "rank %d junk %d not refused: %s", rank, k, what);
+        }
     } else if (!strcmp(act, "err")) {
         say_fd(2, "%s", arg);
     } else {

@@ -343,4 +343,7 @@ void suite_launcher(void)
     CU_add_test(s, "--timeout after a death under --keep-going", test_keep_going_timeout);
     CU_add_test(s, "cadre_abort under --keep-going", test_keep_going_abort);
     CU_add_test(s, "--bind-to core with more ranks than cores", test_bind_core_warning);
+    CU_add_test(s, "junk to the PMIx port from the user and another user",
+                test_pmix_port_junk);
+    CU_add_test(s, "junk to the PMIx port from a rank", test_pmix_port_junk_inside);
 }

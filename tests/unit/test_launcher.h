@@ -50,4 +50,8 @@ void test_keep_going_timeout(void);
 void test_keep_going_abort(void);
 void test_bind_core_warning(void);
 
+/* test_launcher_guard.c */
+void test_pmix_port_junk(void);
+void test_pmix_port_junk_inside(void);
+
 #endif
