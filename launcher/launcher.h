@@ -98,8 +98,10 @@ struct cadre__launcher_job {
     int decided;      /* exit_code is final */
     int exit_code;
     int signals_seen; /* INT/TERM/HUP received, for escalation */
+    int killing;      /* the grace period is over: SIGKILL whatever is left */
+    int sweep_polls;  /* polls since every rank exited and leftovers ran */
 
-    struct event *sig_ev[4], *timeout_ev, *kill_ev, *drain_ev;
+    struct event *sig_ev[4], *timeout_ev, *kill_ev, *drain_ev, *sweep_ev;
     struct event *report_ev; /* --timeout: the ranks' state reports are awaited */
     int reporting;
     /* stdin forwarding to rank 0 when cadrerun's stdin is a terminal */
@@ -124,6 +126,11 @@ int cadre__launcher_plan(struct cadre__launcher_job *job);
 /* Creates the job temp dir and forks the cleaner; before any thread. */
 int cadre__launcher_cleanup_start(struct cadre__launcher_job *job);
 void cadre__launcher_cleanup_pgid(struct cadre__launcher_job *job);
+/* Processes of the job that still run besides its ranks: members of the
+ * ranks' group, and children of cadrerun other than ranks and the cleaner
+ * (orphans it adopted as subreaper), to which it sends sig (0: none);
+ * reaps the adopted ones that died. */
+int cadre__launcher_leftovers(struct cadre__launcher_job *job, int sig);
 /* Tells the cleaner whether ranks may survive, then waits for it to finish. */
 void cadre__launcher_cleanup_finish(struct cadre__launcher_job *job, int ranks_reaped);
 

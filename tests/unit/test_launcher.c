@@ -346,4 +346,6 @@ void suite_launcher(void)
     CU_add_test(s, "junk to the PMIx port from the user and another user",
                 test_pmix_port_junk);
     CU_add_test(s, "junk to the PMIx port from a rank", test_pmix_port_junk_inside);
+    CU_add_test(s, "a failed job leaves no process behind", test_orphan_failed_job);
+    CU_add_test(s, "a job that ends leaves no process behind", test_orphan_ended_job);
 }

@@ -1,6 +1,7 @@
-/* The launcher suite's cases on who may reach a job (issue 40): garbage and
- * forged connect messages to cadrerun's PMIx port from a process of the
- * job, from another process of the same user and from another user. */
+/* The launcher suite's cases on what a job leaves and who may reach it
+ * (issue 40): garbage and forged connect messages to cadrerun's PMIx port
+ * from a process of the job, from another process of the same user and from
+ * another user; and the processes ranks leave behind. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -120,3 +121,48 @@ void test_pmix_port_junk_inside(void)
     run_free(&r);
 }
 
+/* ---- what ranks leave behind -------------------------------------------------------- */
+/* Runs the job, then checks that the process rank `rank` left (it ignores
+ * SIGTERM) is gone once cadrerun has exited. */
+static void check_nothing_left(const char *args, int want_code, int rank)
+{
+    struct run_result r;
+    launch(&r, NULL, NULL, "%s", args);
+    CHECK_MSG(r.exit_code == want_code, "%s: " REPORT_FMT, args, REPORT_ARGS(r));
+    char want[64];
+    snprintf(want, sizeof want, "rank %d left pid ", rank);
+    const char *p = strstr(r.out, want);
+    int pid = 0;
+    if (p)
+        sscanf(p + strlen(want), "%d", &pid);
+    CHECK_MSG(pid > 0, "%s: no '%s' line:\n%s", args, want, r.out);
+    if (pid > 0) {
+        CHECK_MSG(!probe_running(pid), "%s: pid %d, left by rank %d, outlived the job", args, pid,
+                  rank);
+        /* Not to leave it to later tests. */
+        if (probe_running(pid))
+            kill(pid, SIGKILL);
+    }
+    check_clean(r.out);
+    run_free(&r);
+}
+
+void test_orphan_failed_job(void)
+{
+    char args[512];
+    /* Rank 1 fails; cadrerun stops rank 0 and its group. */
+    snprintf(args, sizeof args, "-n 2 %s orphan=child@1 exit=3@1 sleep=30@0", PROBE);
+    check_nothing_left(args, 3, 1);
+}
+
+void test_orphan_ended_job(void)
+{
+    char args[512];
+    /* Every rank exits 0; a child in the group and a daemon out of it stay. */
+    snprintf(args, sizeof args, "-n 2 %s orphan=child@0", PROBE);
+    check_nothing_left(args, 0, 0);
+    snprintf(args, sizeof args, "-n 3 %s orphan=daemon@2", PROBE);
+    check_nothing_left(args, 0, 2);
+    snprintf(args, sizeof args, "-n 1 %s orphan=daemon", PROBE);
+    check_nothing_left(args, 0, 0);
+}
