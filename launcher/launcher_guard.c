@@ -26,6 +26,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
@@ -41,6 +44,8 @@
 /* What a client may take between connect() and sending its first message
  * (it sends both in one go), and the longest first message we take. */
 #define HELLO_WAIT_MS 10000
+/* The fast path's wait: a rank's message is usually there when we accept. */
+#define HELLO_QUICK_MS 20
 #define HELLO_MAX 4096
 #define HDR_LEN 16 /* pmix_ptl_hdr_t on 64-bit: pindex, tag, nbytes, padding */
 #define WARN_MAX 10
@@ -92,7 +97,60 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* ---- the peer's socket: uid and inode from /proc/net/tcp{,6} --------------- */
+/* ---- the peer's socket: uid and inode ------------------------------------------ */
+/* Asks the kernel for the one TCP socket with local end `peer` and remote
+ * end `us` (sock_diag: a lookup, where /proc/net/tcp lists every socket of
+ * the machine, tens of milliseconds where there are thousands). */
+static int diag_socket(const struct sockaddr_storage *us, const struct sockaddr_storage *peer,
+                       unsigned *uid, unsigned long *inode)
+{
+    int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (nl < 0)
+        return -1;
+    struct {
+        struct nlmsghdr nh;
+        struct inet_diag_req_v2 req;
+    } q;
+    memset(&q, 0, sizeof q);
+    q.nh.nlmsg_len = sizeof q;
+    q.nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    q.nh.nlmsg_flags = NLM_F_REQUEST;
+    q.req.sdiag_family = (unsigned char)peer->ss_family;
+    q.req.sdiag_protocol = IPPROTO_TCP;
+    q.req.idiag_states = ~0u;
+    q.req.id.idiag_cookie[0] = q.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    if (peer->ss_family == AF_INET) {
+        const struct sockaddr_in *p = (const void *)peer, *u = (const void *)us;
+        q.req.id.idiag_sport = p->sin_port;
+        q.req.id.idiag_dport = u->sin_port;
+        memcpy(q.req.id.idiag_src, &p->sin_addr, 4);
+        memcpy(q.req.id.idiag_dst, &u->sin_addr, 4);
+    } else {
+        const struct sockaddr_in6 *p = (const void *)peer, *u = (const void *)us;
+        q.req.id.idiag_sport = p->sin6_port;
+        q.req.id.idiag_dport = u->sin6_port;
+        memcpy(q.req.id.idiag_src, &p->sin6_addr, 16);
+        memcpy(q.req.id.idiag_dst, &u->sin6_addr, 16);
+    }
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    long buf[1024];
+    ssize_t n = -1;
+    if (sendto(nl, &q, sizeof q, 0, (struct sockaddr *)&kernel, sizeof kernel) == sizeof q) {
+        struct pollfd pf = {nl, POLLIN, 0};
+        if (poll(&pf, 1, 1000) == 1)
+            n = recv(nl, buf, sizeof buf, MSG_DONTWAIT);
+    }
+    close(nl);
+    const struct nlmsghdr *h = (const void *)buf;
+    if (n < (ssize_t)sizeof *h || !NLMSG_OK(h, (size_t)n) || h->nlmsg_type != SOCK_DIAG_BY_FAMILY ||
+        h->nlmsg_len < NLMSG_LENGTH(sizeof(struct inet_diag_msg)))
+        return -1;
+    const struct inet_diag_msg *m = NLMSG_DATA(h);
+    *uid = m->idiag_uid;
+    *inode = m->idiag_inode;
+    return 0;
+}
+
 /* The kernel prints an address as the 32-bit words of its bytes, in host
  * order, "%08X" each, then ":%04X" of the port. */
 static void proc_addr(const struct sockaddr_storage *ss, char *out, size_t len)
@@ -128,6 +186,8 @@ static int find_socket(struct sockaddr_storage *us, struct sockaddr_storage *pee
 {
     unmap_v4(us);
     unmap_v4(peer);
+    if (diag_socket(us, peer, uid, inode) == 0)
+        return 0;
     char local[64], remote[64];
     proc_addr(peer, local, sizeof local);
     proc_addr(us, remote, sizeof remote);
@@ -222,6 +282,24 @@ static pid_t top_ancestor(const struct proc_link *v, size_t n, pid_t pid)
         pid = p->ppid;
     }
     return 0;
+}
+
+/* Whether pid is still cadrerun's child (a rank's pid, not yet reused). */
+static int our_child(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (len <= 0)
+        return 0;
+    buf[len] = '\0';
+    char *rp = strrchr(buf, ')');
+    int ppid;
+    return rp && sscanf(rp + 1, " %*c %d", &ppid) == 1 && ppid == guard.self;
 }
 
 static int holds_inode(pid_t pid, unsigned long inode)
@@ -349,10 +427,10 @@ static const char *check_hello(const unsigned char *m, size_t n, int *rank)
 }
 
 /* Waits for the whole first message, without taking it from the socket. */
-static const char *peek_hello(int s, unsigned char *buf, size_t *len)
+static const char *peek_hello(int s, unsigned char *buf, size_t *len, long wait_ms)
 {
     size_t want = HDR_LEN;
-    long deadline = now_ms() + HELLO_WAIT_MS;
+    long deadline = now_ms() + wait_ms;
     for (;;) {
         ssize_t got = recv(s, buf, HELLO_MAX, MSG_PEEK | MSG_DONTWAIT);
         if (got == 0)
@@ -420,6 +498,17 @@ static const char *judge(int s, char *who, size_t wlen)
         snprintf(who, wlen, "uid %u", uid);
         if (uid != (unsigned)geteuid())
             return "another user's process";
+        /* Fast path, the usual case: a rank's own connect message is
+         * already there, and that rank's process holds the socket. */
+        unsigned char quick[HELLO_MAX];
+        size_t qlen = 0;
+        int r = -1;
+        pid_t pid;
+        if (!peek_hello(s, quick, &qlen, HELLO_QUICK_MS) &&
+            !check_hello(quick + HDR_LEN, qlen - HDR_LEN, &r) &&
+            (pid = atomic_load(&guard.pids[r])) > 0 && holds_inode(pid, inode) && our_child(pid))
+            return NULL;
+        /* Else who holds it first, then the message, however long. */
         if ((owner_rank = find_owner(inode, &owner)) < 0)
             return "not a process of this job";
         snprintf(who, wlen, "pid %d of rank %d (uid %u)", (int)owner, owner_rank, uid);
@@ -430,7 +519,7 @@ static const char *judge(int s, char *who, size_t wlen)
     unsigned char buf[HELLO_MAX];
     size_t len = 0;
     int rank = -1;
-    const char *why = peek_hello(s, buf, &len);
+    const char *why = peek_hello(s, buf, &len, HELLO_WAIT_MS);
     if (!why)
         why = check_hello(buf + HDR_LEN, len - HDR_LEN, &rank);
     if (!why && rank != owner_rank)
