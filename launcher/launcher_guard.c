@@ -494,7 +494,7 @@ static const char *judge(int s, char *who, size_t wlen)
         unsigned uid;
         unsigned long inode;
         if (find_socket(&us, &peer, &uid, &inode) != 0)
-            return "its socket is not in /proc/net";
+            return "its socket is not found";
         snprintf(who, wlen, "uid %u", uid);
         if (uid != (unsigned)geteuid())
             return "another user's process";
