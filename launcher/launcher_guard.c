@@ -10,7 +10,8 @@
  * cadrerun defines accept(), and exports it (launcher/Makefile.am), so
  * libpmix's listener thread calls this one instead of the C library's. A
  * connection reaches libpmix only when
- *   - its peer socket belongs to our user (the uid /proc/net/tcp gives),
+ *   - its peer socket belongs to our user (the uid sock_diag, else
+ *     /proc/net/tcp, gives),
  *   - a process of this job holds it: a rank, or a descendant of one
  *     (found by the socket's inode in /proc/PID/fd of cadrerun's
  *     descendants; SO_PEERCRED for a Unix socket),

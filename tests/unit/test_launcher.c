@@ -346,6 +346,7 @@ void suite_launcher(void)
     CU_add_test(s, "junk to the PMIx port from the user and another user",
                 test_pmix_port_junk);
     CU_add_test(s, "junk to the PMIx port from a rank", test_pmix_port_junk_inside);
+    CU_add_test(s, "a rank's child is a PMIx client", test_pmix_client_below_rank);
     CU_add_test(s, "a failed job leaves no process behind", test_orphan_failed_job);
     CU_add_test(s, "a job that ends leaves no process behind", test_orphan_ended_job);
 }

@@ -53,6 +53,7 @@ void test_bind_core_warning(void);
 /* test_launcher_guard.c */
 void test_pmix_port_junk(void);
 void test_pmix_port_junk_inside(void);
+void test_pmix_client_below_rank(void);
 void test_orphan_failed_job(void);
 void test_orphan_ended_job(void);
 

@@ -121,6 +121,20 @@ void test_pmix_port_junk_inside(void)
     run_free(&r);
 }
 
+/* The check must not refuse the job's own clients: here each rank is a
+ * shell whose child calls cadre_init. */
+void test_pmix_client_below_rank(void)
+{
+    struct run_result r;
+    launch(&r, NULL, NULL, "-n 3 sh -c '%s; true'", PROBE);
+    CHECK_MSG(r.exit_code == 0, REPORT(r));
+    struct rank_line l[3];
+    CHECK_MSG(parse_ranks(r.out, l, 3) == 3, "%s", r.out);
+    CHECK_MSG(count_matching(r.err, "refused") == 0, "%s", r.err);
+    check_clean(r.out);
+    run_free(&r);
+}
+
 /* ---- what ranks leave behind -------------------------------------------------------- */
 /* Runs the job, then checks that the process rank `rank` left (it ignores
  * SIGTERM) is gone once cadrerun has exited. */
