@@ -459,6 +459,8 @@ out:;
         event_free(job.kill_ev);
     if (job.drain_ev)
         event_free(job.drain_ev);
+    if (job.sweep_ev)
+        event_free(job.sweep_ev);
     if (job.report_ev)
         event_free(job.report_ev);
     if (job.base)

@@ -4,6 +4,7 @@
  *   launcher_topo.c      GPUs and CPUs of this node, rank binding
  *   launcher_cleanup.c   job temp dir and the cleaner process
  *   launcher_pmix.c      the PMIx server and its module of callbacks
+ *   launcher_guard.c     who may connect to the PMIx server (cadrerun's accept)
  *   launcher_proc.c      starting, reaping, signalling and stopping ranks
  *   launcher_report.c    the ranks' state report (--timeout, SIGINT)
  *   launcher_iof.c       ranks' stdin, stdout and stderr
@@ -103,8 +104,10 @@ struct cadre__launcher_job {
     int decided;      /* exit_code is final */
     int exit_code;
     int signals_seen; /* INT/TERM/HUP received, for escalation */
+    int killing;      /* the grace period is over: SIGKILL whatever is left */
+    int sweep_polls;  /* polls since every rank exited and leftovers ran */
 
-    struct event *sig_ev[4], *timeout_ev, *kill_ev, *drain_ev;
+    struct event *sig_ev[4], *timeout_ev, *kill_ev, *drain_ev, *sweep_ev;
     struct event *report_ev; /* the ranks' state reports are awaited */
     int reporting;           /* 0, or why: REPORT_TIMEOUT, REPORT_SIGINT */
     /* stdin forwarding to rank 0 when cadrerun's stdin is a terminal */
@@ -137,8 +140,21 @@ int cadre__launcher_plan(struct cadre__launcher_job *job);
 /* Creates the job temp dir and forks the cleaner; before any thread. */
 int cadre__launcher_cleanup_start(struct cadre__launcher_job *job);
 void cadre__launcher_cleanup_pgid(struct cadre__launcher_job *job);
+/* Processes of the job that still run besides its ranks: members of the
+ * ranks' group, and children of cadrerun other than ranks and the cleaner
+ * (orphans it adopted as subreaper), to which it sends sig (0: none);
+ * reaps the adopted ones that died. */
+int cadre__launcher_leftovers(struct cadre__launcher_job *job, int sig);
 /* Tells the cleaner whether ranks may survive, then waits for it to finish. */
 void cadre__launcher_cleanup_finish(struct cadre__launcher_job *job, int ranks_reaped);
+
+/* launcher_guard.c */
+/* Arms the check of connections to the PMIx server; before PMIx_server_init. */
+int cadre__launcher_guard_start(struct cadre__launcher_job *job);
+/* Rank `rank` is process `pid` (after fork). */
+void cadre__launcher_guard_rank(int rank, pid_t pid);
+/* How many connections the check let through to libpmix. */
+int cadre__launcher_guard_admitted(void);
 
 /* launcher_pmix.c */
 int cadre__launcher_pmix_start(struct cadre__launcher_job *job);

@@ -91,6 +91,53 @@ static int group_running(pid_t pgid)
     return running;
 }
 
+/* What the job's processes left: processes of the ranks' group that still
+ * run, and cadrerun's children that are not ranks (a subreaper, it adopts
+ * what orphans the job makes, wherever they moved: another group, another
+ * session). Sends sig to the latter (0: none) and reaps those that are
+ * zombies; returns how many of either still run. */
+int cadre__launcher_leftovers(struct cadre__launcher_job *job, int sig)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    pid_t self = getpid();
+    int left = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        char *rp = strrchr(buf, ')');
+        char state;
+        int ppid, pgrp;
+        if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
+            continue;
+        pid_t pid = (pid_t)atol(e->d_name);
+        int dead = state == 'Z' || state == 'X';
+        int stray = ppid == self && pid != job->cleaner_pid;
+        /* Not a rank (rank 0's zombie is kept on purpose), nor the cleaner. */
+        for (int r = 0; stray && r < job->nranks; r++)
+            stray = job->ranks[r].state == RANK_REAPED || job->ranks[r].pid != pid;
+        if (stray && dead)
+            waitpid(pid, NULL, WNOHANG);
+        else if (stray && sig)
+            kill(pid, sig);
+        left += !dead && (stray || (job->pgid > 0 && pgrp == job->pgid));
+    }
+    closedir(d);
+    return left;
+}
+
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};

@@ -75,6 +75,14 @@ static pmix_status_t on_connected(const pmix_proc_t *proc, void *obj, pmix_op_cb
     struct cadre__launcher_rank *r = obj;
     if (r)
         atomic_store(&r->connected, 1);
+    /* A libpmix that no longer calls accept() through the PLT would take
+     * connections unchecked: say so rather than trust it silently. */
+    static atomic_int said;
+    if (cadre__launcher_guard_admitted() == 0 && !atomic_exchange(&said, 1))
+        CADRE_WARN(LAUNCHER, "a client connected to the PMIx server without passing cadrerun's "
+                             "connection check: this libpmix (%s) does not call accept() "
+                             "through cadrerun, so any local process may reach it",
+                   PMIx_Get_version());
     return ack(cbfunc, cbdata);
 }
 
@@ -300,6 +308,9 @@ out:
 int cadre__launcher_pmix_start(struct cadre__launcher_job *job)
 {
     server_job = job;
+    /* libpmix's listener starts in PMIx_server_init. */
+    if (cadre__launcher_guard_start(job) != 0)
+        return -1;
     pmix_status_t rc;
     pmix_info_t sinfo[4];
     bool no = false;

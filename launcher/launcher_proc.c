@@ -7,7 +7,11 @@
  * a terminal's ^C reaches cadrerun alone, which forwards it once, and a
  * signal to the group also reaches what ranks forked. Rank 0 is reaped last
  * (its exit is seen with WNOWAIT) so that the group id cannot be reused
- * while we may still signal it.
+ * while we may still signal it. cadrerun is a subreaper: what the ranks
+ * started and left (in the group or out of it, daemons too) becomes its
+ * child when orphaned. Nothing outlives the job: once every rank has
+ * exited, the rest gets SIGTERM, then SIGKILL after the grace period, and
+ * only then is rank 0 reaped.
  */
 #include "config.h"
 
@@ -39,16 +43,24 @@ static void signame(int sig, char *buf, size_t len)
         snprintf(buf, len, "signal %d", sig);
 }
 
+/* After the last rank: how often we look for what it left, and how long
+ * past SIGKILL we wait for it to go. */
+#define SWEEP_POLL_S 0.02
+#define SWEEP_KILLED_POLLS 150
+
 /* ---- signalling and stopping ------------------------------------------------- */
+/* To the ranks' group (everything in it, what ranks forked too) and to the
+ * orphans of the job we adopted. */
 void cadre__launcher_signal_ranks(struct cadre__launcher_job *job, int sig)
 {
     if (job->pgid > 0 && job->ranks[0].state != RANK_REAPED) {
         kill(-job->pgid, sig);
-        return;
+    } else {
+        for (int r = 0; r < job->nranks; r++)
+            if (job->ranks[r].state == RANK_RUNNING)
+                kill(job->ranks[r].pid, sig);
     }
-    for (int r = 0; r < job->nranks; r++)
-        if (job->ranks[r].state == RANK_RUNNING)
-            kill(job->ranks[r].pid, sig);
+    cadre__launcher_leftovers(job, sig);
 }
 
 int cadre__launcher_running(const struct cadre__launcher_job *job)
@@ -64,9 +76,11 @@ static void on_kill_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct cadre__launcher_job *job = arg;
-    int n = cadre__launcher_running(job);
-    if (n) {
-        CADRE_INFO(LAUNCHER, "%d rank(s) still running after the grace period: SIGKILL", n);
+    job->killing = 1;
+    int n = cadre__launcher_running(job), left = cadre__launcher_leftovers(job, 0);
+    if (n || left) {
+        CADRE_INFO(LAUNCHER, "%d rank(s) and %d process(es) in all still running after the grace "
+                   "period: SIGKILL", n, left);
         cadre__launcher_signal_ranks(job, SIGKILL);
     }
 }
@@ -76,12 +90,15 @@ void cadre__launcher_stop(struct cadre__launcher_job *job)
     if (job->stopping)
         return;
     job->stopping = 1;
-    CADRE_INFO(LAUNCHER, "stopping %d running rank(s): SIGTERM", cadre__launcher_running(job));
+    if (cadre__launcher_running(job))
+        CADRE_INFO(LAUNCHER, "stopping %d running rank(s): SIGTERM", cadre__launcher_running(job));
     cadre__launcher_signal_ranks(job, SIGTERM);
     job->kill_ev = evtimer_new(job->base, on_kill_timer, job);
     struct timeval tv = cadre__launcher_tv(cadre__config_dbl(CADRE_CFG_LAUNCHER_KILL_GRACE));
-    if (!job->kill_ev || evtimer_add(job->kill_ev, &tv) != 0)
+    if (!job->kill_ev || evtimer_add(job->kill_ev, &tv) != 0) {
+        job->killing = 1;
         cadre__launcher_signal_ranks(job, SIGKILL);
+    }
 }
 
 /* The first failure decides the exit status; later ones do not change it. */
@@ -200,6 +217,76 @@ static void rank_exited(struct cadre__launcher_job *job, struct cadre__launcher_
                     r->exit_status, nofin);
 }
 
+/* Orphans of the job that died: adopted, so ours to reap. Cheaper than
+ * cadre__launcher_leftovers, for every SIGCHLD: the first dead child that
+ * the kernel shows is taken if it is one, until none is left or it is a
+ * rank (a rank's zombie, kept: the sweep takes what lies behind it). */
+static void reap_strays(struct cadre__launcher_job *job)
+{
+    for (;;) {
+        siginfo_t si;
+        si.si_pid = 0;
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0 ||
+            si.si_pid == job->cleaner_pid)
+            return;
+        for (int r = 0; r < job->nranks; r++)
+            if (job->ranks[r].state != RANK_REAPED && job->ranks[r].pid == si.si_pid)
+                return;
+        waitpid(si.si_pid, NULL, WNOHANG);
+    }
+}
+
+static void on_sweep_timer(evutil_socket_t fd, short what, void *arg);
+
+/* Every rank has exited; their zombies still hold their pids (rank 0's is
+ * the group's id). What the ranks left still running is stopped as a job is
+ * (SIGTERM, SIGKILL after the grace period); then the ranks are reaped and
+ * the job is done. */
+static void sweep(struct cadre__launcher_job *job)
+{
+    int left = cadre__launcher_leftovers(job, job->killing ? SIGKILL : 0);
+    if (left && job->killing)
+        kill(-job->pgid, SIGKILL);
+    if (left && !job->sweep_ev) {
+        CADRE_INFO(LAUNCHER, "%d process(es) that the ranks started still run: stopping them",
+                   left);
+        if (job->stopping)
+            cadre__launcher_leftovers(job, SIGTERM); /* the group had it */
+        else
+            cadre__launcher_stop(job);
+        job->sweep_ev = evtimer_new(job->base, on_sweep_timer, job);
+    }
+    if (left && job->sweep_ev && job->sweep_polls < SWEEP_KILLED_POLLS) {
+        job->sweep_polls += job->killing;
+        struct timeval tv = cadre__launcher_tv(SWEEP_POLL_S);
+        if (evtimer_add(job->sweep_ev, &tv) == 0)
+            return;
+    }
+    if (left)
+        CADRE_WARN(LAUNCHER, "%d process(es) that the ranks started are still there after "
+                   "SIGKILL; leaving them", left);
+    if (job->kill_ev)
+        evtimer_del(job->kill_ev);
+    for (int i = 0; i < job->nranks; i++) {
+        struct cadre__launcher_rank *r = &job->ranks[i];
+        if (r->state != RANK_EXITED)
+            continue;
+        int st;
+        while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        r->state = RANK_REAPED;
+        job->nlive--;
+    }
+    cadre__launcher_check_done(job);
+}
+
+static void on_sweep_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    sweep(arg);
+}
+
 /* A rank that ends stays a zombie, seen with WNOWAIT, until every rank has
  * ended: its peers, which watch it through a pidfd, can then read from
  * /proc/PID/stat how it ended (killed by a signal, or its exit status) and
@@ -224,18 +311,14 @@ static void reap(struct cadre__launcher_job *job)
         r->core_dumped = si.si_code == CLD_DUMPED;
         rank_exited(job, r);
     }
-    if (cadre__launcher_running(job) == 0) {
-        for (int i = 0; i < job->nranks; i++) {
-            struct cadre__launcher_rank *r = &job->ranks[i];
-            if (r->state != RANK_EXITED)
-                continue;
-            int st;
-            while (waitpid(r->pid, &st, 0) < 0 && errno == EINTR)
-                ;
-            r->state = RANK_REAPED;
-            job->nlive--;
-        }
+    /* Once every rank has ended: what they left is stopped, then they are
+     * reaped (sweep). */
+    if (cadre__launcher_running(job) == 0 && job->nlive > 0) {
+        if (!job->sweep_ev)
+            sweep(job);
+        return;
     }
+    reap_strays(job);
     cadre__launcher_check_done(job);
 }
 
@@ -255,6 +338,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     if (job->stopping) {
         CADRE_INFO(LAUNCHER, "%s while stopping: SIGKILL now", name);
+        job->killing = 1;
         cadre__launcher_signal_ranks(job, SIGKILL);
     } else if (job->signals_seen == 1 && sig == SIGINT && !job->reporting) {
         /* ^C on a job that hangs: first what every rank is doing, then the
@@ -461,6 +545,7 @@ static int start_rank(struct cadre__launcher_job *job, struct cadre__launcher_ra
     /* Both sides set the group, so it is right before either goes on. */
     setpgid(pid, job->pgid);
     r->pid = pid;
+    cadre__launcher_guard_rank(r->rank, pid);
     r->state = RANK_RUNNING;
     job->nlive++;
     close(p[1]);
@@ -480,6 +565,9 @@ fail:
 int cadre__launcher_spawn(struct cadre__launcher_job *job)
 {
     getrlimit(RLIMIT_NOFILE, &orig_nofile);
+    /* What the ranks orphan comes to us, not to init: see sweep(). */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+        CADRE_INFO(LAUNCHER, "PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
     struct env base = {0};
     int *errfd = malloc((size_t)job->nranks * sizeof *errfd);
     if (!errfd || base_env(job, &base) != 0) {

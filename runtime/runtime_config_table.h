@@ -20,7 +20,7 @@ X(SHM_FRAG, INT, "131072", "bytes per fragment of a large message in shared memo
 X(TCP_BUFFER, INT, "0", "bytes of each TCP socket's kernel send and receive buffers (SO_SNDBUF, SO_RCVBUF; 4096..1 GiB); 0 = the kernel's defaults, which grow as needed")
 X(SHM_NFRAGS, INT, "8", "fragments in flight per pair of ranks in shared memory")
 X(LAUNCHER_NGPUS, INT, "-1", "GPUs cadrerun assumes the node has, for the default -n and CADRE_GPU; -1 = count /proc/driver/nvidia/gpus, honouring CUDA_VISIBLE_DEVICES")
-X(LAUNCHER_KILL_GRACE, DBL, "2", "seconds cadrerun waits after sending SIGTERM to the ranks of a job it stops before it sends SIGKILL")
+X(LAUNCHER_KILL_GRACE, DBL, "2", "seconds cadrerun waits after sending SIGTERM to the ranks of a job it stops, or to what ranks left running when the job ends, before it sends SIGKILL")
 X(LAUNCHER_DRAIN, DBL, "1", "seconds cadrerun keeps forwarding output after the last rank exited, while descendants of ranks still hold the output pipes")
 X(CHECK, INT, "1", "1: ranks compare their collective calls and fail with CADRE_ERR_MISMATCH when they differ; 0: no check; the same on every rank (cadre_init fails where it differs)")
 X(ALGO, STR, "", "collective algorithms to force, e.g. allreduce=ring,bcast=pipeline; see cadre(7) for the names; the same text on every rank (cadre_init fails where it differs)")

@@ -18,6 +18,14 @@
  *   env=VAR   print "rank R env VAR=VALUE" or "rank R env VAR unset"
  *   shm       create /dev/shm/<prefix>-probe-R, leave it, print "rank R shm NAME"
  *   err=TEXT  print TEXT on stderr
+ *   orphan=K  leave a process behind that ignores SIGTERM and sleeps 60 s,
+ *             its stdio on /dev/null: K=child, a child in the rank's process
+ *             group; K=daemon, a grandchild in a session of its own, whose
+ *             parent exits; print "rank R left pid P"
+ *   pmixjunk  send each message of pmix_junk.h to cadrerun's PMIx port on a
+ *             connection of its own (the forged connect messages name the
+ *             next rank); print "rank R junk K refused" when cadrerun closed
+ *             it, else "rank R junk K not refused: WHAT"
  * Then cadre_finalize and exit 0. Every line goes out with one write(2). */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -33,6 +41,7 @@
 #include <unistd.h>
 
 #include "cadre.h"
+#include "pmix_junk.h"
 
 static int rank = -1;
 
@@ -86,6 +95,41 @@ static void sleep_s(double s)
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0)
         ;
+}
+
+/* orphan=K: see the top. The pid comes back through a pipe. */
+static void leave_orphan(const char *kind)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        exit(8);
+    pid_t pid = fork();
+    if (pid < 0)
+        exit(8);
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        signal(SIGTERM, SIG_IGN);
+        if (!strcmp(kind, "daemon")) {
+            setsid();
+            if (fork() != 0)
+                _exit(0);
+        }
+        pid_t me = getpid();
+        if (write(p[1], &me, sizeof me) != (ssize_t)sizeof me)
+            _exit(1);
+        close(p[1]);
+        sleep_s(60);
+        _exit(0);
+    }
+    close(p[1]);
+    pid_t left = 0;
+    if (read(p[0], &left, sizeof left) != (ssize_t)sizeof left)
+        exit(8);
+    close(p[0]);
+    say_fd(1, "rank %d left pid %d", rank, (int)left);
 }
 
 static void waited_signals(sigset_t *set)
@@ -149,6 +193,22 @@ static void run(const char *act, const char *arg)
         }
         close(fd);
         say_fd(1, "rank %d shm %s", rank, name + 1);
+    } else if (!strcmp(act, "orphan")) {
+        leave_orphan(arg);
+    } else if (!strcmp(act, "pmixjunk")) {
+        int port = pmix_junk_port(getenv("PMIX_SERVER_URI41"));
+        const char *ns = getenv("CADRE_SHM_PREFIX");
+        int size = 1;
+        cadre_comm_size(CADRE_COMM_WORLD, &size);
+        for (int k = 0; k < PMIX_JUNK_COUNT; k++) {
+            unsigned char m[1024];
+            const char *what;
+            size_t len = pmix_junk_make(k, ns ? ns : "", (uint32_t)((rank + 1) % size), m, &what);
+            if (pmix_junk_send(port, m, len, 20000) == 1)
+                say_fd(1, "rank %d junk %d refused", rank, k);
+            else
+                say_fd(1, "rank %d junk %d not refused: %s", rank, k, what);
+        }
     } else if (!strcmp(act, "err")) {
         say_fd(2, "%s", arg);
     } else {

@@ -344,4 +344,10 @@ void suite_launcher(void)
     CU_add_test(s, "cadre_abort under --keep-going", test_keep_going_abort);
     CU_add_test(s, "--bind-to core with more ranks than cores", test_bind_core_warning);
     CU_add_test(s, "README's table lists every option of cadrerun --help", test_readme_options);
+    CU_add_test(s, "junk to the PMIx port from the user and another user",
+                test_pmix_port_junk);
+    CU_add_test(s, "junk to the PMIx port from a rank", test_pmix_port_junk_inside);
+    CU_add_test(s, "a rank's child is a PMIx client", test_pmix_client_below_rank);
+    CU_add_test(s, "a failed job leaves no process behind", test_orphan_failed_job);
+    CU_add_test(s, "a job that ends leaves no process behind", test_orphan_ended_job);
 }

@@ -51,4 +51,11 @@ void test_keep_going_abort(void);
 void test_bind_core_warning(void);
 void test_readme_options(void);
 
+/* test_launcher_guard.c */
+void test_pmix_port_junk(void);
+void test_pmix_port_junk_inside(void);
+void test_pmix_client_below_rank(void);
+void test_orphan_failed_job(void);
+void test_orphan_ended_job(void);
+
 #endif
