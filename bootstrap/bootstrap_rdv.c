@@ -191,7 +191,7 @@ static int try_connect(const struct addrinfo *a, double deadline)
     return fd;
 }
 
-/* One try at the handshake on fd: 0 joined, 1 worth another try (why in
+/* One try at the handshake on fd: 0 joined, -1 worth another try (why in
  * last), or an error status. */
 static int handshake(int fd, double deadline, char *last, size_t lastlen)
 {
@@ -200,7 +200,7 @@ static int handshake(int fd, double deadline, char *last, size_t lastlen)
     double greet = rdv_min(deadline, cadre__rdv_now() + 10);
     if (cadre__rdv_read(fd, &ch, sizeof ch, greet) != 0) {
         snprintf(last, lastlen, "no greeting from rank 0 (%s)", strerror(errno));
-        return 1;
+        return -1;
     }
     if (memcmp(ch.magic, RDV_MAGIC, sizeof ch.magic) != 0)
         return cadre__error(CADRE_ERR_BOOTSTRAP, "cadre_init: what answers at %s:%d is no cadre "
@@ -231,7 +231,7 @@ static int handshake(int fd, double deadline, char *last, size_t lastlen)
                    h.proof);
     if (cadre__rdv_write(fd, &h, sizeof h, deadline) != 0) {
         snprintf(last, lastlen, "sending the hello: %s", strerror(errno));
-        return 1;
+        return -1;
     }
     uint32_t type;
     void *p;
@@ -239,7 +239,7 @@ static int handshake(int fd, double deadline, char *last, size_t lastlen)
     if (cadre__rdv_recv(fd, &type, &p, &n, 512, deadline) != 0) {
         snprintf(last, lastlen, "rank 0 closed the connection before accepting this rank (%s)",
                  strerror(errno));
-        return 1;
+        return -1;
     }
     if (type == RDV_REJECT) {
         int rc = cadre__error(CADRE_ERR_BOOTSTRAP, "cadre_init: rank 0 refused rank %d: %s",
@@ -281,7 +281,9 @@ static int join(struct cadre_bootstrap_info *info)
         for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
             fd = try_connect(a, deadline);
             if (fd < 0) {
-                snprintf(last, sizeof last, "connect: %s", strerror(errno));
+                /* A refusal says more than the timeout of the last try. */
+                if (errno != ETIMEDOUT || !strncmp(last, "no try", 6))
+                    snprintf(last, sizeof last, "connect: %s", strerror(errno));
                 continue;
             }
             int rc = handshake(fd, deadline, last, sizeof last);
@@ -289,7 +291,7 @@ static int join(struct cadre_bootstrap_info *info)
                 close(fd);
                 fd = -1;
             }
-            if (rc < 0) {
+            if (rc > 0) {
                 freeaddrinfo(ai);
                 return rc;
             }
@@ -299,8 +301,8 @@ static int join(struct cadre_bootstrap_info *info)
         if (cadre__rdv_now() >= deadline) {
             freeaddrinfo(ai);
             return cadre__error(CADRE_ERR_TIMEOUT, "cadre_init: rank %d could not join the "
-                                "rendezvous of rank 0 at %s:%d within %g s (CADRE_TIMEOUT): %s; "
-                                "missing: rank 0", e->rank, e->addr, e->port, e->timeout, last);
+                                "rendezvous of rank 0 at %s:%d within %g s (CADRE_TIMEOUT): %s "
+                                "(is rank 0 running, at that address?)", e->rank, e->addr, e->port, e->timeout, last);
         }
         usleep((useconds_t)(backoff * 1e6));
         backoff = rdv_min(backoff * 2, 0.25);

@@ -220,7 +220,7 @@ static int step_pending(struct pend *p, const struct rdv_env *e, int *fds, uint6
     if (n <= 0)
         return 1;
     p->have += (size_t)n;
-    if (p->have >= 8 && memcmp(p->h.magic, RDV_MAGIC, 8) != 0)
+    if (memcmp(p->h.magic, RDV_MAGIC, p->have < 8 ? p->have : 8) != 0)
         return 1; /* garbage, an HTTP request: no answer */
     if (p->have < sizeof p->h)
         return 0;
