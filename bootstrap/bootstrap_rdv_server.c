@@ -133,14 +133,22 @@ static void tell_all(int *fds, int n, const char *text)
             cadre__rdv_send(fds[r], RDV_ERROR, text, strlen(text), d);
 }
 
+/* Closes the pending connection that came first (the earliest deadline). */
+static void evict_oldest(struct pend *pd, int *np)
+{
+    int o = 0;
+    for (int i = 1; i < *np; i++)
+        if (pd[i].deadline < pd[o].deadline)
+            o = i;
+    close(pd[o].fd);
+    pd[o] = pd[--(*np)];
+}
+
 /* A new connection: greet it with a challenge, keep it among the pending. */
 static void admit(int fd, const struct rdv_env *e, struct pend *pd, int *np, double t)
 {
-    if (*np == MAX_PENDING) {
-        close(pd[0].fd);
-        memmove(pd, pd + 1, (MAX_PENDING - 1) * sizeof *pd);
-        (*np)--;
-    }
+    if (*np == MAX_PENDING)
+        evict_oldest(pd, np);
     struct pend *p = &pd[*np];
     memset(p, 0, sizeof *p);
     p->fd = fd;
@@ -172,40 +180,39 @@ static const char *judge(struct pend *p, const struct rdv_env *e, int *fds, uint
     if (memcmp(h->magic, RDV_MAGIC, sizeof h->magic) != 0)
         return "";
     uint32_t v = ntohl(h->version), size = ntohl(h->size), rank = ntohl(h->rank);
+    uint8_t want[RDV_PROOF];
+    cadre__rdv_mac(e->key, 'C', p->nonce, sizeof p->nonce, h, offsetof(struct rdv_hello, proof),
+                   want);
+    /* The proof first: with a key, no one without it learns the job's size. */
     if (v != RDV_VERSION)
         snprintf(why, cap, "rendezvous version %u, rank 0 speaks %u", v, RDV_VERSION);
+    else if (!cadre__rdv_equal(want, h->proof, RDV_PROOF))
+        snprintf(why, cap, "rank %u's hello does not prove the job key%s", rank,
+                 e->keyed ? "" : " (a corrupted hello)");
     else if (size != (uint32_t)e->size)
         snprintf(why, cap, "world size %u, rank 0's is %d", size, e->size);
     else if (rank == 0 || rank >= size)
         snprintf(why, cap, "rank %u is not in [1, %d)", rank, e->size);
+    else if (fds[rank] >= 0)
+        snprintf(why, cap, "rank %u has joined already (two processes given RANK=%u?)", rank,
+                 rank);
     else {
-        uint8_t want[RDV_PROOF];
-        cadre__rdv_mac(e->key, 'C', p->nonce, sizeof p->nonce, h,
-                       offsetof(struct rdv_hello, proof), want);
-        if (!cadre__rdv_equal(want, h->proof, RDV_PROOF))
-            snprintf(why, cap, "rank %u's hello does not prove the job key%s", rank,
-                     e->keyed ? "" : " (a corrupted hello)");
-        else if (fds[rank] >= 0)
-            snprintf(why, cap, "rank %u has joined already (two processes given RANK=%u?)", rank,
-                     rank);
-        else {
-            struct {
-                uint8_t nonce[RDV_NONCE];
-                uint32_t rank;
-            } ack = {.rank = h->rank};
-            memcpy(ack.nonce, p->nonce, sizeof ack.nonce);
-            uint8_t proof[RDV_PROOF];
-            cadre__rdv_mac(e->key, 'S', h->nonce, sizeof h->nonce, &ack, sizeof ack, proof);
-            if (cadre__rdv_send(p->fd, RDV_ACK, proof, sizeof proof, cadre__rdv_now() + 1) != 0)
-                return "";
-            int one = 1;
-            setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            fds[rank] = p->fd;
-            hostkey[rank] = (uint64_t)ntohl(h->hostkey[0]) << 32 | ntohl(h->hostkey[1]);
-            CADRE_TRACE(BOOTSTRAP, "rank %u joined from host %.*s (pid %u)", rank,
-                        RDV_HOST_LEN, h->host, ntohl(h->pid));
-            return NULL;
-        }
+        struct {
+            uint8_t nonce[RDV_NONCE];
+            uint32_t rank;
+        } ack = {.rank = h->rank};
+        memcpy(ack.nonce, p->nonce, sizeof ack.nonce);
+        uint8_t proof[RDV_PROOF];
+        cadre__rdv_mac(e->key, 'S', h->nonce, sizeof h->nonce, &ack, sizeof ack, proof);
+        if (cadre__rdv_send(p->fd, RDV_ACK, proof, sizeof proof, cadre__rdv_now() + 1) != 0)
+            return "";
+        int one = 1;
+        setsockopt(p->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        fds[rank] = p->fd;
+        hostkey[rank] = (uint64_t)ntohl(h->hostkey[0]) << 32 | ntohl(h->hostkey[1]);
+        CADRE_TRACE(BOOTSTRAP, "rank %u joined from host %.*s (pid %u)", rank,
+                    RDV_HOST_LEN, h->host, ntohl(h->pid));
+        return NULL;
     }
     return why;
 }
@@ -358,8 +365,7 @@ int cadre__rdv_serve(const struct rdv_env *e, int *fds, struct cadre_bootstrap_i
             int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) {
                 if ((errno == EMFILE || errno == ENFILE) && np > 0) {
-                    close(pd[0].fd); /* make room: the oldest stranger goes */
-                    pd[0] = pd[--np];
+                    evict_oldest(pd, &np); /* make room */
                     continue;
                 }
                 break;

@@ -137,8 +137,8 @@ static void test_missing(void)
 }
 
 /* Misconfigured ranks are told what is wrong, and rank 0 names them: a
- * different job key; two processes given RANK=1 (and none 2); a rank out
- * of range; a CADRE_ name read before torchrun's. */
+ * different job key; two processes given RANK=1 (and none 2); another world
+ * size; a rank out of range; a CADRE_ name read before torchrun's. */
 static void test_refusals(void)
 {
     struct run_result r;
@@ -161,6 +161,12 @@ static void test_refusals(void)
     want = "init_basic: cadre_init: CADRE_ERR_TIMEOUT: operation timed out: cadre_init: rank 2 "
            "did not join";
     CHECK_MSG(count_matching(r.err, want) == 2, SHOWW(r, want));
+    run_free(&r);
+
+    snprintf(prog, sizeof prog, "sh -c 'WORLD_SIZE=$((RANK == 2 ? 4 : 3)) exec %s'", INIT_BASIC);
+    rdv(&r, "CADRE_TIMEOUT=2", 3, prog, 60);
+    want = "cadre_init: rank 0 refused rank 2: world size 4, rank 0's is 3";
+    CHECK_MSG(r.exit_code != 0 && count_matching(r.err, want) == 2, SHOWW(r, want));
     run_free(&r);
 
     char cmd[4096];
@@ -209,6 +215,6 @@ void suite_rdv(void)
     CU_add_test(s, "LOCAL_RANK, CADRE_ names, MASTER_ADDR forms, rank 0 late", test_variants);
     CU_add_test(s, "PMIx first", test_pmix_first);
     CU_add_test(s, "a missing rank named", test_missing);
-    CU_add_test(s, "wrong key, one rank twice, a rank out of range", test_refusals);
+    CU_add_test(s, "wrong key, one rank twice, world size, rank out of range", test_refusals);
     CU_add_test(s, "1,000 strangers at the port", test_strangers);
 }
