@@ -289,10 +289,11 @@ int cadre__rdv_serve(const struct rdv_env *e, int *fds, struct cadre_bootstrap_i
     unsigned accepted = 0, refused = 0;
     CADRE_CHECK(bind_listen(e, &lfd));
     uint64_t *hostkey = calloc((size_t)n, sizeof *hostkey);
+    int *left = calloc((size_t)n, sizeof *left); /* joined, then closed */
     struct pend *pd = calloc(MAX_PENDING, sizeof *pd);
     struct pollfd *pfd = calloc((size_t)(1 + MAX_PENDING + n), sizeof *pfd);
     int *rank_of = calloc((size_t)(1 + MAX_PENDING + n), sizeof *rank_of);
-    if (!hostkey || !pd || !pfd || !rank_of) {
+    if (!hostkey || !left || !pd || !pfd || !rank_of) {
         rc = cadre__error(CADRE_ERR_NOMEM, "cadre_init: no memory for %d ranks", n);
         goto out;
     }
@@ -301,18 +302,21 @@ int cadre__rdv_serve(const struct rdv_env *e, int *fds, struct cadre_bootstrap_i
     while (joined < n) {
         double t = cadre__rdv_now(), wake = deadline;
         if (t >= deadline) {
-            int *have = calloc((size_t)n, sizeof *have), cnt = 0;
-            char list[512] = "?";
+            int *have = calloc((size_t)n, sizeof *have), cnt = 0, nleft = 0;
+            char list[512] = "?", gone[300] = "";
             if (have) {
                 for (int r = 0; r < n; r++)
                     have[r] = r == 0 || fds[r] >= 0;
                 list_missing(have, n, list, sizeof list, &cnt);
+                for (int r = 0; r < n; r++)
+                    have[r] = !left[r] || fds[r] >= 0; /* a rank may come again */
+                list_missing(have, n, gone, sizeof gone, &nleft);
             }
             free(have);
             rc = cadre__error(CADRE_ERR_TIMEOUT, "cadre_init: rank%s %s did not join the "
                               "rendezvous at %s:%d within %g s (CADRE_TIMEOUT); %d of %d ranks "
-                              "joined", cnt == 1 ? "" : "s", list, e->addr, e->port, e->timeout,
-                              joined, n);
+                              "joined%s%s", cnt == 1 ? "" : "s", list, e->addr, e->port,
+                              e->timeout, joined, n, nleft ? "; joined, then left: " : "", gone);
             tell_all(fds, n, cadre_last_error());
             goto out;
         }
@@ -333,8 +337,8 @@ int cadre__rdv_serve(const struct rdv_env *e, int *fds, struct cadre_bootstrap_i
                 rank_of[k] = r;
                 pfd[k++] = (struct pollfd){.fd = fds[r], .events = POLLIN};
             }
-        double left = rdv_min(wake - t, 1.0);
-        if (poll(pfd, (nfds_t)k, (int)(left * 1000) + 1) < 0 && errno != EINTR) {
+        double wait_s = rdv_min(wake - t, 1.0);
+        if (poll(pfd, (nfds_t)k, (int)(wait_s * 1000) + 1) < 0 && errno != EINTR) {
             rc = cadre__error(CADRE_ERR_INTERNAL, "cadre_init: poll: %s", strerror(errno));
             goto out;
         }
@@ -345,6 +349,7 @@ int cadre__rdv_serve(const struct rdv_env *e, int *fds, struct cadre_bootstrap_i
                 continue;
             int r = rank_of[i];
             CADRE_INFO(BOOTSTRAP, "rendezvous: rank %d left before every rank joined", r);
+            left[r] = 1;
             close(fds[r]);
             fds[r] = -1;
             joined--;
@@ -382,6 +387,7 @@ out:
         close(pd[i].fd);
     close(lfd);
     free(hostkey);
+    free(left);
     free(pd);
     free(pfd);
     free(rank_of);
