@@ -1,7 +1,8 @@
 /*
  * bootstrap.h - how a process learns its rank and its peers' endpoint data.
- * A PMIx client under cadrerun, mpirun or srun --mpi=pmix; a world of one
- * process when started alone.
+ * A PMIx client under cadrerun, mpirun or srun --mpi=pmix; a rendezvous at
+ * MASTER_ADDR:MASTER_PORT without PMIx (torchrun's variables,
+ * bootstrap_rdv.h); a world of one process when started alone.
  */
 #ifndef CADRE_BOOTSTRAP_H
 #define CADRE_BOOTSTRAP_H
@@ -12,7 +13,7 @@ struct cadre_bootstrap_info {
     int rank, size;
     int local_rank, local_size;
     int node_id;
-    int has_node_id; /* the launcher gave PMIX_NODEID (else node_id is 0 everywhere) */
+    int has_node_id; /* PMIX_NODEID or the rendezvous' host numbering (else 0 everywhere) */
     int singleton;
     char nspace[256];
 };

@@ -1,4 +1,5 @@
-/* PMIx client bootstrap, and the singleton fallback with a local key store. */
+/* PMIx client bootstrap, the rendezvous start without PMIx (handed to
+ * bootstrap_rdv.c), and the singleton fallback with a local key store. */
 #include <pmix.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,10 +7,11 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
+#include "bootstrap_rdv.h"
 #include "runtime/runtime.h"
 
 static pmix_proc_t myproc;
-static int using_pmix;
+static int using_pmix, using_rdv;
 
 /* Singleton key store: a world of one only ever gets its own keys back. */
 struct local_kv {
@@ -53,6 +55,13 @@ static int get_u32(const pmix_proc_t *proc, const char *key, uint32_t *out)
 int cadre__bootstrap_init(struct cadre_bootstrap_info *info)
 {
     memset(info, 0, sizeof *info);
+    /* A PMIx server wins: under cadrerun, mpirun or srun the CADRE_RANK and
+     * MASTER_ADDR a rank may also see are not meant for a rendezvous. */
+    if (!getenv("PMIX_NAMESPACE") && cadre__rdv_wanted()) {
+        CADRE_CHECK(cadre__rdv_init(info));
+        using_rdv = 1;
+        return CADRE_SUCCESS;
+    }
     if (!getenv("PMIX_NAMESPACE")) {
         /* Started alone: a world of one, no server to talk to. */
         info->size = info->local_size = 1;
@@ -97,6 +106,10 @@ int cadre__bootstrap_init(struct cadre_bootstrap_info *info)
 
 int cadre__bootstrap_finalize(void)
 {
+    if (using_rdv) {
+        using_rdv = 0;
+        return cadre__rdv_finalize();
+    }
     while (local_store) {
         struct local_kv *n = local_store->next;
         free(local_store->data);
@@ -115,6 +128,8 @@ int cadre__bootstrap_finalize(void)
 
 int cadre__bootstrap_put(const char *key, const void *data, size_t len)
 {
+    if (using_rdv)
+        return cadre__rdv_put(key, data, len);
     if (!using_pmix) {
         struct local_kv *kv = calloc(1, sizeof *kv);
         void *copy = malloc(len ? len : 1);
@@ -158,6 +173,8 @@ int cadre__bootstrap_commit(void)
 
 int cadre__bootstrap_fence(void)
 {
+    if (using_rdv)
+        return cadre__rdv_fence(0);
     if (!using_pmix)
         return CADRE_SUCCESS;
     pmix_proc_t all;
@@ -175,6 +192,8 @@ int cadre__bootstrap_fence(void)
 
 int cadre__bootstrap_barrier(void)
 {
+    if (using_rdv)
+        return cadre__rdv_fence(1);
     if (!using_pmix)
         return CADRE_SUCCESS;
     pmix_proc_t all;
@@ -188,6 +207,8 @@ int cadre__bootstrap_barrier(void)
 
 int cadre__bootstrap_get(int rank, const char *key, void **data, size_t *len)
 {
+    if (using_rdv)
+        return cadre__rdv_get(rank, key, data, len);
     if (!using_pmix) {
         for (struct local_kv *kv = local_store; kv; kv = kv->next) {
             if (rank == 0 && !strcmp(kv->key, key)) {

@@ -216,6 +216,14 @@ mpirun-p2p)
     tb_init 3
     p2p mpirun 3 2 cyclic
     ;;
+rdv)
+    # Started without a launcher (RANK, WORLD_SIZE, MASTER_ADDR=host 1's name):
+    # the hosts from the hostnames, TCP between them at their addresses.
+    tb_init 3
+    coll rdv 2 2 cyclic
+    coll rdv 3 1 block
+    p2p rdv 3 2 block
+    ;;
 srun-p2p)
     tb_init 2
     tb_slurm_up

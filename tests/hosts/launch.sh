@@ -141,3 +141,23 @@ tb_srun() {
     tb_say "run: SLURM_CONF=$SLURM_CONF ${cmd[*]}"
     tb_launch "${cmd[@]}"
 }
+
+# ---- without a launcher -----------------------------------------------------
+# tb_rdv NHOSTS PPN block|cyclic PROGRAM [ARGS...]: the same shapes started
+# as torchrun or a loop over ssh would, without PMIx: each rank entered on
+# its host (rsh-agent) with RANK, WORLD_SIZE, MASTER_ADDR (host 1's name,
+# from /etc/hosts) and MASTER_PORT; the environment goes with the ranks.
+# Exit status: the first failing rank's, in rank order.
+tb_rdv() {
+    local nh=$1 ppn=$2 place=$3 n r h cmd="pids="
+    shift 3
+    n=$((nh * ppn))
+    for ((r = 0; r < n; r++)); do
+        if [[ $place == cyclic ]]; then h=$((r % nh + 1)); else h=$((r / ppn + 1)); fi
+        cmd+="; RANK=$r WORLD_SIZE=$n MASTER_ADDR=$(tb_name 1) MASTER_PORT=29500"
+        cmd+=" $(printf '%q ' "$TB_HERE/rsh-agent" "$(tb_name "$h")" "$@") & pids+=\" \$!\""
+    done
+    cmd+='; rc=0; for p in $pids; do wait $p; s=$?; ((rc == 0)) && rc=$s; done; exit $rc'
+    tb_say "run: RANK=r WORLD_SIZE=$n MASTER_ADDR=$(tb_name 1) MASTER_PORT=29500 $* on each rank's host ($place)"
+    tb_launch bash -c "$cmd"
+}

@@ -1,6 +1,7 @@
 /* Fake hosts on one machine for the multi-rank tests: FAKE_HOSTS sets this
  * rank's CADRE_HOSTID before cadre_init, from CADRE_RANK and
- * CADRE_WORLD_SIZE (which cadrerun gives every rank):
+ * CADRE_WORLD_SIZE (which cadrerun gives every rank; RANK and WORLD_SIZE
+ * in a start without a launcher):
  *   block:H    H hosts, consecutive ranks together (5 ranks on 2: 0-2, 3-4)
  *   cyclic:H   H hosts, rank r on host r % H
  *   list:a,b,  rank r on the host named by the r-th entry
@@ -52,6 +53,10 @@ static inline int fake_host_name(int r, int n, char *out, size_t len)
 static inline int fake_hosts_setenv(void)
 {
     const char *r = getenv("CADRE_RANK"), *n = getenv("CADRE_WORLD_SIZE");
+    if (!r || !n) { /* a start without a launcher (torchrun's names) */
+        r = getenv("RANK");
+        n = getenv("WORLD_SIZE");
+    }
     char name[64];
     if (!r || !n || !fake_host_name(atoi(r), atoi(n), name, sizeof name))
         return 0;

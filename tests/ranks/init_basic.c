@@ -41,9 +41,18 @@ int main(int argc, char **argv)
     EXPECT(lsize >= 1 && lrank >= 0 && lrank < lsize && lsize <= size, "local %d/%d", lrank, lsize);
     EXPECT(dev >= -1, "device %d", dev);
 
-    /* Under cadrerun the environment must agree with PMIx. */
+    /* Under cadrerun the environment must agree with PMIx ... */
     const char *er = getenv("CADRE_RANK"), *es = getenv("CADRE_WORLD_SIZE"),
                *el = getenv("CADRE_LOCAL_RANK");
+    /* ... and so must a start without PMIx with torchrun's names. */
+    if (!getenv("PMIX_NAMESPACE")) {
+        er = er ? er : getenv("RANK");
+        es = es ? es : getenv("WORLD_SIZE");
+        el = el ? el : getenv("LOCAL_RANK");
+    }
+    const char *els = getenv("LOCAL_WORLD_SIZE");
+    if (els && !getenv("PMIX_NAMESPACE"))
+        EXPECT(atoi(els) == lsize, "LOCAL_WORLD_SIZE=%s but local size %d", els, lsize);
     if (er)
         EXPECT(atoi(er) == rank, "CADRE_RANK=%s but rank %d", er, rank);
     if (es)

@@ -1,7 +1,8 @@
 /* The programs of examples/ (the PyTorch distributed tutorial in C) under
- * cadrerun: each prints one line per rank, in no particular order between
- * ranks, so the lines are compared as sorted lists with the ones expected,
- * which are worked out here from what each example does. */
+ * cadrerun, and again started without a launcher (suite examples_rdv): each
+ * prints one line per rank, in no particular order between ranks, so the
+ * lines are compared as sorted lists with the ones expected, which are
+ * worked out here from what each example does. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,13 +56,33 @@ static void join(char *out, size_t cap, const struct lines *l)
         len += (size_t)snprintf(out + len, cap - len, "%s\n", l->line[i]);
 }
 
-/* Runs `cadrerun -n nranks examples/name` and compares its stdout, as a set
- * of lines, with `expect`. */
+/* How the suite being run starts the ranks: cadrerun, or without a launcher
+ * (tests/rdv_run.sh: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). */
+static int no_launcher;
+
+static int with_cadrerun(void)
+{
+    no_launcher = 0;
+    return 0;
+}
+
+static int with_rdv_run(void)
+{
+    no_launcher = 1;
+    return 0;
+}
+
+/* Runs `cadrerun -n nranks examples/name` (or `rdv_run.sh nranks ...`) and
+ * compares its stdout, as a set of lines, with `expect`. */
 static void check_example(const char *name, int nranks, struct lines *expect)
 {
     char rel[128], cmd[4096];
     snprintf(rel, sizeof rel, "examples/%s", name);
-    snprintf(cmd, sizeof cmd, "%s -n %d %s", CADRERUN, nranks, build_path(rel));
+    if (no_launcher)
+        snprintf(cmd, sizeof cmd, "sh %s %d %s", src_path("tests/rdv_run.sh"), nranks,
+                 build_path(rel));
+    else
+        snprintf(cmd, sizeof cmd, "%s -n %d %s", CADRERUN, nranks, build_path(rel));
     struct run_result r;
     CU_ASSERT_FATAL(run_cmd(cmd, NULL, LIMIT, &r) == 0);
     fprintf(stderr, "\n    %-16s n=%d: exit %d, %.2f s", name, nranks, r.exit_code, r.seconds);
@@ -272,15 +293,20 @@ static void test_readme_mpirun(void)
 
 void suite_examples(void)
 {
-    CU_pSuite s = CU_add_suite("examples", NULL, NULL);
-    CU_add_test(s, "send_recv, isend_irecv (n = 2)", test_send_recv);
-    CU_add_test(s, "broadcast (n = 3, 4)", test_broadcast);
-    CU_add_test(s, "reduce (n = 3, 4)", test_reduce);
-    CU_add_test(s, "all_reduce (n = 3, 4)", test_all_reduce);
-    CU_add_test(s, "gather (n = 3, 4)", test_gather);
-    CU_add_test(s, "all_gather (n = 3, 4)", test_all_gather);
-    CU_add_test(s, "scatter (n = 3, 4)", test_scatter);
-    CU_add_test(s, "reduce_scatter (n = 3, 4)", test_reduce_scatter);
-    CU_add_test(s, "barrier (n = 3)", test_barrier);
-    CU_add_test(s, "README's mpirun commands: 4 ranks on any machine", test_readme_mpirun);
+    for (int k = 0; k < 2; k++) {
+        CU_pSuite s = CU_add_suite(k ? "examples_rdv" : "examples",
+                                   k ? with_rdv_run : with_cadrerun, NULL);
+        CU_add_test(s, "send_recv, isend_irecv (n = 2)", test_send_recv);
+        CU_add_test(s, "broadcast (n = 3, 4)", test_broadcast);
+        CU_add_test(s, "reduce (n = 3, 4)", test_reduce);
+        CU_add_test(s, "all_reduce (n = 3, 4)", test_all_reduce);
+        CU_add_test(s, "gather (n = 3, 4)", test_gather);
+        CU_add_test(s, "all_gather (n = 3, 4)", test_all_gather);
+        CU_add_test(s, "scatter (n = 3, 4)", test_scatter);
+        CU_add_test(s, "reduce_scatter (n = 3, 4)", test_reduce_scatter);
+        CU_add_test(s, "barrier (n = 3)", test_barrier);
+        if (!k)
+            CU_add_test(s, "README's mpirun commands: 4 ranks on any machine",
+                        test_readme_mpirun);
+    }
 }

@@ -103,6 +103,7 @@ static void test_ifaces(void) { run_scenario("ifaces", 400); }
 static void test_lost_kill(void) { run_scenario("lost-kill", 300); }
 static void test_lost_cut(void) { run_scenario("lost-cut", 200); }
 static void test_stale(void) { run_scenario("stale", 200); }
+static void test_rdv(void) { run_scenario("rdv", 300); }
 
 void suite_hosts(void)
 {
@@ -114,6 +115,7 @@ void suite_hosts(void)
     CU_add_test(s, "srun: coll_test at 2x2 cyclic and 3x2 block", test_srun_coll);
     CU_add_test(s, "mpirun: p2p_test and hosts_probe (ANY_SOURCE) at 3x2 cyclic", test_mpirun_p2p);
     CU_add_test(s, "srun: p2p_test and hosts_probe (ANY_SOURCE) at 2x2 block", test_srun_p2p);
+    CU_add_test(s, "without a launcher: coll_test at 2x2 cyclic, 3x1; p2p_test at 3x2", test_rdv);
     CU_add_test(s, "interfaces: docker0 decoy, unreachable eth1, CADRE_SOCKET_IFNAME", test_ifaces);
     CU_add_test(s, "lost host: its ranks killed (mpirun, srun), errors within 10 s", test_lost_kill);
     CU_add_test(s, "lost host: its link cut (mpirun), errors within 10 s", test_lost_cut);

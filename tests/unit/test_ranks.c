@@ -1,4 +1,5 @@
-/* Runs every multi-rank program of tests/ranks/ranks.list through cadrerun.
+/* Runs every multi-rank program of tests/ranks/ranks.list through cadrerun
+ * (or without a launcher, LAUNCH=rdv).
  * A line is: name nranks [VAR=VALUE ...]; each program checks its own results
  * and exits non-zero (saying why) on any mismatch. */
 #include <dirent.h>
@@ -33,7 +34,11 @@ static void test_ranks_list(void)
         }
         snprintf(env, sizeof env, "%s", p + off);
         char cmd[4096];
-        snprintf(cmd, sizeof cmd, "env %s %s -n %d %s", env, CADRERUN, n,
+        /* LAUNCH=rdv: started without a launcher, as torchrun or a shell
+         * loop does (tests/rdv_run.sh). */
+        int rdv = strstr(env, "LAUNCH=rdv") != NULL;
+        snprintf(cmd, sizeof cmd, "env %s %s %s%s%d %s", env, rdv ? "sh" : CADRERUN,
+                 rdv ? src_path("tests/rdv_run.sh") : "-n ", rdv ? " " : "", n,
                  build_path(name[0] == '/' ? name + 1 : name));
         struct run_result r;
         CU_ASSERT_FATAL(run_cmd(cmd, NULL, limit_for(n), &r) == 0);
