@@ -179,6 +179,16 @@ int cadre_irecv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, 
 int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, void *recvbuf,
                    size_t recvcount, int src, int recvtag, cadre_datatype_t dt, cadre_comm_t comm,
                    cadre_status_t *status);
+/* The status of the message that a receive with src, tag (wildcards
+ * allowed) and comm would take next, left unreceived: source, tag, and
+ * count in elements of the datatype its sender used. cadre_probe waits for
+ * one (CADRE_TIMEOUT applies, as to cadre_recv); cadre_iprobe does not:
+ * *flag = 1 and *status filled when there is one, else *flag = 0. The next
+ * receive with the same arguments in this thread gets exactly that
+ * message; with CADRE_THREAD_MULTIPLE another thread may receive it first,
+ * as with MPI_Probe. */
+int cadre_probe(int src, int tag, cadre_comm_t comm, cadre_status_t *status);
+int cadre_iprobe(int src, int tag, cadre_comm_t comm, int *flag, cadre_status_t *status);
 
 /* Requests: wait sets *req = CADRE_REQUEST_NULL; a NULL *req completes at once. */
 int cadre_wait(cadre_request_t *req, cadre_status_t *status);
@@ -189,6 +199,18 @@ int cadre_wait_timeout(cadre_request_t *req, double seconds, cadre_status_t *sta
 /* Waits for all; returns the first failure's status; statuses may be
  * CADRE_STATUS_IGNORE, else statuses[i].error tells each one's status. */
 int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[]);
+/* Waits until one request is complete, completes it as cadre_wait does and
+ * sets *index to its place; *index = CADRE_UNDEFINED (empty status) when
+ * every request is CADRE_REQUEST_NULL. A failed operation's status is
+ * returned, with *index and *status set (its request is released). */
+int cadre_waitany(int n, cadre_request_t reqs[], int *index, cadre_status_t *status);
+/* cadre_waitany without the wait: *flag = 0 and *index = CADRE_UNDEFINED
+ * when none is complete; *flag = 1, *index = CADRE_UNDEFINED when all are
+ * CADRE_REQUEST_NULL. */
+int cadre_testany(int n, cadre_request_t reqs[], int *index, int *flag, cadre_status_t *status);
+/* *flag = 1 and every request completed as by cadre_waitall when all are
+ * complete; else *flag = 0 and nothing changes. */
+int cadre_testall(int n, cadre_request_t reqs[], int *flag, cadre_status_t statuses[]);
 
 /* ---------------------------------------------------------------------------
  * Collectives. Every rank of comm calls the same collective with matching

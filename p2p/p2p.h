@@ -59,7 +59,12 @@ enum cadre_p2p_type {
 struct cadre_p2p_hdr {
     uint8_t type;
     uint8_t flags;
-    uint16_t reserved;
+    /* EAGER/RTS: the sender's datatype + 1, so that cadre_probe can count
+     * the message in the sender's elements; 0: not given (the library's own
+     * traffic), counted in bytes. A value that names no datatype counts in
+     * bytes too: nothing else reads it. */
+    uint8_t dt;
+    uint8_t reserved;
     uint32_t ctx;  /* communicator context id (EAGER/RTS)                   */
     int32_t src;   /* sender's rank in that communicator (EAGER/RTS)        */
     int32_t tag;   /* (EAGER/RTS)                                           */

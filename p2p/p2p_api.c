@@ -11,6 +11,7 @@ struct p2p_args {
     struct cadre_comm *comm;
     size_t bytes, elsize;
     int world; /* the peer's world rank; -1 for ANY_SOURCE */
+    uint8_t dt; /* the wire header's: the datatype + 1 (cadre_probe counts by it) */
 };
 
 /* sr: the send (is_recv 0) or receive half of cadre_sendrecv, whose
@@ -33,6 +34,7 @@ check_args(const char *fn, const void *buf, size_t count, cadre_datatype_t dt, i
     /* A message has a buffer of its own: the sentinel is no address (its
      * bytes would be read or written at 0x1). */
     CADRE_CHECK(cadre__check_not_in_place(fn, !sr ? "buf" : is_recv ? "recvbuf" : "sendbuf", buf));
+    a->dt = (uint8_t)(dt + 1);
     /* cadre__check_span's success, without the call: an element is at most
      * 8 bytes, so a count up to CADRE__MAX_BYTES / 8 neither overflows nor
      * passes CADRE__MAX_BYTES; the buffer must still end at or below
@@ -69,6 +71,7 @@ static struct cadre_request *make_req(int kind, const char *fn, const void *buf,
     r->peer_world = a->world;
     r->tag = tag;
     r->elsize = a->elsize;
+    r->dt = a->dt;
     r->buf = (char *)buf;
     r->bytes = a->bytes;
     return r;
@@ -105,6 +108,7 @@ static int send_now(const char *fn, const void *buf, const struct p2p_args *a, i
     struct cadre_peer *p = &e->peers[a->world];
     if (p->state == PEER_OK && !p->outq && a->bytes <= p->eager) {
         struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER,
+                                  .dt = a->dt,
                                   .ctx = a->comm->context_id,
                                   .src = a->comm->rank,
                                   .tag = tag,
@@ -478,6 +482,57 @@ int cadre_test(cadre_request_t *req, int *done, cadre_status_t *status)
     return finish(r, status);
 }
 
+int cadre__p2p_complete_all(const char *fn, int n, cadre_request_t reqs[],
+                            cadre_status_t statuses[])
+{
+    struct cadre_request *r;
+    int first = CADRE_SUCCESS, shown = 0;
+    char msg[512];
+    msg[0] = '\0'; /* not = "": that zeroes all 512 bytes on every call */
+    for (int i = 0; i < n; i++) {
+        /* Looked up again: a handle given twice is stale at its second place. */
+        int rc = find_req(fn, reqs[i], i, &r);
+        cadre_status_t *st = statuses ? &statuses[i] : NULL;
+        if (rc == CADRE_SUCCESS && r && atomic_load_explicit(&r->done, memory_order_acquire) &&
+            !cadre__gpu_enabled()) {
+            /* Done already (most of a window): wait_found without the wait. */
+            reqs[i] = CADRE_REQUEST_NULL;
+            cadre__req_handle_end(r);
+            rc = finish(r, st);
+        } else if (rc == CADRE_SUCCESS) {
+            rc = wait_found(fn, &reqs[i], r, st);
+        }
+        if (rc != CADRE_SUCCESS && first == CADRE_SUCCESS) {
+            first = rc;
+            shown = cadre__error_was_shown();
+            cadre__p2p_name_failure(fn, i, msg, sizeof msg);
+        }
+    }
+    if (first != CADRE_SUCCESS) {
+        cadre__error(first, "%s", msg);
+        /* Its diagnosis block is out already: the same event. */
+        if (shown)
+            cadre__error_shown();
+        return first;
+    }
+    return CADRE_SUCCESS;
+}
+
+void cadre__p2p_name_failure(const char *fn, int i, char *msg, size_t len)
+{
+    /* The request's own text, without the name of the call twice. */
+    const char *why = cadre_last_error();
+    size_t fnlen = strlen(fn);
+    if (!strncmp(why, fn, fnlen) && !strncmp(why + fnlen, ": ", 2))
+        why += fnlen + 2;
+    char arg[32];
+    int k = snprintf(arg, sizeof arg, "reqs[%d]", i);
+    if (!strncmp(why, arg, (size_t)k)) /* a handle given twice: named already */
+        snprintf(msg, len, "%s: %s", fn, why);
+    else
+        snprintf(msg, len, "%s: %s: %s", fn, arg, why);
+}
+
 int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
 {
     if (n < 0)
@@ -491,45 +546,24 @@ int cadre_waitall(int n, cadre_request_t reqs[], cadre_status_t statuses[])
     struct cadre_request *r;
     for (int i = 0; i < n; i++)
         CADRE_CHECK(find_req("cadre_waitall", reqs[i], i, &r));
-    int first = CADRE_SUCCESS, shown = 0;
-    char msg[512];
-    msg[0] = '\0'; /* not = "": that zeroes all 512 bytes on every call */
-    for (int i = 0; i < n; i++) {
-        /* Looked up again: a handle given twice is stale at its second place. */
-        int rc = find_req("cadre_waitall", reqs[i], i, &r);
-        cadre_status_t *st = statuses ? &statuses[i] : NULL;
-        if (rc == CADRE_SUCCESS && r && atomic_load_explicit(&r->done, memory_order_acquire) &&
-            !cadre__gpu_enabled()) {
-            /* Done already (most of a window): wait_found without the wait. */
-            reqs[i] = CADRE_REQUEST_NULL;
-            cadre__req_handle_end(r);
-            rc = finish(r, st);
-        } else if (rc == CADRE_SUCCESS) {
-            rc = wait_found("cadre_waitall", &reqs[i], r, st);
-        }
-        if (rc != CADRE_SUCCESS && first == CADRE_SUCCESS) {
-            first = rc;
-            shown = cadre__error_was_shown();
-            /* The request's own text, without the name of the call twice. */
-            const char *why = cadre_last_error();
-            if (!strncmp(why, "cadre_waitall: ", 15))
-                why += 15;
-            char arg[32];
-            int k = snprintf(arg, sizeof arg, "reqs[%d]", i);
-            if (!strncmp(why, arg, (size_t)k)) /* a handle given twice: named already */
-                snprintf(msg, sizeof msg, "cadre_waitall: %s", why);
-            else
-                snprintf(msg, sizeof msg, "cadre_waitall: %s: %s", arg, why);
-        }
-    }
-    if (first != CADRE_SUCCESS) {
-        cadre__error(first, "%s", msg);
-        /* Its diagnosis block is out already: the same event. */
-        if (shown)
-            cadre__error_shown();
-        return first;
-    }
-    return CADRE_SUCCESS;
+    return cadre__p2p_complete_all("cadre_waitall", n, reqs, statuses);
+}
+
+/* For the other completion calls (p2p_wait.c). */
+int cadre__p2p_req_of(const char *fn, cadre_request_t h, int idx, struct cadre_request **out)
+{
+    return find_req(fn, h, idx, out);
+}
+
+int cadre__p2p_wait_found(const char *fn, cadre_request_t *req, struct cadre_request *r,
+                          cadre_status_t *status)
+{
+    return wait_found(fn, req, r, status);
+}
+
+void cadre__p2p_enter(struct cadre_request *r, const char *fn)
+{
+    enter(r, fn);
 }
 
 /* ---- abandoning a request whose wait timed out ---------------------------------- */

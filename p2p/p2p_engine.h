@@ -38,6 +38,7 @@ struct cadre_request {
     uint8_t nt;        /* recv: land the data with streaming stores (cadre__copy_out) */
     uint8_t cma;       /* single copy (p2p_cma.c): send: offered, wrote; recv: read, granted */
     uint8_t stuck_said; /* its wait warned of CADRE_STUCK_WARN */
+    uint8_t dt;        /* send: the header's dt (the datatype + 1; 0: the library's own) */
     _Atomic int done;
     int error;         /* status once done */
     cadre_status_t status;
@@ -145,6 +146,41 @@ void cadre__req_complete_ok(struct cadre_request *req);
  * CADRE_TIMEOUT of no progress applies). Returns CADRE_SUCCESS when done
  * (the request's own status is req->error), CADRE_ERR_TIMEOUT otherwise. */
 int cadre__req_wait(struct cadre_request *req, double deadline, int no_progress_timeout);
+/* A wait for something other than one request (cadre_waitany, cadre_probe),
+ * with cadre__req_wait's polls, naps and peer checks: ready(arg) says, lock
+ * NOT held, whether it is over (called after every progress pass, so keep
+ * it cheap); activity(arg), the last time what it waits for moved (the
+ * CADRE_TIMEOUT rule); peer_world, the world rank it waits for, -1 for
+ * any (oversubscribed polls). */
+struct cadre_p2p_wait {
+    int (*ready)(void *arg);
+    double (*activity)(void *arg);
+    void *arg;
+    int peer_world;
+};
+int cadre__p2p_wait_until(const struct cadre_p2p_wait *w, double deadline,
+                          int no_progress_timeout);
+
+/* ---- the completion calls (p2p_api.c; p2p_wait.c has those over arrays) ---- */
+/* The request of user handle h of fn (NULL for CADRE_REQUEST_NULL), or the
+ * error of a stale or bad handle, whose message names reqs[idx] (idx >= 0)
+ * or req. */
+int cadre__p2p_req_of(const char *fn, cadre_request_t h, int idx, struct cadre_request **out);
+/* cadre_wait's work on r, the request of *req (NULL: *req is
+ * CADRE_REQUEST_NULL, an empty status): ends the handle, waits (device
+ * requests: as cadre_wait), fills *status, frees r, returns its outcome. */
+int cadre__p2p_wait_found(const char *fn, cadre_request_t *req, struct cadre_request *r,
+                          cadre_status_t *status);
+/* cadre_waitall's loop over handles already checked: every one completed,
+ * waited for in the order of the array; the first failure's status, its
+ * message naming reqs[i]. */
+int cadre__p2p_complete_all(const char *fn, int n, cadre_request_t reqs[],
+                            cadre_status_t statuses[]);
+/* The message of reqs[i]'s failure, just recorded, as fn reports it:
+ * "fn: reqs[i]: what failed". */
+void cadre__p2p_name_failure(const char *fn, int i, char *msg, size_t len);
+/* The operation state peers see while this thread waits on r in fn. */
+void cadre__p2p_enter(struct cadre_request *r, const char *fn);
 
 /* ---- peers --------------------------------------------------------------- */
 enum { PEER_OK = 0, PEER_FINALIZED = 1, PEER_DEAD = 2 };

@@ -32,6 +32,8 @@ void cadre__gpu_deliver(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
 
 /* cadre_wait on a device request: NOT_MINE for host requests. */
 int cadre__gpu_wait(struct cadre_request *r, cadre_status_t *status);
+/* Whether r is the request of a nonblocking device call (cadre__gpu_wait's). */
+int cadre__gpu_is_device_req(const struct cadre_request *r);
 /* Called by cadre_comm_free before the communicator goes away. */
 void cadre__gpu_comm_free(struct cadre_comm *c);
 
@@ -166,7 +168,7 @@ uint32_t cadre__gpu_ipc_next_id(void);
  * caller's to poll (->done) and free. */
 int cadre__gpu_ipc_post_answer_recv(int w, uint32_t id, int32_t *status,
                                     struct cadre_request **out);
-int cadre__gpu_ipc_post_desc(struct cadre_comm *comm, int w, int tag,
+int cadre__gpu_ipc_post_desc(struct cadre_comm *comm, int w, int tag, cadre_datatype_t dt,
                              const struct gpu_ipc_desc *d);
 int cadre__gpu_ipc_post_answer(int w, uint32_t id, const int32_t *status,
                                struct cadre_request **out);

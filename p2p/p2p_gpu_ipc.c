@@ -400,11 +400,12 @@ int cadre__gpu_ipc_post_answer(int w, uint32_t id, const int32_t *status,
     return ctl_start(ctl_req(REQ_SEND, w, id, (void *)status), out);
 }
 
-int cadre__gpu_ipc_post_desc(struct cadre_comm *comm, int w, int tag,
+int cadre__gpu_ipc_post_desc(struct cadre_comm *comm, int w, int tag, cadre_datatype_t dt,
                              const struct gpu_ipc_desc *d)
 {
     struct cadre_p2p_hdr h = {.type = CADRE_P2P_EAGER,
                               .flags = CADRE_P2P_DEVICE,
+                              .dt = (uint8_t)(dt + 1),
                               .ctx = comm->context_id,
                               .src = comm->rank,
                               .tag = tag,

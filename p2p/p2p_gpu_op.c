@@ -97,6 +97,11 @@ int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req)
     return CADRE_SUCCESS;
 }
 
+int cadre__gpu_is_device_req(const struct cadre_request *r)
+{
+    return r->poll == ureq_poll;
+}
+
 int cadre__gpu_wait(struct cadre_request *r, cadre_status_t *status)
 {
     if (r->poll != ureq_poll)

@@ -141,7 +141,8 @@ static int start_host_op(struct gpu_op *op)
         eng_lock();
         rc = cadre__gpu_ipc_post_answer_recv(op->peer_world, op->desc.id, &op->ack, &op->ctl);
         if (rc == CADRE_SUCCESS) {
-            rc = cadre__gpu_ipc_post_desc(op->comm, op->peer_world, op->tag, &op->desc);
+            rc = cadre__gpu_ipc_post_desc(op->comm, op->peer_world, op->tag, op->dt,
+                                          &op->desc);
             if (rc != CADRE_SUCCESS) {
                 cadre__p2p_unpost(op->ctl);
                 eng_unlock();

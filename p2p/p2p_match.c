@@ -203,8 +203,8 @@ int cadre__p2p_start_send(struct cadre_request *r)
 {
     struct cadre_engine *e = &cadre__eng;
     int w = r->peer_world;
-    struct cadre_p2p_hdr h = {.ctx = r->ctx, .src = r->comm->rank, .tag = r->tag, .len = r->bytes,
-                              .off = r->sig};
+    struct cadre_p2p_hdr h = {.dt = r->dt, .ctx = r->ctx, .src = r->comm->rank, .tag = r->tag,
+                              .len = r->bytes, .off = r->sig};
     if (w == cadre__proc.rank) {
         /* To ourselves: an eager copy for small messages; large ones wait,
          * by reference, for the receive and are then copied once. */
@@ -298,6 +298,7 @@ static void incoming_matched(int peer, const struct cadre_p2p_hdr *h, const void
     else
         m->unexp = u;
     m->unexp_tail = u;
+    __atomic_store_n(&cadre__p2p_unexp_gen, cadre__p2p_unexp_gen + 1, __ATOMIC_RELEASE);
     /* Early, or of a call this rank did not make (another root): the
      * collective layer judges by the signature. */
     if ((h->ctx & 1) && cadre__p2p_up.stray_in)

@@ -28,6 +28,10 @@ struct match_ctx {
 extern struct match_ctx *cadre__p2p_ctxs;
 extern uint32_t cadre__p2p_nctx_cap, cadre__p2p_nctx_used;
 
+/* Bumped, lock held, whenever a message is queued unmatched: a blocking
+ * probe (p2p_probe.c) looks at the queues again only when it moved. */
+extern uint32_t cadre__p2p_unexp_gen;
+
 /* The look-up and creation behind ctx_find (p2p_match_ctx.c). */
 struct match_ctx *cadre__p2p_ctx_find_slow(uint32_t ctx, int create);
 extern uint32_t cadre__p2p_ctx_last; /* the entry found last */

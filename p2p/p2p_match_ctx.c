@@ -10,6 +10,7 @@
 
 struct match_ctx *cadre__p2p_ctxs;
 uint32_t cadre__p2p_nctx_cap, cadre__p2p_nctx_used, cadre__p2p_ctx_last;
+uint32_t cadre__p2p_unexp_gen;
 
 /* Open addressing on the context id; communicators are few. */
 struct match_ctx *cadre__p2p_ctx_find_slow(uint32_t ctx, int create)

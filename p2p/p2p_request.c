@@ -294,14 +294,20 @@ void cadre__req_complete_ok(struct cadre_request *r)
 #define SPIN_POLLS 20000
 #define SPIN_POLLS_OVERSUB 2048
 
-int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_timeout)
+/* The wait of cadre__req_wait (w NULL: for request r) and of
+ * cadre__p2p_wait_until (r NULL: for w's condition), one body inlined into
+ * each: the wait of every request keeps its plain load of `done`. */
+#define WAIT_OVER() (r ? atomic_load_explicit(&r->done, memory_order_acquire) : w->ready(w->arg))
+static inline __attribute__((always_inline)) int
+wait_core(struct cadre_request *r, const struct cadre_p2p_wait *w, double deadline,
+          int no_progress_timeout)
 {
     struct cadre_engine *e = &cadre__eng;
     int idle = 0;
     int spin = e->oversubscribed ? SPIN_POLLS_OVERSUB : SPIN_POLLS;
     double nap = 50e-6;
     cadre__app_active();
-    if (atomic_load_explicit(&r->done, memory_order_acquire))
+    if (WAIT_OVER())
         return CADRE_SUCCESS;
     /* Most waits end within a few polls: only a longer one tells the
      * progress thread to stand aside (an atomic add and sub on every wait
@@ -309,17 +315,19 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
     int registered = 0;
     /* Oversubscribed: a few polls before yielding, none where the peer
      * waited on this very core last (it cannot run before we yield). */
-    int quick = !e->oversubscribed ? 256 : cadre__shm_same_cpu(r->peer_world) ? 0 : 16;
+    int quick = !e->oversubscribed                                       ? 256
+                : cadre__shm_same_cpu(r ? r->peer_world : w->peer_world) ? 0
+                                                                         : 16;
     for (int i = 0; i < quick; i++) {
         cadre__p2p_progress();
-        if (atomic_load_explicit(&r->done, memory_order_acquire))
+        if (WAIT_OVER())
             return CADRE_SUCCESS;
         /* A progress call may take a while (a socket send waits up to
          * TCP_SEND_WAIT): the deadline is looked at between busy calls too. */
         if (deadline > 0 && cadre__now() >= deadline)
             return CADRE_ERR_TIMEOUT;
     }
-    if (r->last_activity == 0)
+    if (r && r->last_activity == 0)
         r->last_activity = cadre__now();
     atomic_fetch_add(&e->app_waiting, 1);
     registered = 1;
@@ -329,7 +337,7 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
             idle = 0;
             nap = 50e-6;
         }
-        if (atomic_load_explicit(&r->done, memory_order_acquire))
+        if (WAIT_OVER())
             break;
         if (deadline > 0 && cadre__now() >= deadline) {
             rc = CADRE_ERR_TIMEOUT;
@@ -348,12 +356,15 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
             rc = CADRE_ERR_TIMEOUT;
             break;
         }
-        if (no_progress_timeout && now - r->last_activity > e->timeout) {
+        if (no_progress_timeout &&
+            now - (r ? r->last_activity : w->activity(w->arg)) > e->timeout) {
             rc = CADRE_ERR_TIMEOUT;
             break;
         }
-        /* Here, where the wait already naps, so the fast path pays nothing. */
-        if (no_progress_timeout && e->stuck_warn > 0 && !r->stuck_said &&
+        /* Here, where the wait already naps, so the fast path pays nothing.
+         * A wait on a condition (probe, waitany: r NULL) has no request to
+         * name: CADRE_TIMEOUT's diagnosis alone. */
+        if (r && no_progress_timeout && e->stuck_warn > 0 && !r->stuck_said &&
             now - r->last_activity > e->stuck_warn) {
             r->stuck_said = 1;
             cadre__p2p_stuck(r, now - r->last_activity);
@@ -362,7 +373,7 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
         eng_lock();
         cadre__p2p_check_peers();
         eng_unlock();
-        if (atomic_load_explicit(&r->done, memory_order_acquire))
+        if (WAIT_OVER())
             break;
         double t = nap;
         if (deadline > 0 && deadline - now < t)
@@ -385,6 +396,18 @@ int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_ti
     if (registered && atomic_load(&e->pt_wanted) > 0)
         cadre__p2p_kick();
     return rc;
+}
+#undef WAIT_OVER
+
+int cadre__req_wait(struct cadre_request *r, double deadline, int no_progress_timeout)
+{
+    return wait_core(r, NULL, deadline, no_progress_timeout);
+}
+
+int cadre__p2p_wait_until(const struct cadre_p2p_wait *w, double deadline,
+                          int no_progress_timeout)
+{
+    return wait_core(NULL, w, deadline, no_progress_timeout);
 }
 
 void cadre__req_foreach(void (*fn)(struct cadre_request *, void *), void *arg)

@@ -297,6 +297,7 @@ static inline void hdr_to_slot(struct cadre_p2p_hdr *d, const struct cadre_p2p_h
 #define LD(f) __atomic_load_n(&h->f, __ATOMIC_RELAXED)
     d->type = LD(type);
     d->flags = (uint8_t)(LD(flags) | flags);
+    d->dt = LD(dt);
     d->reserved = 0;
     d->ctx = LD(ctx);
     d->src = LD(src);
@@ -328,7 +329,8 @@ static int tiny_send(struct shm_peer *p, const struct cadre_p2p_hdr *h, const vo
     c->ctx = LD(ctx);
     c->src = LD(src);
     c->tag = LD(tag);
-    c->len = (uint32_t)len;
+    /* The datatype rides in the high byte of len (at most TINY_MAX). */
+    c->len = (uint32_t)len | (uint32_t)LD(dt) << TINY_DT_SHIFT;
 #undef LD
     if (len)
         memcpy(c->data, payload, len);

@@ -37,9 +37,11 @@ struct cell {
     uint32_t seq_lo;        /* the low 32 bits of the message's sequence number */
     uint32_t ctx;
     int32_t src, tag;
-    uint32_t len;
+    uint32_t len; /* the low 24 bits; the high 8: the header's dt */
     unsigned char data[TINY_MAX];
 };
+#define TINY_DT_SHIFT 24
+#define TINY_LEN_MASK ((1u << TINY_DT_SHIFT) - 1)
 _Static_assert(sizeof(struct cell) == 32, "two cells to a cache line");
 /* How far ahead the tiny lane's receiver asks for cells (RX_AHEAD lines, as
  * the eager lane), and its sender for the line it writes next but one. */

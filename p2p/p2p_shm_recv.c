@@ -56,7 +56,8 @@ static int tiny_peek(struct lane *l, struct cadre_p2p_hdr *h, uint64_t want)
                                 .ctx = c->ctx,
                                 .src = c->src,
                                 .tag = c->tag,
-                                .len = c->len,
+                                .dt = (uint8_t)(c->len >> TINY_DT_SHIFT),
+                                .len = c->len & TINY_LEN_MASK,
                                 .seq = (want & ~(uint64_t)UINT32_MAX) | c->seq_lo};
     memcpy(&h->sreq, c->data, TINY_MAX);
     return 1;

@@ -52,11 +52,16 @@ CADRE__API(PLAIN, recv, (void *buf, size_t count, cadre_datatype_t dt, int src, 
 CADRE__API(PLAIN, isend, (const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag, cadre_comm_t comm, cadre_request_t *req), (buf, count, dt, dst, tag, comm, req), comm)
 CADRE__API(PLAIN, irecv, (void *buf, size_t count, cadre_datatype_t dt, int src, int tag, cadre_comm_t comm, cadre_request_t *req), (buf, count, dt, src, tag, comm, req), comm)
 CADRE__API(PLAIN, sendrecv, (const void *sendbuf, size_t sendcount, int dst, int sendtag, void *recvbuf, size_t recvcount, int src, int recvtag, cadre_datatype_t dt, cadre_comm_t comm, cadre_status_t *status), (sendbuf, sendcount, dst, sendtag, recvbuf, recvcount, src, recvtag, dt, comm, status), comm)
+CADRE__API(PLAIN, probe, (int src, int tag, cadre_comm_t comm, cadre_status_t *status), (src, tag, comm, status), comm)
+CADRE__API(PLAIN, iprobe, (int src, int tag, cadre_comm_t comm, int *flag, cadre_status_t *status), (src, tag, comm, flag, status), comm)
 
 CADRE__API(PLAIN, wait, (cadre_request_t *req, cadre_status_t *status), (req, status), CADRE_COMM_NULL)
 CADRE__API(PLAIN, test, (cadre_request_t *req, int *done, cadre_status_t *status), (req, done, status), CADRE_COMM_NULL)
 CADRE__API(TIMEOUT, wait_timeout, (cadre_request_t *req, double seconds, cadre_status_t *status), (req, seconds, status), CADRE_COMM_NULL)
 CADRE__API(PLAIN, waitall, (int n, cadre_request_t reqs[], cadre_status_t statuses[]), (n, reqs, statuses), CADRE_COMM_NULL)
+CADRE__API(PLAIN, waitany, (int n, cadre_request_t reqs[], int *index, cadre_status_t *status), (n, reqs, index, status), CADRE_COMM_NULL)
+CADRE__API(PLAIN, testany, (int n, cadre_request_t reqs[], int *index, int *flag, cadre_status_t *status), (n, reqs, index, flag, status), CADRE_COMM_NULL)
+CADRE__API(PLAIN, testall, (int n, cadre_request_t reqs[], int *flag, cadre_status_t statuses[]), (n, reqs, flag, statuses), CADRE_COMM_NULL)
 
 CADRE__API(PLAIN, barrier, (cadre_comm_t comm), (comm), comm)
 CADRE__API(PLAIN, bcast, (void *buf, size_t count, cadre_datatype_t dt, int root, cadre_comm_t comm), (buf, count, dt, root, comm), comm)

@@ -33,10 +33,15 @@
 #define cadre_isend cadre__impl_isend
 #define cadre_irecv cadre__impl_irecv
 #define cadre_sendrecv cadre__impl_sendrecv
+#define cadre_probe cadre__impl_probe
+#define cadre_iprobe cadre__impl_iprobe
 #define cadre_wait cadre__impl_wait
 #define cadre_test cadre__impl_test
 #define cadre_wait_timeout cadre__impl_wait_timeout
 #define cadre_waitall cadre__impl_waitall
+#define cadre_waitany cadre__impl_waitany
+#define cadre_testany cadre__impl_testany
+#define cadre_testall cadre__impl_testall
 #define cadre_barrier cadre__impl_barrier
 #define cadre_bcast cadre__impl_bcast
 #define cadre_reduce cadre__impl_reduce

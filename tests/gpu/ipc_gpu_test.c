@@ -523,6 +523,52 @@ static void p2p(void)
     }
     CK(cadre_barrier(W));
 
+    /* Issue 43: a probe of a message sent from a device buffer (a CUDA IPC
+     * descriptor, or staged) counts it in the sender's elements; waitany
+     * takes device requests as cadre_wait does, testall once they finished
+     * on the device. */
+    for (int round = 0; round < 2; round++) {
+        size_t n = round == 0 ? 7 : ((size_t)1 << 20) + 5;
+        int dt = round == 0 ? CADRE_FLOAT64 : CADRE_INT8;
+        size_t es = cadre_datatype_size((cadre_datatype_t)dt);
+        char *s, *r;
+        CU(cudaMalloc((void **)&s, n * es));
+        CU(cudaMalloc((void **)&r, n * es + 64));
+        fill_dev(s, n, dt, me, 21);
+        CU(cudaMemset(r, 0x5A, n * es + 64));
+        CU(cudaDeviceSynchronize());
+        cadre_request_t q[3] = {CADRE_REQUEST_NULL, CADRE_REQUEST_NULL, CADRE_REQUEST_NULL};
+        CK(cadre_isend(s, n, (cadre_datatype_t)dt, right, 21, W, &q[2]));
+        cadre_status_t st;
+        CK(cadre_probe(left, CADRE_ANY_TAG, W, &st));
+        EXPECT(st.source == left && st.tag == 21 && st.count == n,
+               "probe of a device message of %zu %s: source %d tag %d count %zu", n, dtname[dt],
+               st.source, st.tag, st.count);
+        CK(cadre_irecv(r, n, (cadre_datatype_t)dt, left, 21, W, &q[1]));
+        int done = 0, idx, nidx = 0;
+        for (int k = 0; k < 2; k++) {
+            CK(cadre_waitany(3, q, &idx, NULL));
+            EXPECT(idx == 1 || idx == 2, "waitany of device requests: index %d", idx);
+            nidx += idx;
+        }
+        EXPECT(nidx == 3 && !q[1] && !q[2], "waitany took indexes summing to %d", nidx);
+        CK(cadre_waitany(3, q, &idx, NULL));
+        EXPECT(idx == CADRE_UNDEFINED, "waitany of none: index %d", idx);
+        CU(cudaStreamSynchronize(S));
+        check(r, 0, n, dt, left, 21, 64, "probed device message");
+        /* testall: complete once finished on the device */
+        CK(cadre_isend(s, n, (cadre_datatype_t)dt, right, 22, W, &q[0]));
+        CK(cadre_irecv(r, n, (cadre_datatype_t)dt, left, 22, W, &q[1]));
+        double t0 = now();
+        while (!done && now() - t0 < 60)
+            CK(cadre_testall(2, q, &done, NULL));
+        EXPECT(done == 1 && !q[0] && !q[1], "testall of device requests: flag %d", done);
+        check(r, 0, n, dt, left, 21, 64, "device message after testall");
+        cudaFree(s);
+        cudaFree(r);
+    }
+    CK(cadre_barrier(W));
+
     /* pairs 0-1: the cache, host buffers, any source, a short message */
     if (me < 2) {
         size_t n = 300001;

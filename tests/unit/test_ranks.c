@@ -84,6 +84,28 @@ static void test_peer_killed(void)
     }
 }
 
+/* A rank killed while rank 0 probes for it (probe_test, PROBE_TESTS=peerfail):
+ * the probe with its source, and those from CADRE_ANY_SOURCE, fail with
+ * CADRE_ERR_PEER naming it. */
+static void test_probe_peer_killed(void)
+{
+    const char *transports[] = {"", "tcp"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "PROBE_TESTS=peerfail CADRE_TRANSPORT=%s %s --keep-going -n 2 %s",
+                 transports[i], CADRERUN, build_path("tests/ranks/probe_test"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+        CHECK_MSG(r.exit_code == 137 && !r.timed_out,
+                  "probe peer failure (%s): exit %d\n--- stdout\n%s--- stderr\n%s",
+                  transports[i][0] ? transports[i] : "shm", r.exit_code, r.out, r.err);
+        CHECK_MSG(count_lines(r.out, "probe peerfail: ok") == 1, "stdout: %s\nstderr: %s", r.out,
+                  r.err);
+        CU_ASSERT(count_shm_leftovers() == 0);
+        run_free(&r);
+    }
+}
+
 /* Several senders lose their receiver mid-stream (the double-free path).
  * Within the node the stream is the pipeline's queued fragments: 4 ranks on
  * this 2-core machine would otherwise have each 64 MiB read in place in one
@@ -277,6 +299,7 @@ void suite_ranks(void)
     CU_pSuite s = CU_add_suite("ranks", NULL, NULL);
     CU_add_test(s, "programs of ranks.list under cadrerun", test_ranks_list);
     CU_add_test(s, "a peer killed mid-transfer gives CADRE_ERR_PEER", test_peer_killed);
+    CU_add_test(s, "a peer killed while probed for gives CADRE_ERR_PEER", test_probe_peer_killed);
     CU_add_test(s, "senders that lose their receiver mid-stream", test_senders_lose_receiver);
     CU_add_test(s, "a rank killed in a loop of allreduces", test_coll_peer_killed);
     CU_add_test(s, "nothing left in /dev/shm or the temp dir, a rank killed or not",
