@@ -140,17 +140,13 @@ static int probe_timed_out(struct probe *p)
     struct cadre_request r = {.kind = REQ_RECV, .state = RS_POSTED, .op = p->fn,
                               .comm = p->comm, .ctx = p->ctx, .peer = p->src,
                               .peer_world = p->world, .tag = p->tag};
-    char what[200], comm[32] = "";
-    cadre__state_comm_name(p->ctx, comm, sizeof comm);
-    if (p->src == CADRE_ANY_SOURCE)
-        snprintf(what, sizeof what, "%s from any rank (tag %d)", p->fn, p->tag);
-    else
-        snprintf(what, sizeof what, "%s from rank %d (tag %d)", p->fn, p->src, p->tag);
-    if (comm[0] && strcmp(comm, "WORLD"))
-        snprintf(what + strlen(what), sizeof what - strlen(what), " on %s", comm);
-    char sum[1024];
-    cadre__p2p_diagnose(&r, p->fn, what, "no matching message arrived", sum, sizeof sum);
-    return cadre__error(CADRE_ERR_TIMEOUT, "%s", sum);
+    char what[200], sum[1024];
+    cadre__p2p_req_what(&r, p->fn, CADRE_WHAT_COMM, what, sizeof what);
+    int shown = cadre__p2p_diagnose(&r, p->fn, what, cadre__p2p_req_stage(&r), sum, sizeof sum);
+    int rc = cadre__error(CADRE_ERR_TIMEOUT, "%s", sum);
+    if (shown)
+        cadre__error_shown();
+    return rc;
 }
 
 int cadre_iprobe(int src, int tag, cadre_comm_t comm, int *flag, cadre_status_t *status)

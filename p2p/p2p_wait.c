@@ -245,9 +245,14 @@ int cadre_waitany(int n, cadre_request_t reqs[], int *index, cadre_status_t *sta
                                            .error = CADRE_ERR_TIMEOUT};
             *index = first;
             cadre__p2p_timed_out(r, fn);
+            int shown = cadre__error_was_shown();
             char msg[512];
             cadre__p2p_name_failure(fn, first, msg, sizeof msg);
-            return cadre__error(CADRE_ERR_TIMEOUT, "%s", msg);
+            cadre__error(CADRE_ERR_TIMEOUT, "%s", msg);
+            /* Its diagnosis block is out already: the same event. */
+            if (shown)
+                cadre__error_shown();
+            return CADRE_ERR_TIMEOUT;
         }
     }
     struct cadre_request *r = rs[i];

@@ -619,14 +619,14 @@ static void test_no_progress(void)
         double t0 = ru_now();
         FAILS(cadre_probe(1, 777, W, &st), CADRE_ERR_TIMEOUT, "made no progress");
         EXPECT(ru_now() - t0 >= atof(t) * 0.9, "timed out after %.2f s", ru_now() - t0);
-        EXPECT(strstr(cadre_last_error(), "cadre_probe from rank 1 (tag 777)") != NULL, "%s",
+        EXPECT(strstr(cadre_last_error(), "cadre_probe from rank 1 (tag 777) on WORLD") != NULL, "%s",
                cadre_last_error());
         EXPECT(same_status(&st, &SENTINEL), "a failed probe wrote the status");
         int x, idx = 77;
         cadre_request_t reqs[2] = {CADRE_REQUEST_NULL, CADRE_REQUEST_NULL};
         OK(cadre_irecv(&x, 1, CADRE_INT32, 1, 778, W, &reqs[1]));
         FAILS(cadre_waitany(2, reqs, &idx, &st), CADRE_ERR_TIMEOUT,
-              "cadre_waitany: reqs[1]: cadre_irecv from rank 1 (tag 778) made no progress");
+              "cadre_waitany: reqs[1]: cadre_irecv from rank 1 (tag 778) on WORLD made no progress");
         EXPECT(idx == 1 && reqs[1] == CADRE_REQUEST_NULL && st.error == CADRE_ERR_TIMEOUT,
                "waitany's timeout: index %d error %d", idx, st.error);
     } else {
