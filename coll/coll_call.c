@@ -17,7 +17,7 @@ static pthread_once_t algo_once = PTHREAD_ONCE_INIT;
 
 static void bad_entry(const char *entry)
 {
-    CADRE_WARN(COLL, "CADRE_ALGO: ignoring \"%s\" (collective=algorithm; see cadre(7))", entry);
+    CADRE_WARN(COLL, "CADRE_ALGO: ignoring \"%s\" (collective=algorithm; see cadre-collectives(7))", entry);
 }
 
 static void parse_algo(void)

@@ -47,7 +47,7 @@ static void parse_algo(void)
                     forced[k] = a, ok = 1;
         if (!ok)
             CADRE_WARN(COLL, "CADRE_ALGO: ignoring \"%s=%s\" (the hier_* algorithms of each "
-                             "collective are listed in cadre(7))", tok, eq + 1);
+                             "collective are listed in cadre-nodes(7))", tok, eq + 1);
     }
 }
 

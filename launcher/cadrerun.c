@@ -291,7 +291,7 @@ static int parse_options(int argc, char **argv, struct cadre__launcher_opts *o)
              * have (issue 15): say which, instead of "unknown option". */
             cadre__launcher_say("%s: cadrerun starts ranks on this machine only; on several hosts "
                                 "start the job with Slurm (srun --mpi=pmix -N 2 -n 4 ./app) or "
-                                "Open MPI (mpirun --host h1:2,h2:2 ./app): see cadre(7), "
+                                "Open MPI (mpirun --host h1:2,h2:2 ./app): see cadre-nodes(7), "
                                 "Running on several nodes", name);
             return -1;
         } else {

@@ -1,14 +1,14 @@
 #!/bin/sh
-# gen-env.sh TABLE < cadre.7.in > cadre.7
+# gen-env.sh TABLE < cadre-env.7.in > cadre-env.7
 #
-# Writes cadre(7) with its list of CADRE_* tunables generated from TABLE
+# Writes cadre-env(7) with its list of CADRE_* tunables generated from TABLE
 # (runtime/runtime_config_table.h, lines "X(ID, TYPE, "default", "help")").
 # The line ".\" @CADRE_TUNABLES@" of the input is replaced by an mdoc tag list;
 # every other line is copied. Fails on a table line it cannot parse, so that a
 # tunable never goes missing from the page without a build error.
 set -e
 if [ $# -ne 1 ] || [ ! -r "$1" ]; then
-    echo "usage: gen-env.sh TABLE < cadre.7.in > cadre.7 (cannot read '${1-}')" >&2
+    echo "usage: gen-env.sh TABLE < cadre-env.7.in > cadre-env.7 (cannot read '${1-}')" >&2
     exit 2
 fi
 

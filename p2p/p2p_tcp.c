@@ -14,7 +14,7 @@
  * share (docker0, virbr0, a remote 127.0.0.1) is noticed, and the next address
  * of the peer is tried instead.
  *
- * Who may connect (cadre(7), "Security of the TCP transport"): a listener on
+ * Who may connect (cadre-nodes(7), "Security of the TCP transport"): a listener on
  * each published address, none on the wildcard; an accepted connection has
  * TCP_IN_HELLO_TIMEOUT to say who it is, and the oldest of too many silent
  * ones is closed for each new one (p2p_tcp_recv.c), so strangers' idle

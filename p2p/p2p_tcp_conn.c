@@ -3,7 +3,7 @@
  * the addresses a rank publishes, one listener on each (never the wildcard
  * address), and the outbound connection to a peer through its addresses,
  * its handshake, and the retries when a crowded listener reset or closed
- * it (cadre(7), "Security of the TCP transport"). p2p_tcp.c sends over
+ * it (cadre-nodes(7), "Security of the TCP transport"). p2p_tcp.c sends over
  * the connections made here; p2p_tcp_recv.c accepts.
  */
 #include "config.h"

@@ -3,7 +3,7 @@
  * The modes keep filling and checking host buffers; with -G each call gets a
  * device twin of each buffer, the inputs go up before the call and the
  * results come down before the check (-c 1). Calls on device buffers only
- * enqueue work on the communicator's stream (cadre(7), the semantics of
+ * enqueue work on the communicator's stream (cadre-device(7), the semantics of
  * torch.distributed over NCCL): cadre-perf gives WORLD a stream of its own
  * and waits for it (perf_dev_sync) wherever a host clock reads the end of
  * device work. Without -G every function here is a no-op or plain memory.

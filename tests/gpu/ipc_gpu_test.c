@@ -228,7 +228,7 @@ static double inexact_val(int r, size_t i, int dt)
  * error bound of any summation order, from sums in double (the staged path
  * may reduce in another order and round at every step); and, on the direct
  * path, bit for bit the sum in rank order in the accumulator's type (float,
- * double for FLOAT64) rounded once (cadre(7)): so every rank has the same
+ * double for FLOAT64) rounded once (cadre-device(7)): so every rank has the same
  * bits. */
 static void inexact_case(cadre_comm_t comm, const int *wr, int nr, int crank, size_t n, int dt,
                          int op, int mode, int direct)
@@ -619,7 +619,7 @@ static void p2p(void)
                           NULL));
             CU(cudaStreamSynchronize(S));
             check(d, 0, n / 2, dt, 1, 9, 0, "any source");
-            /* past the message, up to the buffer's end: undefined (cadre(7)) */
+            /* past the message, up to the buffer's end: undefined (cadre-device(7)) */
             check(d + 4 * (n / 2 + 1), 0, n / 2, dt, 1, 10, 0, "short message");
         } else {
             for (size_t i = 0; i < n; i++)

@@ -1,7 +1,7 @@
 # tests/hosts/launch.sh: starting jobs on the test bed's hosts (sourced by
 # lib.sh): Open MPI's mpirun with an rsh agent that enters a host instead of
 # ssh, and a Slurm cluster (munged, slurmctld, one slurmd per host) for srun.
-# Both print the command line they run (README and cadre(7) show the same).
+# Both print the command line they run (README and cadre-nodes(7) show the same).
 
 # Variables the ranks get: mpirun passes only what -x names to remote hosts;
 # srun passes the whole environment.

@@ -274,7 +274,7 @@ static void root_differs(const char *kind, size_t n)
 
 /* The root of a bcast that the others take for an allreduce: its part
  * only sends, so it may return SUCCESS; then its next collective on the
- * communicator that waits for the others fails (cadre(7), Mismatch
+ * communicator that waits for the others fails (cadre-errors(7), Mismatch
  * detection), here a barrier, naming both calls. */
 static void root_learns(size_t n)
 {

@@ -66,7 +66,7 @@ static void test_cadrerun_host(void)
         CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
         CHECK_MSG(r.exit_code == 2 && strstr(r.err, "this machine only") &&
                       strstr(r.err, "srun --mpi=pmix") && strstr(r.err, "mpirun --host") &&
-                      strstr(r.err, "Running on several nodes") && r.out_len == 0,
+                      strstr(r.err, "cadre-nodes(7), Running on several nodes") && r.out_len == 0,
                   "cadrerun %s: exit %d\n--- stdout\n%s--- stderr\n%s", forms[i], r.exit_code,
                   r.out, r.err);
         run_free(&r);

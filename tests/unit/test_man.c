@@ -1,7 +1,9 @@
 /* The manual: every function of cadre.h has a page whose SYNOPSIS gives its
  * prototype as the header does, every page lints clean with mandoc, every
- * page is listed for installation, and cadre(7) lists every tunable of the
- * config table. And the README: its Quick start is what .ci/run runs. */
+ * page is listed for installation, cadre-env(7) lists every tunable of the
+ * config table, and the pages of section 7 (cadre(7) and its topics) name each
+ * other and stay short enough to skim. And the README: its Quick start is what
+ * .ci/run runs. */
 #include <ctype.h>
 #include <dirent.h>
 #include <limits.h>
@@ -407,7 +409,7 @@ static void test_mandoc_lint(void)
         return;
     }
     /* The source tree holds the written pages, the build tree the generated
-     * cadre.7; they are one tree when building in the source directory. */
+     * cadre-env.7; they are one tree when building in the source directory. */
     char src_root[PATH_MAX], build_root[PATH_MAX];
     CU_ASSERT_PTR_NOT_NULL_FATAL(realpath(src_path("man"), src_root));
     CU_ASSERT_PTR_NOT_NULL_FATAL(realpath(build_path("man"), build_root));
@@ -415,8 +417,8 @@ static void test_mandoc_lint(void)
     int nroots = strcmp(src_root, build_root) ? 2 : 1;
 
     struct stat st;
-    CHECK_MSG(stat(build_path("man/man7/cadre.7"), &st) == 0,
-              "man/man7/cadre.7 was not generated in the build tree");
+    CHECK_MSG(stat(build_path("man/man7/cadre-env.7"), &st) == 0,
+              "man/man7/cadre-env.7 was not generated in the build tree");
 
     int total = 0;
     for (int r = 0; r < nroots; r++) {
@@ -446,7 +448,7 @@ static void test_mandoc_lint(void)
     CHECK_MSG(total >= 3, "only %d man pages found under %s", total, src_root);
 }
 
-/* Every page of the source tree, and cadre.7 from its .in, is installed:
+/* Every page of the source tree, and cadre-env.7 from its .in, is installed:
  * named in man/Makefile.am. */
 static void test_pages_listed(void)
 {
@@ -455,7 +457,7 @@ static void test_pages_listed(void)
     char *pages[256];
     int n = list_pages(src_path("man"), pages, 256);
     char *err = NULL;
-    const char *generated[] = {"man7/cadre.7"};
+    const char *generated[] = {"man7/cadre-env.7"};
     for (int i = 0; i < n + 1; i++) {
         const char *page = i < n ? pages[i] : generated[0];
         size_t len = strlen(page);
@@ -473,20 +475,20 @@ static void test_pages_listed(void)
     free(am);
 }
 
-/* ---- cadre(7) and the config table -------------------------------------- */
+/* ---- cadre-env(7) and the config table ---------------------------------- */
 
-static void test_tunables_in_cadre7(void)
+static void test_tunables_in_cadre_env7(void)
 {
     char *table = slurp(src_path("runtime/runtime_config_table.h"));
     CU_ASSERT_PTR_NOT_NULL_FATAL(table);
-    char *page = slurp(build_path("man/man7/cadre.7"));
-    CHECK_MSG(page != NULL, "cannot read the generated %s", build_path("man/man7/cadre.7"));
+    char *page = slurp(build_path("man/man7/cadre-env.7"));
+    CHECK_MSG(page != NULL, "cannot read the generated %s", build_path("man/man7/cadre-env.7"));
     if (!page) {
         free(table);
         return;
     }
     const char *env = strstr(page, "\n.Sh ENVIRONMENT\n");
-    CHECK_MSG(env != NULL, "cadre.7 has no ENVIRONMENT section");
+    CHECK_MSG(env != NULL, "cadre-env.7 has no ENVIRONMENT section");
     const char *env_end = env ? strstr(env + 1, "\n.Sh ") : NULL;
     char *err = NULL;
     int entries = 0;
@@ -505,7 +507,7 @@ static void test_tunables_in_cadre7(void)
                  q = strstr(q + 1, want))
                 found = (!env_end || q < env_end) && (q[wl] == ' ' || q[wl] == '\n');
             if (!found)
-                addf(&err, "CADRE_%.*s is missing from the ENVIRONMENT section of cadre.7\n",
+                addf(&err, "CADRE_%.*s is missing from the ENVIRONMENT section of cadre-env.7\n",
                      (int)idlen, p);
             entries++;
         }
@@ -516,6 +518,82 @@ static void test_tunables_in_cadre7(void)
     free(err);
     free(page);
     free(table);
+}
+
+/* ---- the pages of section 7 ---------------------------------------------- */
+
+/* A reference "Xr NAME 7" (".Xr", ".It Xr", ".Pq Xr" ...) within [from, to). */
+static int names_page(const char *from, const char *to, const char *name)
+{
+    char want[128];
+    int wl = snprintf(want, sizeof want, "Xr %s 7", name);
+    for (const char *q = strstr(from, want); q && q < to; q = strstr(q + 1, want))
+        if ((q[-1] == '.' || q[-1] == ' ') && (q[wl] == '\n' || q[wl] == ' '))
+            return 1;
+    return 0;
+}
+
+/* cadre(7) is the overview and each cadre-TOPIC(7) one topic of it: every
+ * page of section 7 names every other in its SEE ALSO, the overview also in
+ * its DESCRIPTION (its map of the topics), and no page's source is longer
+ * than 900 lines (cadre-env.7 counts its .in, without the generated list). */
+static void test_man7_pages_linked(void)
+{
+    char *pages[256];
+    int n = list_pages(src_path("man"), pages, 256);
+    char *names[32];
+    int nn = 0;
+    for (int i = 0; i < n; i++) {
+        const char *p = pages[i];
+        size_t len = strlen(p);
+        if (!strncmp(p, "man7/cadre", 10) && nn < 32 && strcmp(p, "man7/cadre-env.7"))
+            names[nn++] = strndup(p + 5, len - 7);
+        free(pages[i]);
+    }
+    names[nn++] = strdup("cadre-env");
+    char *err = NULL;
+    int have_overview = 0;
+    for (int i = 0; i < nn; i++) {
+        char rel[PATH_MAX];
+        snprintf(rel, sizeof rel, "man/man7/%s.7%s", names[i],
+                 strcmp(names[i], "cadre-env") ? "" : ".in");
+        char *page = slurp(src_path(rel));
+        if (!page) {
+            addf(&err, "cannot read %s\n", rel);
+            continue;
+        }
+        int lines = 0;
+        for (const char *c = page; *c; c++)
+            lines += *c == '\n';
+        if (lines > 900)
+            addf(&err, "%s has %d lines, more than 900: split it by topic\n", rel, lines);
+        const char *see = strstr(page, "\n.Sh SEE ALSO\n");
+        const char *see_end = see ? strstr(see + 1, "\n.Sh ") : NULL;
+        if (!see_end)
+            see_end = page + strlen(page);
+        const char *desc = strstr(page, "\n.Sh DESCRIPTION\n");
+        const char *desc_end = desc ? strstr(desc + 1, "\n.Sh ") : NULL;
+        if (!see)
+            addf(&err, "%s has no SEE ALSO section\n", rel);
+        int overview = !strcmp(names[i], "cadre");
+        have_overview |= overview;
+        for (int j = 0; j < nn && see; j++) {
+            if (j == i)
+                continue;
+            if (!names_page(see, see_end, names[j]))
+                addf(&err, "the SEE ALSO of %s lacks .Xr %s 7\n", rel, names[j]);
+            if (overview && (!desc || !names_page(desc, desc_end ? desc_end : see, names[j])))
+                addf(&err, "the DESCRIPTION of %s (its map of topics) lacks .Xr %s 7\n", rel,
+                     names[j]);
+        }
+        free(page);
+    }
+    CHECK_MSG(have_overview && nn >= 2, "man/man7 has %d cadre pages, no cadre.7 among them? (%d)",
+              nn, have_overview);
+    CHECK_MSG(err == NULL, "%s", err ? err : "");
+    free(err);
+    for (int i = 0; i < nn; i++)
+        free(names[i]);
 }
 
 /* ---- README Quick start and .ci/run -------------------------------------- */
@@ -587,7 +665,9 @@ void suite_man(void)
                 test_every_function_has_a_page);
     CU_add_test(s, "mandoc -T lint -W warning is silent", test_mandoc_lint);
     CU_add_test(s, "every page is installed", test_pages_listed);
-    CU_add_test(s, "cadre(7) lists every tunable", test_tunables_in_cadre7);
+    CU_add_test(s, "cadre-env(7) lists every tunable", test_tunables_in_cadre_env7);
+    CU_add_test(s, "the pages of section 7 name each other, each under 900 lines",
+                test_man7_pages_linked);
     CU_add_test(s, "README Quick start is what .ci/run runs", test_readme_quickstart);
     CU_add_test(s, "every function with a status reports its failures",
                 test_every_function_is_wrapped);
