@@ -1,4 +1,4 @@
-/* The data of the reduction tests (scan_test.c; the same as coll_test.c's):
+/* The data of the reduction tests (coll_test.c, scan_test.c):
  * element access as double for every datatype, each rank's inputs (small
  * values, so that sums and products over up to 5 ranks are exact in every
  * type), the op as the reference applies it, and the tolerance. */
