@@ -140,6 +140,9 @@ int cadre__launcher_plan(struct cadre__launcher_job *job);
 /* Creates the job temp dir and forks the cleaner; before any thread. */
 int cadre__launcher_cleanup_start(struct cadre__launcher_job *job);
 void cadre__launcher_cleanup_pgid(struct cadre__launcher_job *job);
+/* The state, parent and process group of /proc entry `pid`: 0, or -1 when
+ * it is gone or no process (launcher_cleanup.c). */
+int cadre__launcher_proc_stat(const char *pid, char *state, int *ppid, int *pgrp);
 /* Processes of the job that still run besides its ranks: members of the
  * ranks' group, and children of cadrerun other than ranks and the cleaner
  * (orphans it adopted as subreaper), to which it sends sig (0: none);

@@ -57,6 +57,27 @@ static void remove_job_files(const char *tmpdir, const char *shm_prefix)
     closedir(d);
 }
 
+/* The state, parent and process group of the process whose /proc name is
+ * `pid` (a directory entry of /proc): 0, or -1 when it is gone or not a
+ * process. "pid (comm) state ppid pgrp ..."; comm may hold anything. */
+int cadre__launcher_proc_stat(const char *pid, char *state, int *ppid, int *pgrp)
+{
+    if (pid[0] < '1' || pid[0] > '9')
+        return -1;
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    return rp && sscanf(rp + 1, " %c %d %d", state, ppid, pgrp) == 3 ? 0 : -1;
+}
+
 /* Whether any process of group pgid is still running. Zombies count as
  * gone: where init does not reap orphans they stay forever. */
 static int group_running(pid_t pgid)
@@ -67,23 +88,9 @@ static int group_running(pid_t pgid)
     int running = 0;
     struct dirent *e;
     while (!running && (e = readdir(d))) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        int fd = open(path, O_RDONLY);
-        if (fd < 0)
-            continue;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0)
-            continue;
-        buf[n] = '\0';
-        /* "pid (comm) state ppid pgrp ..."; comm may hold anything. */
-        char *rp = strrchr(buf, ')');
         char state;
         int ppid, pgrp;
-        if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
+        if (cadre__launcher_proc_stat(e->d_name, &state, &ppid, &pgrp) == 0 && pgrp == pgid &&
             state != 'Z' && state != 'X')
             running = 1;
     }
@@ -105,22 +112,9 @@ int cadre__launcher_leftovers(struct cadre__launcher_job *job, int sig)
     int left = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0)
-            continue;
-        buf[n] = '\0';
-        char *rp = strrchr(buf, ')');
         char state;
         int ppid, pgrp;
-        if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3)
+        if (cadre__launcher_proc_stat(e->d_name, &state, &ppid, &pgrp) != 0)
             continue;
         pid_t pid = (pid_t)atol(e->d_name);
         int dead = state == 'Z' || state == 'X';

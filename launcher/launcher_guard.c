@@ -233,22 +233,9 @@ static struct proc_link *read_procs(size_t *n)
     struct proc_link *v = malloc(cap * sizeof *v);
     struct dirent *e;
     while (v && (e = readdir(d))) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9')
-            continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t len = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (len <= 0)
-            continue;
-        buf[len] = '\0';
-        /* "pid (comm) state ppid ..."; comm may hold anything. */
-        char *rp = strrchr(buf, ')');
-        int ppid;
-        if (!rp || sscanf(rp + 1, " %*c %d", &ppid) != 1)
+        char state;
+        int ppid, pgrp;
+        if (cadre__launcher_proc_stat(e->d_name, &state, &ppid, &pgrp) != 0)
             continue;
         if (k == cap) {
             struct proc_link *more = realloc(v, 2 * cap * sizeof *v);
