@@ -75,9 +75,11 @@ done >> "$tmp/edges"
 for f in $folders; do
     [ -d "$build/$f" ] || continue
     # libtool keeps the PIC objects in .libs/ and, for a static build, the
-    # others beside them: one set is enough (they define the same symbols).
-    objs=$(ls "$build/$f"/*.o 2>/dev/null)
-    [ -n "$objs" ] || objs=$(ls "$build/$f"/.libs/*.o 2>/dev/null)
+    # others beside them; both are read (they name the same objects, and the
+    # edges are counted once): a --disable-static build has objects beside
+    # .libs/ too, the CUDA ones of device/nvcc-lo.sh, and reading those alone
+    # would leave the folder's C objects unchecked.
+    objs=$(ls "$build/$f"/*.o "$build/$f"/.libs/*.o 2>/dev/null)
     if [ -z "$objs" ] && ls "$src/$f"/*.c >/dev/null 2>&1; then
         echo "layers: FOLDER $f/ has no objects in $build/$f (build first)"
         fail=1
