@@ -43,7 +43,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     if (!in_place)
         CADRE_CHECK(check_apart(&c, sbuf, sbytes, (char *)rbuf + lo, hi - lo, NULL));
     if (equal && cadre__gpu_enabled()) {
-        int g = cadre__gpu_allgather(fn, sbuf, rbuf, sendcount, dt, c.comm, req);
+        int g = cadre__gpu.allgather(fn, sbuf, rbuf, sendcount, dt, c.comm, req);
         if (g != CADRE__GPU_NOT_MINE)
             return g;
     }

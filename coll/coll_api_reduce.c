@@ -73,7 +73,7 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     CADRE_CHECK(check_span(&c, "count", count, 1, "sendbuf", sbuf, &bytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
     CADRE_CHECK(check_apart(&c, sbuf, bytes, rbuf, bytes, rbuf));
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_allreduce(fn, sbuf, rbuf, count, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu.allreduce(fn, sbuf, rbuf, count, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct coll_in in = {.kind = COLL_ALLREDUCE, .nb = nb, .bytes = bytes, .count = count,
                          .elsize = c.es};
     struct coll_choice ch;
@@ -148,7 +148,7 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     CADRE_CHECK(check_buf(&c, sname, sbuf, all));
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
     CADRE_CHECK(check_apart(&c, sbuf, all, rbuf, bytes, rbuf));
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_reduce_scatter(fn, sbuf, rbuf, recvcount, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu.reduce_scatter(fn, sbuf, rbuf, recvcount, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct coll_in in = {.kind = COLL_REDUCE_SCATTER, .nb = nb, .bytes = all};
     struct coll_choice ch;
     cadre__coll_choose(&c, &in, &ch);

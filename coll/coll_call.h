@@ -19,7 +19,7 @@
 #include "coll_hier.h"
 #include "coll_select.h"
 #include "coll_sig.h"
-#include "coll/coll_gpu.h"
+#include "runtime/runtime_device.h"
 
 /* ---- argument checks ------------------------------------------------------------------- */
 struct call {
@@ -174,7 +174,7 @@ static inline int finish(struct coll_sched *s, int build_rc, cadre_request_t *re
         cadre__sched_free(s);
         return build_rc;
     }
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_sched(s, req); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu.sched(s, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     return req ? cadre__sched_start(s, req) : cadre__sched_run(s);
 }
 

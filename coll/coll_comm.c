@@ -16,7 +16,7 @@
 
 #include "coll_fast.h"
 #include "coll_hier.h"
-#include "p2p/p2p_gpu.h"
+#include "runtime/runtime_device.h"
 
 static uint32_t next_ctx = 4;
 
@@ -29,7 +29,7 @@ static void free_comm(struct cadre_comm *c)
 {
     /* The device path's pending work still calls public functions on the
      * handle: it ends once that work is done. */
-    cadre__gpu_comm_free(c);
+    cadre__gpu.comm_free(c);
     cadre__comm_handle_end(c);
     eng_lock();
     cadre__p2p_send_final(c);

@@ -6,9 +6,6 @@
 #include "bootstrap/bootstrap.h"
 #include "runtime/runtime.h"
 
-/* device/device.h: whether the device path looks at buffers at all. */
-int cadre__gpu_on;
-
 #if HAVE_CUDA
 #include <cuda_runtime.h>
 

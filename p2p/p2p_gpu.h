@@ -50,20 +50,8 @@ enum { OP_SCHED, OP_SEND, OP_RECV, OP_HOSTRECV, OP_DEVICE };
 /* ST_ACK: CUDA IPC receive done on the device, the sender's release in flight. */
 enum { ST_WAIT_READY, ST_RUNNING, ST_WAIT_DEVICE, ST_ACK };
 
-/* The payload of a CUDA IPC descriptor (an EAGER message flagged
- * CADRE_P2P_DEVICE on the user's context and tag): where the sender's data
- * lies. The receiver answers on CADRE_GPU_CTX, tag `id`, with a 32-bit status
- * once its copy has finished on its device. */
-#define CADRE_GPU_IPC_MAGIC 0x43495043u
-struct gpu_ipc_desc {
-    uint32_t magic;
-    uint32_t id;      /* the tag of the answer */
-    uint64_t base;    /* the sender's allocation: start address ... */
-    uint64_t bufid;   /* ... and CU_POINTER_ATTRIBUTE_BUFFER_ID, the cache key */
-    uint64_t offset;  /* of the data in the allocation */
-    uint64_t bytes;
-    cudaIpcMemHandle_t mem; /* of the allocation */
-};
+/* struct gpu_ipc_desc, the payload of a CUDA IPC descriptor, is in
+ * runtime/runtime_device.h: p2p/ carries it. */
 /* The copy a CUDA IPC-capable receive makes once released: from the mapped
  * sender buffer or from staging. In pinned memory, read by the copy kernel. */
 struct gpu_copy_slot {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "p2p/p2p_gpu.h"
+#include "runtime/runtime_device.h"
 #include "p2p_engine.h"
 #include "p2p_match.h"
 
@@ -61,7 +61,7 @@ static void deliver_eager(struct cadre_request *r, const struct cadre_p2p_hdr *h
         return;
     }
     if (h->flags & CADRE_P2P_DEVICE) {
-        cadre__gpu_deliver(r, h, peer, data);
+        cadre__gpu.deliver(r, h, peer, data);
         return;
     }
     size_t n = h->len < r->bytes ? h->len : r->bytes;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "p2p/p2p_gpu.h"
+#include "runtime/runtime_device.h"
 #include "p2p_engine.h"
 
 static void empty_status(cadre_status_t *status)
@@ -215,7 +215,7 @@ int cadre_waitany(int n, cadre_request_t reqs[], int *index, cadre_status_t *sta
      * does this (the first one in the array, as nothing is complete). */
     if (cadre__gpu_enabled()) {
         for (int k = 0; i < 0 && k < n; k++)
-            if (rs[k] && cadre__gpu_is_device_req(rs[k]))
+            if (rs[k] && cadre__gpu.is_device_req(rs[k]))
                 i = k;
     }
     if (i < 0) {
