@@ -6,8 +6,8 @@
  *
  * The checks are static inline: they ran inlined in the calls before the
  * collectives were split over several files, and the small calls pay for
- * every cycle. May call runtime (errors, config, log), p2p (the
- * communicator), coll's schedules and gpu's hooks.
+ * every cycle. May call runtime (errors, config, log, the device path's
+ * table), p2p (the communicator), coll's schedules.
  */
 #ifndef CADRE_COLL_CALL_H
 #define CADRE_COLL_CALL_H
@@ -200,7 +200,7 @@ static inline void avg_after(struct coll_sched *s, cadre_op_t op, void *buf, siz
  * bytes and what its table reads (equal, block, count, elsize). */
 void cadre__coll_choose(const struct call *c, struct coll_in *in, struct coll_choice *ch);
 /* The COLL INFO line of a choice, once per (communicator, collective,
- * algorithm, size class); also for the device stage (coll_gpu_direct.c). */
+ * algorithm, size class); also for the device stage (device/device_direct_call.c). */
 void cadre__coll_log_choice(struct cadre_comm *comm, enum coll_kind k, enum coll_algo a,
                             size_t bytes, int hosts, const char *why);
 /* The algorithm's number in the signature (coll_sig.h). */

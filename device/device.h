@@ -1,7 +1,7 @@
 /*
  * device.h - the kernels of device/device_kernels.cu and device_direct.cu.
  * The device path's entry points, which the public entry points call, are
- * the table of runtime/runtime_device.h; see p2p/p2p_gpu_proxy.c for the
+ * the table of runtime/runtime_device.h; see device_proxy.c for the
  * design.
  */
 #ifndef CADRE_GPU_H

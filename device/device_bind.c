@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "bootstrap/bootstrap.h"
+#include "device/device_mem.h"
 #include "runtime/runtime.h"
 
 #if HAVE_CUDA

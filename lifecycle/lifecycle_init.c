@@ -7,33 +7,9 @@
 
 #include "bootstrap/bootstrap.h"
 #include "coll/coll.h"
-#include "coll/coll_gpu.h"
+#include "device/device_mem.h"
 #include "p2p/p2p.h"
-#include "p2p/p2p_gpu.h"
 #include "runtime/runtime.h"
-#include "runtime/runtime_device.h"
-
-/* The device path's entry points (runtime/runtime_device.h), which p2p/ and
- * coll/ call through the table. Without CUDA only the two that run whatever
- * cadre__gpu_enabled() says. */
-static void gpu_path_init(void)
-{
-    cadre__gpu = (struct cadre_gpu_path){
-        .deliver = cadre__gpu_deliver,
-        .comm_free = cadre__gpu_comm_free,
-#if HAVE_CUDA
-        .send = cadre__gpu_send,
-        .recv = cadre__gpu_recv,
-        .sendrecv = cadre__gpu_sendrecv,
-        .wait = cadre__gpu_wait,
-        .is_device_req = cadre__gpu_is_device_req,
-        .sched = cadre__gpu_sched,
-        .allreduce = cadre__gpu_allreduce,
-        .reduce_scatter = cadre__gpu_reduce_scatter,
-        .allgather = cadre__gpu_allgather,
-#endif
-    };
-}
 
 int cadre_init(int *argc, char ***argv)
 {
@@ -59,7 +35,7 @@ int cadre_init(int *argc, char ***argv)
     snprintf(prefix, sizeof prefix, "rank %d", bi.rank);
     cadre__log_set_prefix(prefix);
 
-    gpu_path_init();
+    cadre__gpu_path_init();
     int rc = cadre__device_bind();
     if (rc != CADRE_SUCCESS) {
         cadre__bootstrap_finalize();

@@ -3,8 +3,8 @@
  * receive is not posted costs the receiver a header, never the payload; and
  * the direct receive of a message still in the transport. The table of
  * posted receives and queued messages is p2p_match_ctx.c's. May call: this
- * folder (the GPU hooks of p2p_gpu.h among it), runtime/; the layer above
- * only through cadre__p2p_up. */
+ * folder, runtime/ (the device path's table of runtime_device.h among it);
+ * the layers above only through cadre__p2p_up and that table. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,8 +6,8 @@
  * device operations count as complete once finished on the device, as for
  * cadre_test; cadre_waitany, like cadre_wait, does not block the host for
  * them (it picks one and makes the communicator's stream wait for it).
- * May call: this folder's engine and requests (p2p_gpu.h's hooks among
- * them), runtime/. */
+ * May call: this folder's engine and requests, runtime/ (the device path's
+ * table of runtime_device.h among it). */
 #include "config.h"
 
 #include <stdlib.h>

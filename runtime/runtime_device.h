@@ -1,8 +1,9 @@
 /*
- * runtime_device.h - the one interface of the device path (the CUDA
- * device-buffer code): whether it is on, and the table of its entry points
- * that p2p/ and coll/ call. cadre_init fills the table (cadre__gpu_path_init)
- * before any layer can call it.
+ * runtime_device.h - the one interface of the device path (device/, the
+ * CUDA device-buffer code, the layer above coll/): whether it is on, and
+ * the table of its entry points that p2p/ and coll/ call. device/ fills the
+ * table (device_path.c) when cadre_init starts, before any layer can call
+ * it; the layers below never name device/ (tests/layers.sh).
  *
  * An entry returns CADRE__GPU_NOT_MINE when every buffer of the call is
  * host memory (the caller then goes on with the host path), otherwise the
@@ -91,7 +92,7 @@ extern struct cadre_gpu_path cadre__gpu;
  * CADRE_P2P_DEVICE on the user's context and tag): where the sender's data
  * lies. p2p/ carries it, and cadre_probe reads its size. The receiver
  * answers on CADRE_GPU_CTX, tag `id`, with a 32-bit status once its copy has
- * finished on its device (p2p/p2p_gpu.c). */
+ * finished on its device (device/device_p2p.c). */
 #define CADRE_GPU_IPC_MAGIC 0x43495043u
 struct gpu_ipc_desc {
     uint32_t magic;

@@ -1,5 +1,5 @@
 /*
- * coll_gpu_direct.c - allreduce, reduce_scatter and allgather on device
+ * device_direct_call.c - allreduce, reduce_scatter and allgather on device
  * buffers for a communicator whose ranks all run on this node with GPUs that
  * reach each other (the same GPU, or peer access): one kernel per GPU, run
  * by the GPU's leader process, reads every rank's input and writes every
@@ -52,8 +52,9 @@
  * cudaHostRegister), and the first call with a new buffer maps it
  * (cudaIpcOpenMemHandle): both may wait for the device.
  *
- * May call: this folder's host collectives, p2p/ (the proxy's ops, CUDA
- * IPC, fd passing), device/ (the kernels of device_direct.cu), runtime/.
+ * May call: this folder (the proxy's ops, CUDA IPC, the kernels of
+ * device_direct.cu), coll/ (the host collectives, the selection table),
+ * p2p/ (the engine, fd passing), runtime/.
  */
 #include "config.h"
 
@@ -68,9 +69,9 @@
 #include <unistd.h>
 
 #include "coll/coll_call.h"
-#include "coll/coll_gpu.h"
+#include "device/device_coll.h"
 #include "device/device_direct.h"
-#include "p2p/p2p_gpu.h"
+#include "device/device_op.h"
 
 #define RING 8
 #define AHEAD 0x40000000u /* a flag set this far past a call releases every wait for it */
