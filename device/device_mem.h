@@ -42,7 +42,7 @@ struct gpu_comm {
      * call on the communicator returns it (NCCL's ncclCommGetAsyncError). */
     _Atomic int async_error;
     char async_msg[256];
-    struct gpu_direct *direct; /* device_direct_call.c: the IPC workspace, made on first use */
+    struct gpu_direct *direct; /* device_direct_comm.c: the IPC workspace, made on first use */
     /* Set with `direct` by whoever made it: releases it once the
      * peers are done with it (the communicator's free, cadre_finalize). */
     void (*direct_free)(struct gpu_comm *g);

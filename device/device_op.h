@@ -102,7 +102,7 @@ struct gpu_op {
     char errmsg[256];
     cadre_status_t status;
     /* OP_DEVICE: asked by the proxy while `done` is pending (done 0) and once
-     * it completed (1); records any failure on the op (device_direct_call.c) */
+     * it completed (1); records any failure on the op (device_direct_comm.c) */
     int (*watch)(struct gpu_op *op, int done);
     void *watch_arg;
     void (*watch_free)(void *arg);
