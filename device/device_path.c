@@ -1,8 +1,9 @@
 /* The device path's entry points into runtime/runtime_device.h's table,
  * which p2p/ and coll/ call (they never name this folder). cadre_init fills
- * it first thing. Without CUDA only the two that run whatever
- * cadre__gpu_enabled() says: a CUDA peer's descriptor is refused, and
- * cadre_comm_free frees what cadre_comm_set_stream made.
+ * it before it binds the device, ahead of every layer that calls it.
+ * Without CUDA only the two that run whatever cadre__gpu_enabled() says: a
+ * CUDA peer's descriptor is refused, and cadre_comm_free frees what
+ * cadre_comm_set_stream made.
  * May call: this folder. */
 #include "config.h"
 

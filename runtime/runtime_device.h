@@ -2,8 +2,8 @@
  * runtime_device.h - the one interface of the device path (device/, the
  * CUDA device-buffer code, the layer above coll/): whether it is on, and
  * the table of its entry points that p2p/ and coll/ call. device/ fills the
- * table (device_path.c) when cadre_init starts, before any layer can call
- * it; the layers below never name device/ (tests/layers.sh).
+ * table (device_path.c) when cadre_init binds the device, before any layer
+ * can call it; the layers below never name device/ (tests/layers.sh).
  *
  * An entry returns CADRE__GPU_NOT_MINE when every buffer of the call is
  * host memory (the caller then goes on with the host path), otherwise the
