@@ -19,7 +19,7 @@
 #include "coll_ctx.h"
 #include "coll_fast.h"
 #include "coll_hier.h"
-#include "p2p/p2p_gpu.h"
+#include "runtime/runtime_device.h"
 
 struct entry {
     int64_t color, key, ctx;
@@ -30,7 +30,7 @@ static void free_comm(struct cadre_comm *c)
 {
     /* The device path's pending work still calls public functions on the
      * handle: it ends once that work is done. */
-    cadre__gpu_comm_free(c);
+    cadre__gpu.comm_free(c);
     cadre__comm_handle_end(c);
     eng_lock();
     cadre__p2p_send_final(c);

@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "p2p/p2p_gpu.h"
 #include "p2p_engine.h"
 #include "p2p_match.h"
+#include "runtime/runtime_device.h"
 
 struct probe {
     const char *fn;

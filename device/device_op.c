@@ -1,12 +1,12 @@
 /*
- * p2p_gpu_op.c - the device operations of p2p_gpu_proxy.c's design: making
+ * device_op.c - the device operations of device_proxy.c's design: making
  * one (its events, flag and stream), the stream's wait for the proxy, the
  * user request of a nonblocking device call and cadre_wait on it, and the
- * release of a communicator's device state. p2p_gpu.c (point-to-point) and
- * the collective layer's device executor (coll/coll_gpu*.c) make ops here
+ * release of a communicator's device state. device_p2p.c (point-to-point) and
+ * the collectives' device executor (device_coll.c, device_direct_call.c) make ops here
  * and hand them to the proxy (cadre__gpu_submit).
  *
- * May call: this folder's engine and requests, device/, runtime/.
+ * May call: this folder, p2p/ (the engine and requests), runtime/.
  */
 #include "config.h"
 
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "device/device_op.h"
 #include "p2p/p2p_engine.h"
-#include "p2p/p2p_gpu.h"
 
 /* ---- operations -------------------------------------------------------------------- */
 
@@ -252,8 +252,8 @@ int cadre__gpu_enqueue_wait(struct gpu_op *op, cudaStream_t st)
 #else /* !HAVE_CUDA */
 #include <stdlib.h>
 
+#include "device/device_op.h"
 #include "p2p/p2p_engine.h"
-#include "p2p/p2p_gpu.h"
 
 /* Without CUDA the hooks are compiled out (cadre__gpu_enabled() is 0), but
  * the comm layer still frees what set_stream made. */

@@ -1,12 +1,12 @@
 /*
- * p2p_gpu_proxy.c - the proxy thread of the device-buffer path, which runs
+ * device_proxy.c - the proxy thread of the device-buffer path, which runs
  * collectives and point-to-point on CUDA device buffers with the stream semantics of torch.distributed over NCCL (API.md, "Host and
  * device buffers").
  *
  * Design (first version: correct everywhere, staged through host memory).
  * Two paths step around staging where they apply, on the ops and the proxy
- * of this file: p2p/p2p_gpu.c (the point-to-point calls) sends device buffers to
- * another process of the node by CUDA IPC (op->ipc), and coll/coll_gpu_direct.c runs
+ * of this file: device_p2p.c (the point-to-point calls) sends device buffers to
+ * another process of the node by CUDA IPC (op->ipc), and device_direct_call.c runs
  * allreduce on one node with direct kernels (OP_DEVICE: all its work is on
  * the stream, the proxy only sees it end).
  *
@@ -48,7 +48,7 @@
  *   the device and cadre_wait_timeout blocks the host until then. cadre_wait
  *   only makes the communicator's stream wait for `done`
  *   (cudaStreamWaitEvent); for a nonblocking CUDA IPC send, which puts no
- *   wait on its stream (p2p_gpu.c), it enqueues the wait for the flag and
+ *   wait on its stream (device_p2p.c), it enqueues the wait for the flag and
  *   `done` itself, unless the proxy ended the send first (op->lazy).
  *
  *   Deadlock: the proxy only polls; it never blocks on the device or on the
@@ -77,14 +77,14 @@
  *
  * Where the parts are: this file holds the proxy thread (it starts the host
  * operation of each op once its `ready` event has completed, releases the
- * stream, recycles the op at `done`); p2p_gpu_op.c makes ops, their user
- * requests and cadre_wait on them; p2p_gpu.c the point-to-point calls;
- * coll/coll_gpu.c the collectives' schedules on staging (an op's work,
- * started through op->work_start: p2p never names the collective layer);
- * device/device_mem.c the memory kinds, pools and stream waits.
+ * stream, recycles the op at `done`); device_op.c makes ops, their user
+ * requests and cadre_wait on them; device_p2p.c the point-to-point calls;
+ * device_coll.c the collectives' schedules on staging (an op's work,
+ * started through op->work_start); device_mem.c the memory kinds, pools and
+ * stream waits.
  *
- * May call: this folder's engine, requests and CUDA IPC (p2p_gpu_ipc.c),
- * device/, runtime/.
+ * May call: this folder (CUDA IPC, the pools), p2p/ (the engine and
+ * requests), runtime/.
  */
 #include "config.h"
 
@@ -97,7 +97,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "p2p/p2p_gpu.h"
+#include "device/device_op.h"
 #include "p2p/p2p_engine.h"
 
 

@@ -1,13 +1,13 @@
 /*
- * coll_gpu.c - the device executor of the collectives: a schedule whose
+ * device_coll.c - the device executor of the collectives: a schedule whose
  * buffers are device memory runs, unchanged, on pinned staging copies of
  * them. The device intervals the schedule reads are copied to staging on
- * the stream, the proxy (p2p/p2p_gpu_proxy.c) runs the schedule with the
+ * the stream, the proxy (device_proxy.c) runs the schedule with the
  * host executor once they are there, and the intervals it wrote are copied
- * back; the design is in p2p_gpu_proxy.c.
+ * back; the design is in device_proxy.c.
  *
- * May call: p2p/ (the device operations of p2p_gpu.h), device/, runtime/,
- * and this folder's schedule executor (coll_sched.c).
+ * May call: this folder (the device operations of device_op.h), coll/ (the
+ * schedule executor, coll_sched.c), p2p/, runtime/.
  */
 #include "config.h"
 
@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/coll_gpu.h"
-#include "p2p/p2p_gpu.h"
+#include "device/device_coll.h"
+#include "device/device_op.h"
 
 struct rng {
     char *lo, *hi;

@@ -1,6 +1,6 @@
 /*
- * p2p_gpu.c - point-to-point on device buffers: staged through pinned host
- * memory (p2p/p2p_gpu_proxy.c's design), or, between two processes of one node,
+ * device_p2p.c - point-to-point on device buffers: staged through pinned host
+ * memory (device_proxy.c's design), or, between two processes of one node,
  * by CUDA IPC.
  *
  * CUDA IPC (a device send to a peer for which cadre__gpu_ipc_peer_ok):
@@ -31,13 +31,13 @@
  *   internal stream).
  *
  *   Which side decides: the sender, from what it knows of the peer (same
- *   node, shared memory transport, a GPU it can reach: p2p/p2p_gpu_ipc.c), never from
+ *   node, shared memory transport, a GPU it can reach: device_ipc.c), never from
  *   the receive buffer's kind, which it cannot know. A host-buffer receive
  *   that matches a descriptor is handed to the proxy (OP_HOSTRECV), which
  *   copies the data out of the mapped allocation into the user's buffer.
  *
- * May call: this folder (engine, requests, the proxy's ops, CUDA IPC),
- * device/, runtime/.
+ * May call: this folder (the proxy's ops, CUDA IPC, the pools), p2p/ (the
+ * engine and requests), runtime/.
  */
 #include "config.h"
 
@@ -45,7 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "p2p/p2p_gpu.h"
+#include "device/device_op.h"
 
 static int p2p_classify(const char *fn, const void *buf, size_t bytes)
 {
