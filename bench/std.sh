@@ -9,8 +9,9 @@
 # with TIMING=barrier; with TIMING=loop (the default of both) the calls run
 # back to back instead (nccl-tests' loop). Both use the same sizes (nccl-tests':
 # count x type size for allreduce, reduce and bcast, the whole buffer for the
-# others), iterations and warm-ups, out of place, root 0; uint8 for the modes
-# that move data and float32 sum for the reductions.
+# others; the v-variants in cadre-perf's layout, cadre-perf(1)), iterations
+# and warm-ups, out of place, root 0; uint8 for the modes that move data and
+# float32 sum for the reductions.
 #
 #   bench/std.sh [BUILDDIR]
 #   MODES="bcast gather ..."  NPS="2 4"  MINB=1 MAXB=16M  REPS=3  TIMING=barrier|loop
@@ -24,7 +25,8 @@
 # where cadre is slower.
 set -euo pipefail
 . "$(dirname "$0")/common.sh" "$@"
-modes=${MODES:-"barrier bcast reduce allreduce gather scatter allgather reduce_scatter alltoall"}
+modes=${MODES:-"barrier bcast reduce allreduce gather scatter allgather reduce_scatter alltoall
+    gatherv scatterv allgatherv alltoallv"}
 nps=${NPS:-"2 4"}
 minb=${MINB:-1}
 maxb=${MAXB:-16M}
@@ -51,7 +53,7 @@ turn() { # lib mode np
     case $mode in reduce | allreduce | reduce_scatter) type=float32 ts=4 ;; esac
     lo=$(bytes "$minb")
     case $mode in
-    allgather | reduce_scatter | alltoall | gather | scatter)
+    allgather | reduce_scatter | alltoall | gather | scatter | *v)
         [ "$lo" -ge $((np * ts)) ] || lo=$((np * ts)) ;;
     *) [ "$lo" -ge "$ts" ] || lo=$ts ;;
     esac
