@@ -20,8 +20,11 @@
  * seconds on the slowest rank, whose mean is the time. TIMING "barrier" (as
  * cadre-perf's -t barrier, and the OSU micro-benchmarks): each call timed on
  * its own, a barrier after it, each rank's mean averaged over the ranks;
- * "loop" (the default) as above. TYPE: float32 (the default) or uint8 (whose
- * sizes start at 1 byte; reductions on it are sums of bytes). */
+ * "loop" (the default) as above; with barrier a line "# iteration  size N
+ * out-of-place T  us" follows each size's: the mean of a whole iteration (the
+ * call and the barrier), averaged over the ranks, as cadre-perf prints it.
+ * TYPE: float32 (the default) or uint8 (whose sizes start at 1 byte;
+ * reductions on it are sums of bytes). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,10 +180,12 @@ int main(int argc, char **argv)
             }
         }
         t = MPI_Wtime() - t0;
+        double iter = t;
         if (each) {
-            t = sum;
-            MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-            t /= np;
+            double both[2] = {sum, iter};
+            MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            t = both[0] / np;
+            iter = both[1] / np;
         } else {
             MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         }
@@ -197,6 +202,9 @@ int main(int argc, char **argv)
             printf("  %10zu %12zu %8s %6s %6d %10.3f %9.2f %9.2f %8s\n", bytes, count,
                    k == 8 ? "none" : bytes8 ? "uint8" : "float32", reduces ? "sum" : "none", rooted ? 0 : -1, t * 1e6,
                    algbw, algbw * factor, "N/A");
+            if (each)
+                printf("# iteration  size %zu  out-of-place %.3f  us: the call and the barrier after it, "
+                       "mean over the ranks\n", bytes, iter / iters * 1e6);
             fflush(stdout);
         }
         if (k == 8 || size >= maxb)

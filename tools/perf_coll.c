@@ -112,10 +112,13 @@ static double time_for(const struct perf_run *R, int iters, double mintime)
 
 /* -t barrier: each call timed on its own, a barrier after each (outside the
  * time), as the OSU micro-benchmarks and IMB time collectives: every call
- * starts from ranks that have all left the one before. This rank's mean. */
-static double time_each(const struct perf_run *R, int iters)
+ * starts from ranks that have all left the one before. This rank's mean;
+ * *iter, the mean of a whole iteration, the call and its barrier: a wait
+ * that one library's barrier holds its ranks in and another's leaves to
+ * the call shows in the calls' times, not in this one. */
+static double time_each(const struct perf_run *R, int iters, double *iter)
 {
-    double total = 0;
+    double total = 0, start = perf_now();
     for (int k = 0; k < iters; k++) {
         double t0 = perf_now();
         perf_call(R);
@@ -123,6 +126,7 @@ static double time_each(const struct perf_run *R, int iters)
         total += perf_now() - t0;
         PERF_CK(cadre_barrier(W));
     }
+    *iter = (perf_now() - start) / iters;
     return total / iters;
 }
 
@@ -143,11 +147,11 @@ static long checked_call(const struct perf_run *R, uint32_t it)
 }
 
 /* One size: the mean seconds of one call on this rank, timed as -t and -T
- * say, after warm warm-ups; then, with -c 1, one checked call (*wrong: this
- * rank's wrong elements). The timed calls run on the inputs of iteration 0
+ * say, after warm warm-ups (-t barrier: *iter, an iteration's); then, with
+ * -c 1, one checked call (*wrong: this rank's wrong elements). The timed calls run on the inputs of iteration 0
  * (in place, on what the calls before left), like nccl-tests' timed loop; its
  * -c 1 checks outside that loop too. */
-static double time_size(const struct perf_run *R, int iters, int warm, long *wrong)
+static double time_size(const struct perf_run *R, int iters, int warm, long *wrong, double *iter)
 {
     double t;
     perf_call_prepare(R, 0);
@@ -159,7 +163,7 @@ static double time_size(const struct perf_run *R, int iters, int warm, long *wro
         t = time_for(R, iters, R->mintime);
     } else if (R->each) {
         PERF_CK(cadre_barrier(W));
-        t = time_each(R, iters);
+        t = time_each(R, iters, iter);
     } else {
         PERF_CK(cadre_barrier(W));
         double t0 = perf_now();
@@ -242,23 +246,31 @@ long perf_coll_run(const struct perf_opts *o)
         int iters = o->iters > 0 ? o->iters : o->mintime > 0 ? 1 : perf_default_iters(bytes);
         int warm = o->warmup >= 0 ? o->warmup : iters / 10 + 1;
         struct perf_result res[2];
+        double iter[2] = {0, 0};
         for (int inpl = 0; inpl < 2; inpl++) {
             R.inpl = inpl;
             long wrong = 0;
-            double t = time_size(&R, iters, warm, &wrong);
+            double tt[2] = {0, 0};
+            tt[0] = time_size(&R, iters, warm, &wrong, &tt[1]);
             int64_t w = wrong;
-            PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &t, 1, CADRE_FLOAT64, R.each ? CADRE_SUM : CADRE_MAX,
+            PERF_CK(cadre_allreduce(CADRE_IN_PLACE, tt, 2, CADRE_FLOAT64, R.each ? CADRE_SUM : CADRE_MAX,
                                     W));
-            if (R.each)
-                t /= perf_np;
+            double t = R.each ? tt[0] / perf_np : tt[0];
+            iter[inpl] = tt[1] / perf_np;
             PERF_CK(cadre_allreduce(CADRE_IN_PLACE, &w, 1, CADRE_INT64, CADRE_SUM, W));
             double algbw = t > 0 ? (double)bytes / t / 1e9 : 0;
             res[inpl] = (struct perf_result){t, algbw, algbw * bus_factor(m->kind, perf_np),
                                              o->check ? (long)w : -1L};
             total += (long)w;
         }
-        if (perf_me == 0)
+        if (perf_me == 0) {
             perf_print_line(bytes, count, type, redop, R.root, res);
+            if (R.each && !R.mintime)
+                printf("# iteration  size %zu  out-of-place %.3f  in-place %.3f  us: the call and "
+                       "the barrier after it, mean over the ranks\n", bytes, iter[0] * 1e6,
+                       iter[1] * 1e6);
+            fflush(stdout);
+        }
     } while (!barrier && perf_next_size(o, &size));
     if (perf_me == 0)
         perf_print_footer();

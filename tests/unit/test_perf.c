@@ -259,7 +259,8 @@ static void test_device_buffers(void)
 }
 
 /* -t barrier, the standard MPI benchmarks' timing: every collective mode
- * runs, checked, in its layout, and says how it timed. */
+ * runs, checked, in its layout, and says how it timed; a "# iteration" line
+ * after each size gives the call and its barrier together. */
 static void test_barrier_timing(void)
 {
     static const char *const modes[] = {"allreduce", "reduce", "bcast", "allgather",
@@ -271,6 +272,11 @@ static void test_barrier_timing(void)
         char *out = perf_ok_np(3, args, 8);
         CHECK_MSG(count_matching(out, "a barrier after each call, averaged over the ranks") == 1,
                   "cadre-perf %s: the header does not say how it timed\n%s", args, out);
+        CHECK_MSG(count_matching(out, "# iteration  size ") == 8 &&
+                      count_matching(out, "us: the call and the barrier after it, mean over the "
+                                          "ranks") == 8,
+                  "cadre-perf %s: want a '# iteration' line after each of the 8 sizes\n%s", args,
+                  out);
         free(out);
     }
     free(perf_ok_np(3, "barrier -n 5 -t barrier", 1));
