@@ -75,14 +75,23 @@ int cadre__gpu_ipc_peer_ok(int w)
     if (!peer_state)
         peer_state = calloc((size_t)cadre__proc.size, 1);
     int s = peer_state ? peer_state[w] : -1;
-    if (!s) {
-        s = probe(w) ? 1 : -1;
-        peer_state[w] = (signed char)s;
-        CADRE_INFO(DEVICE, "device buffers to rank %d: %s", w,
-                   s > 0 ? "CUDA IPC" : "staged through host memory");
-    }
     pthread_mutex_unlock(&ipc_lock);
-    return s > 0;
+    if (s)
+        return s > 0;
+    /* The first ask: a bootstrap get (a round trip to the PMIx server, which
+     * may take seconds) and CUDA queries, outside ipc_lock, which the proxy
+     * and every descriptor's delivery (under the engine lock) take. Two
+     * threads may both ask; the first answer stored stands. */
+    int p = probe(w) ? 1 : -1;
+    pthread_mutex_lock(&ipc_lock);
+    s = peer_state ? peer_state[w] : p;
+    if (!s)
+        peer_state[w] = (signed char)p;
+    pthread_mutex_unlock(&ipc_lock);
+    if (!s)
+        CADRE_INFO(DEVICE, "device buffers to rank %d: %s", w,
+                   p > 0 ? "CUDA IPC" : "staged through host memory");
+    return (s ? s : p) > 0;
 }
 
 /* ---- this process's allocations ----------------------------------------------------- */
