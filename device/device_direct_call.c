@@ -419,9 +419,14 @@ static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, in
 
     if (from_host) {
         /* Over (1: nothing on the stream, nothing to watch), or failed at
-         * another rank (whose page says so; this call's mark is made). */
+         * another rank (whose page says so): this rank's page says so too,
+         * with that rank as the cause, as on every other failure. */
         int over;
         int hr = host_done_wait(d, fn, s, &over);
+        if (hr != CADRE_SUCCESS) {
+            int cf = failed_rank(d, s, &at);
+            mark_failed(d, d->me, s, cf >= 0 ? cf : d->me);
+        }
         if (hr != CADRE_SUCCESS || over) {
             pthread_mutex_unlock(&d->lock);
             free(w);
