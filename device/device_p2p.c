@@ -78,7 +78,9 @@ static int p2p_prepare(int kind, const char *fn, void *buf, size_t count, cadre_
     op->peer = peer;
     op->tag = tag;
     op->cap = bytes;
-    if (kind == OP_SEND && peer != comm->rank &&
+    /* An empty message (a zero count of cadre_sendrecv) is staged: no
+     * buffer to export, and nothing to copy on either side. */
+    if (kind == OP_SEND && bytes && peer != comm->rank &&
         cadre__gpu_ipc_peer_ok(cadre__world_rank(comm, peer)) &&
         cadre__gpu_ipc_export(buf, &op->desc) == CADRE_SUCCESS) {
         op->ipc = 1;
@@ -107,7 +109,8 @@ static int p2p_prepare(int kind, const char *fn, void *buf, size_t count, cadre_
     }
     cudaError_t e = cudaSuccess;
     if (kind == OP_SEND) {
-        e = cudaMemcpyAsync(op->stage->p, buf, bytes, cudaMemcpyDeviceToHost, *X);
+        if (bytes)
+            e = cudaMemcpyAsync(op->stage->p, buf, bytes, cudaMemcpyDeviceToHost, *X);
         if (e == cudaSuccess)
             e = cudaEventRecord(op->ready, *X);
     } else {
@@ -149,7 +152,7 @@ static int p2p_finish(struct gpu_op *op, void *buf, cudaStream_t X, cadre_reques
      * receives enqueued after it. */
     int lazy = op->kind == OP_SEND && op->ipc == 1 && req;
     int rc = lazy ? CADRE_SUCCESS : cadre__gpu_enqueue_wait(op, X);
-    if (rc == CADRE_SUCCESS && op->kind == OP_RECV) {
+    if (rc == CADRE_SUCCESS && op->kind == OP_RECV && bytes) {
         if (op->ipc)
             e = (cudaError_t)cadre__gpu_copy_slot(buf, op->slot, bytes, X);
         else
@@ -235,14 +238,15 @@ int cadre__gpu_sendrecv(const void *sendbuf, size_t sendcount, int dst, int send
     /* The receive is posted at once; the send goes out when its data is
      * ready. On the stream the receive's copy comes before the send's wait:
      * a CUDA IPC send waits for the peer's copy, and the peer's sendrecv
-     * does the same, so neither copy may sit behind a send's wait. */
+     * does the same, so neither copy may sit behind a send's wait. A side
+     * with a zero count still sends or receives its empty message, as on
+     * host buffers: the peer's receive of it must match, and the peer's
+     * empty message must not be left for a later receive. */
     struct gpu_op *sop = NULL, *rop = NULL;
     cudaStream_t X = NULL;
-    int rc = CADRE_SUCCESS;
-    if (sendcount)
-        rc = p2p_prepare(OP_SEND, fn, (void *)sendbuf, sendcount, dt, dst, sendtag, comm, 0, &sop,
+    int rc = p2p_prepare(OP_SEND, fn, (void *)sendbuf, sendcount, dt, dst, sendtag, comm, 0, &sop,
                          &X);
-    if (rc == CADRE_SUCCESS && recvcount) {
+    if (rc == CADRE_SUCCESS) {
         rc = p2p_prepare(OP_RECV, fn, recvbuf, recvcount, dt, src, recvtag, comm, 0, &rop, &X);
         if (rc == CADRE_SUCCESS)
             rc = p2p_finish(rop, recvbuf, X, NULL);
