@@ -46,6 +46,10 @@ struct gpu_comm {
     /* Set with `direct` by whoever made it: releases it once the
      * peers are done with it (the communicator's free, cadre_finalize). */
     void (*direct_free)(struct gpu_comm *g);
+    /* Set by a cadre_comm_free that gave up waiting for the pending
+     * operations (device_op.c): the communicator is gone, this struct stays
+     * theirs, and the proxy starts none of them. */
+    _Atomic int orphaned;
 };
 
 /* comm->gpu, made on first use; NULL on ENOMEM. */

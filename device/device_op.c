@@ -156,8 +156,26 @@ void cadre__gpu_comm_free(struct cadre_comm *c)
     struct gpu_comm *g = c->gpu;
     if (!g)
         return;
-    /* The proxy's ops point at the communicator: let them finish. */
+    /* The proxy's ops point at the communicator: let them finish, for as
+     * long as an operation may make no progress (CADRE_TIMEOUT, as
+     * cadre_finalize's drain). Past that the communicator goes without
+     * them: its device state stays theirs (leaked), and the proxy starts
+     * none of them (g->orphaned). */
+    double t0 = cadre__now(), limit = cadre__config_dbl(CADRE_CFG_TIMEOUT);
     while (atomic_load(&g->pending) > 0) {
+        if (cadre__now() - t0 > limit) {
+            char what[1024];
+            atomic_store(&g->orphaned, 1);
+            cadre__gpu_proxy_describe(g, what, sizeof what);
+            CADRE_WARN(DEVICE,
+                       "cadre_comm_free: communicator %p (context %u, rank %d of %d) still has "
+                       "%d device operations pending after %g s (CADRE_TIMEOUT); freed without "
+                       "them, its device state left to them: %s",
+                       (void *)cadre__comm_handle(c), (unsigned)c->context_id, c->rank,
+                       c->size, atomic_load(&g->pending), limit, what);
+            c->gpu = NULL;
+            return;
+        }
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }

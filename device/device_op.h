@@ -36,7 +36,8 @@ void cadre__gpu_deliver(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
 int cadre__gpu_wait(struct cadre_request *r, cadre_status_t *status);
 /* Whether r is the request of a nonblocking device call (cadre__gpu_wait's). */
 int cadre__gpu_is_device_req(const struct cadre_request *r);
-/* Called by cadre_comm_free before the communicator goes away. */
+/* Called by cadre_comm_free before the communicator goes away: waits for
+ * its device operations at most CADRE_TIMEOUT (then warns, naming them). */
 void cadre__gpu_comm_free(struct cadre_comm *c);
 
 #if HAVE_CUDA
@@ -118,6 +119,10 @@ cadre_comm_t cadre__gpu_handle_of(struct cadre_comm *c);
 void cadre__gpu_record_failure(struct gpu_op *op, int rc, const char *msg);
 /* Hands an op to the proxy (which starts on first use). */
 int cadre__gpu_submit(struct gpu_op *op);
+/* Writes into buf the operations of g the proxy holds (what each is, its
+ * peer and tag, where it is), asking the proxy thread, which answers between
+ * its passes; says so if it does not answer within a second. */
+void cadre__gpu_proxy_describe(struct gpu_comm *g, char *buf, size_t n);
 int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req);
 /* The communicator's device state, or the status of its sticky error (an
  * earlier device operation on it failed after its call returned). */

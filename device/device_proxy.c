@@ -257,7 +257,19 @@ static int proxy_pass(struct gpu_op **list)
         struct gpu_op *op = *pp;
         if (op->state == ST_WAIT_READY && !(op->kind == OP_SEND && send_blocked)) {
             cudaError_t e = cudaEventQuery(op->ready);
-            if (e == cudaSuccess) {
+            if (e == cudaSuccess && atomic_load(&op->gc->orphaned)) {
+                /* Its communicator was freed while it waited: the host
+                 * operation would use it. */
+                moved = 1;
+                if (op->work) {
+                    op->work_drop(op->work);
+                    op->work = NULL;
+                }
+                cadre__gpu_record_failure(op, CADRE_ERR_ARG,
+                                          "its communicator was freed before the operation "
+                                          "could start");
+                release_stream(op);
+            } else if (e == cudaSuccess) {
                 moved = 1;
                 int rc = start_host_op(op);
                 if (rc != CADRE_SUCCESS) {
@@ -369,6 +381,82 @@ static int proxy_pass(struct gpu_op **list)
 
 __thread int cadre__gpu_in_proxy;
 
+/* cadre__gpu_proxy_describe's question (under q_lock) and answer. */
+static pthread_mutex_t ask_lock = PTHREAD_MUTEX_INITIALIZER; /* one asker at a time */
+static pthread_cond_t ask_cond = PTHREAD_COND_INITIALIZER;
+static struct gpu_comm *ask_gc;
+static int ask_answered;
+static char ask_text[1024];
+
+static const char *kind_name(int k)
+{
+    static const char *const names[] = {"collective schedule", "send", "receive",
+                                        "host receive by CUDA IPC", "direct collective"};
+    return k >= 0 && k < (int)(sizeof names / sizeof *names) ? names[k] : "?";
+}
+
+static const char *state_name(int s)
+{
+    static const char *const names[] = {
+        "its data not yet ready on the stream", "its host operation running",
+        "waiting for the device to finish", "waiting for the CUDA IPC answer to be sent"};
+    return s >= 0 && s < (int)(sizeof names / sizeof *names) ? names[s] : "?";
+}
+
+/* The proxy's answer, q_lock held: the ops of ask_gc in list and q_head. */
+static void answer(struct gpu_op *list)
+{
+    size_t at = 0, cap = sizeof ask_text;
+    int n = 0, shown = 0;
+    ask_text[0] = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (struct gpu_op *op = pass ? q_head : list; op; op = op->next) {
+            if (op->gc != ask_gc)
+                continue;
+            n++;
+            if (shown == 8 || at >= cap - 1)
+                continue;
+            int w = snprintf(ask_text + at, cap - at, "%s%s: %s (peer %d, tag %d), %s",
+                             shown ? "; " : "", op->fn, kind_name(op->kind), op->peer, op->tag,
+                             pass ? "not yet seen by the proxy" : state_name(op->state));
+            at = w < 0 ? at : at + (size_t)w < cap ? at + (size_t)w : cap - 1;
+            shown++;
+        }
+    if (n > shown && at < cap - 1)
+        snprintf(ask_text + at, cap - at, "; and %d more", n - shown);
+    if (!n)
+        snprintf(ask_text, cap, "none left with the proxy");
+    ask_answered = 1;
+    ask_gc = NULL;
+    pthread_cond_broadcast(&ask_cond);
+}
+
+void cadre__gpu_proxy_describe(struct gpu_comm *g, char *buf, size_t n)
+{
+    pthread_mutex_lock(&ask_lock);
+    pthread_mutex_lock(&q_lock);
+    if (!proxy_running) {
+        snprintf(buf, n, "no proxy thread runs");
+    } else {
+        ask_gc = g;
+        ask_answered = 0;
+        pthread_cond_signal(&q_cond);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        while (!ask_answered &&
+               pthread_cond_timedwait(&ask_cond, &q_lock, &until) == 0)
+            ;
+        if (ask_answered)
+            snprintf(buf, n, "%s", ask_text);
+        else
+            snprintf(buf, n, "the proxy thread did not answer within 1 s (blocked in a call)");
+        ask_gc = NULL;
+    }
+    pthread_mutex_unlock(&q_lock);
+    pthread_mutex_unlock(&ask_lock);
+}
+
 static void *proxy_main(void *arg)
 {
     (void)arg;
@@ -378,13 +466,15 @@ static void *proxy_main(void *arg)
     unsigned idle = 0;
     for (;;) {
         pthread_mutex_lock(&q_lock);
-        while (!list && !q_head && !proxy_stop)
+        while (!list && !q_head && !proxy_stop && !ask_gc)
             pthread_cond_wait(&q_cond, &q_lock);
         if (q_head) {
             *tail = q_head;
             q_head = q_tail = NULL;
         }
         int stop = proxy_stop;
+        if (ask_gc)
+            answer(list);
         pthread_mutex_unlock(&q_lock);
         if (!list && stop)
             break;

@@ -4,7 +4,8 @@
  * tests/ranks/coll_test); point-to-point on device buffers and between a host
  * buffer and a device buffer, cadre_sendrecv with a zero count each way; a
  * collective out of memory in the device executor; and the stream semantics
- * of API.md. Exit 77 ("skipped: no GPU") without a GPU. */
+ * of API.md. GPU_TESTS=freestuck (with a short CADRE_TIMEOUT): cadre_comm_free
+ * with a device send stuck. Exit 77 ("skipped: no GPU") without a GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -352,6 +353,37 @@ static void nomem(void)
     free(h);
 }
 
+/* GPU_TESTS=freestuck, run with a short CADRE_TIMEOUT: cadre_comm_free of a
+ * communicator whose device send is stuck behind a held stream returns after
+ * CADRE_TIMEOUT (with a warning naming the send), never hangs; once the
+ * stream goes on, the orphaned send fails there and cadre_finalize ends. */
+static void freestuck(void)
+{
+    cadre_comm_t c;
+    CK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+    cudaStream_t s2;
+    CU(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(cadre_comm_set_stream(c, s2));
+    unsigned *rel;
+    int *d;
+    CU(cudaHostAlloc((void **)&rel, sizeof *rel, cudaHostAllocMapped));
+    CU(cudaMalloc((void **)&d, 64 * sizeof *d));
+    *(volatile unsigned *)rel = 0;
+    CU((cudaError_t)cadre__gpu_busy_kernel(0, rel, s2));
+    /* To itself: its data is never ready while the kernel spins. */
+    CK(cadre_send(d, 64, CADRE_INT32, me, 3, c));
+    double t0 = now();
+    CK(cadre_comm_free(&c));
+    printf("rank %d: cadre_comm_free with a stuck device send returned after %.1f s\n", me,
+           now() - t0);
+    EXPECT(c == CADRE_COMM_NULL, "cadre_comm_free left the handle");
+    *(volatile unsigned *)rel = 1;
+    CU(cudaStreamSynchronize(s2));
+    CU(cudaStreamDestroy(s2));
+    cudaFreeHost(rel);
+    cudaFree(d);
+}
+
 /* The four stream-semantics checks of issue 6. */
 static void streams(void)
 {
@@ -443,6 +475,7 @@ int main(int argc, char **argv)
     if (!only || strstr(only, "p2p")) p2p();
     if (!only || strstr(only, "p2p")) p2p_zero();
     if (!only || strstr(only, "nomem")) nomem();
+    if (only && strstr(only, "freestuck")) freestuck();
     if (!only || strstr(only, "matrix")) matrix();
     CK(cadre_finalize());
     if (fails) return 1;
