@@ -189,6 +189,15 @@ void cadre__gpu_comm_free(struct cadre_comm *c)
     c->gpu = NULL;
 }
 
+void cadre__gpu_world_free(void)
+{
+    struct gpu_comm *g = cadre__comm_world.gpu;
+    /* Pending operations after cadre_finalize's drain (which warned): they
+     * keep it. */
+    if (g && atomic_load(&g->pending) == 0)
+        cadre__gpu_comm_free(&cadre__comm_world);
+}
+
 /* ---- making an op -------------------------------------------------------------------- */
 int cadre__gpu_comm_ready(const char *fn, struct cadre_comm *comm, struct gpu_comm **out)
 {
@@ -279,6 +288,11 @@ void cadre__gpu_comm_free(struct cadre_comm *c)
 {
     free(c->gpu);
     c->gpu = NULL;
+}
+
+void cadre__gpu_world_free(void)
+{
+    cadre__gpu_comm_free(&cadre__comm_world);
 }
 
 /* No peer sends this process a device-buffer descriptor: it publishes no GPU. */

@@ -39,6 +39,9 @@ int cadre__gpu_is_device_req(const struct cadre_request *r);
 /* Called by cadre_comm_free before the communicator goes away: waits for
  * its device operations at most CADRE_TIMEOUT (then warns, naming them). */
 void cadre__gpu_comm_free(struct cadre_comm *c);
+/* cadre_finalize (registered by cadre__gpu_path_init): frees the world
+ * communicator's device state unless operations still hold it. */
+void cadre__gpu_world_free(void);
 
 #if HAVE_CUDA
 #include <cuda_runtime.h>

@@ -29,4 +29,7 @@ void cadre__gpu_path_init(void)
         .allgather = cadre__gpu_allgather,
 #endif
     };
+    /* Runs last of cadre_finalize's hooks (they run in reverse), after the
+     * proxy's drain: the world communicator's device state and streams. */
+    cadre__at_finalize(cadre__gpu_world_free);
 }

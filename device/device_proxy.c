@@ -525,12 +525,11 @@ static void gpu_finalize(void)
             cudaStreamDestroy(copy_stream);
         copy_stream = NULL;
     }
-    /* No op is left that could use a mapping: the world's workspace and
-     * the CUDA IPC mappings go (other communicators' went at their free). */
+    /* No op is left that could use a mapping: the world's device state (its
+     * workspace, internal streams) and the CUDA IPC mappings go (other
+     * communicators' went at their free). */
     if (atomic_load(&q_live) == 0) {
-        struct gpu_comm *wg = cadre__comm_world.gpu;
-        if (wg && wg->direct_free)
-            wg->direct_free(wg);
+        cadre__gpu_comm_free(&cadre__comm_world);
         cadre__gpu_ipc_finalize();
     }
 }
