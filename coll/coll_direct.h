@@ -56,16 +56,9 @@ int cadre__direct_scratch(struct coll_sched *s, unsigned char **acc, unsigned ch
 /* Round 2 of a two-rank allreduce out of place (coll_direct_pair.c): the
  * variant for the machine's state and the size. */
 int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d);
-/* Whether round 2 of this two-rank allreduce, in place or not, takes the
- * variant in which the ranks claim chunks and write them into each other's
- * output (the machine busy, both windows open, the size). */
-int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d);
-/* A two-rank allreduce whose window is open, at build (rank 0): opens the
- * pair's claim word for the call (coll_direct_pair.c). */
-void cadre__direct_pair_open(struct coll_sched *s);
 
 /* The windows (coll_direct_window.c). The call's key: the top 32 bits of
- * the pacing counters, the claim word, `open` and `writing`; 0 for a few
+ * the pacing counters, `open` and `writing`; 0 for a few
  * calls, which then open no window. */
 uint64_t cadre__direct_key(const struct coll_sched *s);
 /* At build, before round 1, in a schedule no other direct schedule of this

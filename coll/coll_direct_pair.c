@@ -1,14 +1,12 @@
-/* The two-rank allreduce of the direct algorithms (coll_direct.c): the
- * pair reads the peer's input with process_vm_readv and reduces in chunks
- * that stay in cache. On an idle machine, out of place, each rank computes
- * the whole result (small vectors) or its half, streamed to the peer
- * through a small ring in its shm segment that paces the two. On a busy
- * machine (either rank's cadre__cores_busy in round 1) nothing paces them:
- * each computes the whole result up to PAIR_FULL_BUSY_MAX, and above it,
- * in place or not, the two claim chunks from either end and write each
- * into both outputs. */
+/* The two-rank allreduce of the direct algorithms (coll_direct.c), out of
+ * place: the pair reads the peer's input with process_vm_readv and reduces
+ * in chunks that stay in cache. On an idle machine each rank computes the
+ * whole result (small vectors) or its half, streamed to the peer through a
+ * small ring in its shm segment that paces the two. On a busy machine
+ * (either rank's cadre__cores_busy in round 1), or where the call overlaps
+ * another (DIRECT_OVERLAP), nothing paces them: each computes the whole
+ * result. */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,10 +15,6 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-
-/* Up to this size a busy machine's pair computes the whole result each
- * (allreduce_pair), above it the two claim chunks (allreduce_pair_claim). */
-#define PAIR_FULL_BUSY_MAX DIRECT_CHUNK
 
 /* Sleeps on this process's doorbell for at most `nap` seconds unless *w is
  * already key|want or more; the peer rings it after each store to its flags
@@ -220,133 +214,11 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
     return wait_flag(s, peer, 1, key, nme);
 }
 
-/* The claim word of allreduce_pair_claim: a call's key in the top 32 bits
- * (cadre__direct_key), then the chunks rank 0 has claimed from the front
- * and those rank 1 has claimed from the back, 16 bits each. */
-#define CLAIM_BITS 16
-#define CLAIM_MAX (((uint64_t)1 << CLAIM_BITS) - 1)
-
-/* The next of n chunks for rank `me` (rank 0 from the front, rank 1 from the
- * back), -1 when all are claimed, -2 while the word is not open for this
- * call. Only rank 0 opens the word (sets it to the call's key,
- * cadre__direct_pair_open); rank 1 claims only under that key, so that a
- * word another call still uses is never taken over. */
-static long claim_next(_Atomic uint64_t *w, uint64_t key, int me, uint64_t n)
-{
-    uint64_t v = atomic_load_explicit(w, memory_order_relaxed);
-    for (;;) {
-        if ((v & ~(((uint64_t)1 << (2 * CLAIM_BITS)) - 1)) != key)
-            return -2;
-        uint64_t f = (v >> CLAIM_BITS) & CLAIM_MAX, b = v & CLAIM_MAX;
-        if (f + b >= n)
-            return -1;
-        uint64_t nv = v + (me == 0 ? (uint64_t)1 << CLAIM_BITS : 1);
-        if (atomic_compare_exchange_weak_explicit(w, &v, nv, memory_order_relaxed,
-                                                  memory_order_relaxed))
-            return me == 0 ? (long)f : (long)(n - 1 - b);
-    }
-}
-
-/* The claims' chunks: n of `step` elements each (DIRECT_CHUNK bytes, larger
- * only past CLAIM_MAX of them). */
-static void claim_chunks(size_t count, size_t es, size_t *step, uint64_t *n)
-{
-    *step = DIRECT_CHUNK / es;
-    *n = (count + *step - 1) / *step;
-    if (*n > CLAIM_MAX)
-        *step = (count + CLAIM_MAX - 1) / CLAIM_MAX, *n = (count + *step - 1) / *step;
-}
-
-/* The pair's claim word, in rank 0's segment, by rank 1's world rank; NULL
- * when rank 1 has none (cadre__direct_pair_allreduce then never claims). */
-static _Atomic uint64_t *claim_word(const struct coll_sched *s)
-{
-    int w1 = cadre__world_rank(s->comm, 1);
-    struct direct_flags *f = cadre__direct_flags(cadre__world_rank(s->comm, 0));
-    return f && w1 < DIRECT_CLAIM_SLOTS ? &f->claim[w1] : NULL;
-}
-
-void cadre__direct_pair_open(struct coll_sched *s)
-{
-    /* The claim word's last user, the call before on this pair, is done
-     * with it: this schedule overlaps no other in this process (its window
-     * is open), so that call finished here, after the peer's round 3. */
-    _Atomic uint64_t *w = claim_word(s);
-    if (w)
-        atomic_store_explicit(w, s->direct_window, memory_order_release);
-}
-
-/* Two ranks, large vectors, on a busy machine (either rank's
- * cadre__cores_busy in round 1): the unpaced variant. With other processes
- * on the cores each rank runs in the slices the scheduler gives it, and a
- * rank that waits for its peer waits for a process the scheduler set
- * aside. Here the chunks go to whichever rank runs: rank 0 claims them
- * from the front, rank 1 from the back (the claim word in rank 0's
- * segment), and each reduces what it claims into its own output and
- * writes it, from the cache, into the peer's: neither rank waits for the
- * other before round 3, and the result crosses once, from the cache,
- * instead of being read back from the owner's output in memory.
- * Beside six `yes`, 16 MiB out of place, alternated turns, medians: 15.1
- * ms against 20.5 for the variant before, in which each rank read the
- * peer's chunks back from the owner's output, where its streaming stores
- * had sent them to memory; in place 13.2 against 14.1 for the fixed halves
- * (bench/HISTORY.md). In place too, since a chunk is read and written only
- * by the rank that claimed it. A write goes only into a peer still in the
- * call (cadre__direct_write). Each chunk is computed once, so both ranks
- * get the same bits. */
-static int allreduce_pair_claim(struct coll_sched *s, struct direct *d)
-{
-    int me = s->comm->rank;
-    _Atomic uint64_t *w = claim_word(s);
-    uint64_t key = s->direct_window; /* also the claim word's top 32 bits */
-    unsigned char *acc, *tmp;
-    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
-    /* Chunks reduced in pieces that fit the scratch. */
-    size_t step, piece = DIRECT_CHUNK / s->elsize, es = s->elsize;
-    uint64_t n;
-    claim_chunks(d->count, es, &step, &n);
-    int nt = pair_nt(s, d);
-    long j;
-    while ((j = claim_next(w, key, me, n)) != -1) {
-        if (j == -2)
-            /* Rank 0 opened the word before it sent its addresses; it holds
-             * another call's key only once rank 0 left this call (a failed
-             * wait) and started another on the pair. */
-            return cadre__error(CADRE_ERR_PEER, "%s: rank 0 left the call (the pair's claim "
-                                "word holds another call's)", s->op_name);
-        size_t off = (size_t)j * step, m = d->count - off < step ? d->count - off : step;
-        for (size_t p = 0; p < m; p += piece) {
-            size_t k = m - p < piece ? m - p : piece, at = off + p;
-            CADRE_CHECK(pair_reduce_out(s, d, acc, at, k, nt));
-            CADRE_CHECK(cadre__direct_write(s, !me, acc, d->peer[!me].r + at * es, k * es));
-        }
-    }
-    /* Round 3 keeps the peer from returning while this rank writes into its
-     * output. */
-    return CADRE_SUCCESS;
-}
-
-/* The two-rank allreduce on a busy machine: each rank computes the whole
- * result up to one chunk out of place (allreduce_pair; in place, the fixed
- * halves of coll_direct.c), and the two claim chunks above it
- * (allreduce_pair_claim). Neither rank then waits for the other in round
- * 2. Beside six `yes`, 2 ranks, 6 alternated turns, medians: the claims
- * against the whole result 64 KiB 72 us against 39, 256 KiB 240 against
- * 129, 512 KiB 187 against 260, 1 MiB 468 against 580 (bench/HISTORY.md). */
-int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d)
-{
-    uint64_t any = d->peer[0].busy | d->peer[1].busy, all = d->peer[0].busy & d->peer[1].busy;
-    return (any & DIRECT_BUSY) && !(any & DIRECT_OVERLAP) && (all & DIRECT_WINDOW) &&
-           claim_word(s) && d->count * s->elsize > PAIR_FULL_BUSY_MAX;
-}
-
 int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)
 {
     /* Every rank decides from the same addresses and flags. Overlapping
-     * another call (build, coll_direct.c): the one variant that never
-     * waits for the peer. */
-    if (cadre__direct_pair_claims(s, d))
-        return allreduce_pair_claim(s, d);
+     * another call (build, coll_direct.c), or on a busy machine: the one
+     * variant that never waits for the peer. */
     uint64_t any = d->peer[0].busy | d->peer[1].busy;
     if (any & (DIRECT_OVERLAP | DIRECT_BUSY))
         return allreduce_pair(s, d);

@@ -27,7 +27,6 @@ struct coll_fast *cadre__fast_get(struct cadre_comm *c);
 /* Pacing counters of the direct algorithms (coll_direct.c), one pair per
  * process in its shm segment: values are call key | chunk count. NULL when
  * world rank w has no segment mapped here. */
-#define DIRECT_CLAIM_SLOTS 512
 struct direct_flags {
     _Atomic uint64_t prod;
     char pad1[56];
@@ -44,10 +43,6 @@ struct direct_flags {
     char pad3[56];
     _Atomic uint64_t writing;
     char pad4[56];
-    /* The two-rank allreduce on a busy machine (coll_direct_pair.c,
-     * allreduce_pair_claim): the chunks each rank of a pair has claimed, in
-     * its rank 0's segment, by the world rank of its rank 1. */
-    _Atomic uint64_t claim[DIRECT_CLAIM_SLOTS];
 };
 struct direct_flags *cadre__direct_flags(int w);
 /* ... and the ring of chunk buffers that the two-rank allreduce streams
