@@ -157,11 +157,9 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
     for (int q = 0; q < n; q++)
         inplace |= d->peer[q].s == d->peer[q].r;
     /* The pair algorithms read the peer's input while the peer writes its
-     * output: only where no rank works in place, but for those that read
-     * the peer's staged copy, and the one in which each chunk is read and
-     * written by the rank that claimed it. Every rank decides from the same
-     * addresses and flags. */
-    if (n == 2 && (!inplace || cadre__direct_pair_staged(d) || cadre__direct_pair_claims(s, d)))
+     * output: only where no rank works in place. Every rank decides from
+     * the same addresses and flags. */
+    if (n == 2 && !inplace)
         return cadre__direct_pair_allreduce(s, d);
     /* The slices below write into every peer: only where every window is
      * open. */
@@ -260,8 +258,6 @@ static int round2_call(struct coll_sched *s, const struct coll_step *st)
 {
     struct direct *d = st->arg;
     CADRE_CHECK(d->round2(s, st));
-    if (s->comm->size == 2 && (d->mine.busy & DIRECT_BUSY))
-        cadre__direct_place_mark(cadre__world_rank(s->comm, s->comm->rank));
     return cadre__direct_peers_stayed(s, d);
 }
 
@@ -299,16 +295,11 @@ static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
     /* Before the peers have this rank's addresses: the window for the
      * variants that write into them, and by which those that read them know
      * they are still in the call (coll_direct_window.c). */
-    if (!others) {
+    if (!others)
         cadre__direct_window_open(s);
-        if (fn == allreduce_call && n == 2 && me == 0 && s->direct_window)
-            cadre__direct_pair_open(s);
-    }
     int busy = cadre__cores_busy();
     d->mine.busy = (busy ? DIRECT_BUSY : 0) | (others ? DIRECT_OVERLAP : 0) |
                    (s->direct_window ? DIRECT_WINDOW : 0);
-    if (busy && fn == allreduce_call && n == 2 && s->direct_window)
-        d->mine.busy |= (uint64_t)cadre__direct_pair_stage(s, d);
     d->peer = cadre__sched_alloc(s, (size_t)n * sizeof *d->peer);
     if (!d->peer)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);

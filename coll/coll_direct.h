@@ -25,15 +25,6 @@
 /* Its window is open: the peers may write into its buffers
  * (cadre__direct_window_open). */
 #define DIRECT_WINDOW 4
-/* Its input is in its stage area (cadre__direct_pair_stage). */
-#define DIRECT_STAGED 8
-/* The part of its input the peer claims first is in its stage area
- * (cadre__direct_pair_stage, for allreduce_pair_claim). */
-#define DIRECT_STAGED_PART 16
-/* ... and the results of the chunks it claims go into its stage area, past
- * that part, where they fit: the peer copies them from there
- * (allreduce_pair_claim). */
-#define DIRECT_RESULTS 32
 
 /* What each rank tells the others in round 1. */
 struct direct_addr {
@@ -65,32 +56,9 @@ int cadre__direct_scratch(struct coll_sched *s, unsigned char **acc, unsigned ch
 /* Round 2 of a two-rank allreduce out of place (coll_direct_pair.c): the
  * variant for the machine's state and the size. */
 int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d);
-/* Whether round 2 of this two-rank allreduce, in place or not, takes the
- * variant in which the ranks claim chunks and write them into each other's
- * output (the machine busy, both windows open, the size). */
-int cadre__direct_pair_claims(const struct coll_sched *s, const struct direct *d);
-/* A two-rank allreduce whose window is open, at build (rank 0): opens the
- * pair's claim word for the call (coll_direct_pair.c). */
-void cadre__direct_pair_open(struct coll_sched *s);
-/* A two-rank allreduce whose window is open on a busy machine, at build,
- * before round 1: copies this rank's input into its stage area where it
- * fits CADRE_PAIR_STAGE (DIRECT_STAGED), else the part of it the peer's
- * claims read first (DIRECT_STAGED_PART); the flag, 0 when it staged
- * nothing. */
-int cadre__direct_pair_stage(struct coll_sched *s, const struct direct *d);
-/* Whether both ranks staged their inputs (round 1's flags). */
-int cadre__direct_pair_staged(const struct direct *d);
-/* The placement probe (coll_direct_place.c). A two-rank call on a busy
- * machine, at the end of its round 2: marks world rank w's (this
- * process's) word. */
-void cadre__direct_place_mark(int w);
-/* At build, before staging: reads world rank w's (the peer's) word, timed,
- * and says whether this core and the peer's share a cache, by the last
- * reads (0 until there are enough). */
-int cadre__direct_place_shared(int w);
 
 /* The windows (coll_direct_window.c). The call's key: the top 32 bits of
- * the pacing counters, the claim word, `open` and `writing`; 0 for a few
+ * the pacing counters, `open` and `writing`; 0 for a few
  * calls, which then open no window. */
 uint64_t cadre__direct_key(const struct coll_sched *s);
 /* At build, before round 1, in a schedule no other direct schedule of this

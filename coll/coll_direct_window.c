@@ -1,7 +1,7 @@
 /* The windows of the direct algorithms (coll_direct.c): where a rank writes
- * into a peer's buffers with process_vm_writev (the allreduce's slices and
- * claimed chunks, the two-rank bcast's root), it does so only while the
- * peer is still in the call. A rank whose call fails (a wait that gave up,
+ * into a peer's buffers with process_vm_writev (the allreduce's slices,
+ * the two-rank bcast's root), it does so only while the peer is still in
+ * the call. A rank whose call fails (a wait that gave up,
  * a peer gone) returns to its caller, who may reuse the buffers at once;
  * a late peer's write landing there afterwards would change memory the
  * library no longer owns.

@@ -66,26 +66,6 @@ unsigned char *cadre__direct_ring(int w)
     return area ? area + RING_OFF : NULL;
 }
 
-#define STAGE_OFF (RING_OFF + DIRECT_RING_BYTES)
-_Static_assert(STAGE_OFF % 4096 == 0 && STAGE_OFF + DIRECT_STAGE_BYTES <= CADRE_SHM_COLL_BYTES,
-               "the direct stage area must fit the shm segment's collective area");
-
-unsigned char *cadre__direct_stage(int w)
-{
-    unsigned char *area = cadre__shm_coll_area(w);
-    return area ? area + STAGE_OFF : NULL;
-}
-
-#define PLACE_OFF (STAGE_OFF + DIRECT_STAGE_BYTES + 2048)
-_Static_assert(PLACE_OFF + 2048 <= CADRE_SHM_COLL_BYTES,
-               "the placement probe's page must fit the shm segment's collective area");
-
-_Atomic uint64_t *cadre__direct_place_word(int w)
-{
-    unsigned char *area = cadre__shm_coll_area(w);
-    return area ? (_Atomic uint64_t *)(area + PLACE_OFF) : NULL;
-}
-
 struct direct_flags *cadre__direct_flags(int w)
 {
     unsigned char *area = cadre__shm_coll_area(w);

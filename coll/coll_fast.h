@@ -34,7 +34,6 @@ struct coll_fast *cadre__fast_get(struct cadre_comm *c);
 /* Pacing counters of the direct algorithms (coll_direct.c), one pair per
  * process in its shm segment: values are call key | chunk count. NULL when
  * world rank w has no segment mapped here. */
-#define DIRECT_CLAIM_SLOTS 512
 struct direct_flags {
     _Atomic uint64_t prod;
     char pad1[56];
@@ -51,31 +50,12 @@ struct direct_flags {
     char pad3[56];
     _Atomic uint64_t writing;
     char pad4[56];
-    /* The two-rank allreduce on a busy machine (coll_direct_pair.c,
-     * allreduce_pair_claim): the chunks each rank of a pair has claimed, in
-     * its rank 0's segment, by the world rank of its rank 1. */
-    _Atomic uint64_t claim[DIRECT_CLAIM_SLOTS];
 };
 struct direct_flags *cadre__direct_flags(int w);
-/* ... and the word of the two-rank allreduce's placement probe on a busy
- * machine (coll_direct_place.c): its count and CPU at the end of its round
- * 2, which the peer's next call reads, timed, to learn whether the two
- * cores share a cache. Alone in the middle of its page: the core's
- * prefetchers fetch lines next to those touched, within a page, and one
- * fetched so would be in the peer's cache before its read is timed. */
-_Atomic uint64_t *cadre__direct_place_word(int w);
-/* At cadre_init: reads CADRE_PAIR_PLACE (coll_direct_place.c), warning of a
- * value it ignores. */
-void cadre__direct_place_init(void);
 /* ... and the ring of chunk buffers that the two-rank allreduce streams
  * its halves through (DIRECT_RING_BYTES), readable by the peers. */
 #define DIRECT_RING_BYTES ((size_t)512 << 10)
 unsigned char *cadre__direct_ring(int w);
-/* ... and the stage area, where a rank of the two-rank allreduce on a busy
- * machine copies its input for the peer to read (DIRECT_STAGE_BYTES; its
- * pages are touched only by such calls). */
-#define DIRECT_STAGE_BYTES ((size_t)8 << 20)
-unsigned char *cadre__direct_stage(int w);
 /* Lock held. The status of fn for cadre__cma's (p2p_engine.h) error err with rank `rank` of
  * c: CADRE_ERR_PEER (c poisoned) when the process is gone, else
  * CADRE_ERR_INTERNAL. */

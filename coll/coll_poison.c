@@ -474,5 +474,4 @@ void cadre__coll_init(void)
         .peer_died = cadre__coll_peer_died,
     };
     cadre__p2p_set_upcalls(&up);
-    cadre__direct_place_init();
 }

@@ -406,7 +406,7 @@ void cadre__shm_agree_free(void);
  * KiB)"; "" for other errors. A static buffer. */
 const char *cadre__p2p_limit_note(int err);
 
-#define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512 + 8 * 1024) << 10)
+#define CADRE_SHM_COLL_BYTES ((size_t)(16 * 1024 + 64 + 512) << 10)
 void *cadre__shm_coll_area(int w);
 void cadre__shm_wake(int w);
 /* Oversubscribed waits: publishes the CPU this rank waits on, and says

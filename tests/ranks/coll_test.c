@@ -4,8 +4,7 @@
  * serially from the inputs it can regenerate for every rank.
  *
  * COLL_BIG sets the large count (default 1M+3); CADRE_ALGO picks algorithms;
- * FAKE_HOSTS places the ranks on fake hosts (fake_hosts.h); RANK1_ENV=NAME=VALUE
- * sets a variable in rank 1 only (a tunable each rank may set its own). */
+ * FAKE_HOSTS places the ranks on fake hosts (fake_hosts.h). */
 #include <math.h>
 
 #include "fake_hosts.h"
@@ -407,13 +406,6 @@ static void test_bad_input(void)
 int main(int argc, char **argv)
 {
     fake_hosts_setenv(); /* FAKE_HOSTS: ranks on several hosts of this machine */
-    const char *r1 = getenv("RANK1_ENV"), *rank = getenv("CADRE_RANK");
-    if (r1 && rank && !strcmp(rank, "1") && strchr(r1, '=')) {
-        char *nv = strdup(r1), *eq = strchr(nv, '=');
-        *eq = '\0';
-        setenv(nv, eq + 1, 1);
-        free(nv);
-    }
     if (cadre_init(&argc, &argv) != CADRE_SUCCESS) {
         fprintf(stderr, "coll_test: cadre_init: %s\n", cadre_last_error());
         return 1;

@@ -2,12 +2,9 @@
  * (coll_direct_window.c): a rank that leaves the call must never have its
  * memory written by a peer afterwards. One writer, rank 1, is stopped
  * (SIGSTOP) in the middle of its writes; DIRECTWRITE picks which:
- *   claims (2 ranks, CADRE_WAIT=sleep, which counts the cores as busy): the
- *     two-rank allreduce's claimed chunks, which rank 1 takes from the back
- *     of the vector and writes into rank 0's output (allreduce_pair_claim);
- *   slices (3 ranks, CADRE_ALGO=allreduce=direct): the allreduce in which
- *     each rank writes its slice into every peer's output (rank 1: the
- *     second third);
+ *   slices (the default; 3 ranks, CADRE_ALGO=allreduce=direct): the
+ *     allreduce in which each rank writes its slice into every peer's
+ *     output (rank 1: the second third);
  *   bcast (2 ranks, CADRE_ALGO=bcast=direct): the two-rank bcast whose root,
  *     rank 1, writes the first 60% of rank 0's buffer in pieces of 4 MiB
  *     (one write after another: the stop lands at the end of one, before
@@ -56,15 +53,13 @@ static int32_t root_data(size_t i)
     return (int32_t)(i * 31 % 100003);
 }
 
-enum mode { CLAIMS, SLICES, BCAST };
+enum mode { SLICES, BCAST };
 static enum mode mode;
 static int me, np;
 
 /* The element of rank 0's buffer that rank 1 writes first. */
 static size_t first_written(void)
 {
-    if (mode == CLAIMS)
-        return N - 1; /* its first claim: the last chunk */
     if (mode == BCAST)
         return 0;
     size_t per = (N + (size_t)np - 1) / (size_t)np; /* cadre__share, coll_share.h */
@@ -272,7 +267,7 @@ static int stopped_writer(pid_t peer1, float *in, float *out)
 int main(int argc, char **argv)
 {
     const char *m = getenv("DIRECTWRITE");
-    mode = !m || !strcmp(m, "claims") ? CLAIMS : !strcmp(m, "slices") ? SLICES : BCAST;
+    mode = m && !strcmp(m, "bcast") ? BCAST : SLICES;
     if (!ru_init_np(&argc, &argv, "directwrite_test", mode == SLICES ? 3 : 2, &me))
         return 2;
     np = mode == SLICES ? 3 : 2;

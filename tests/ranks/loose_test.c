@@ -1,9 +1,8 @@
 /* The two-rank allreduce of a busy machine (coll_direct_pair.c; run with
- * CADRE_WAIT=sleep, which counts the cores as busy): up to CADRE_PAIR_STAGE
- * (512 KiB) each rank computes the whole result from its input and the
- * peer's staged copy; above, in place or not, the ranks claim chunks from
- * either end of the vector and write each into both outputs. Each call makes one rank late
- * (rank 0, so that rank 1 claims them all; rank 1, so that rank 0 does; or
+ * CADRE_WAIT=sleep, which counts the cores as busy): out of place each rank
+ * computes the whole result from its input and the peer's, which neither
+ * paces; in place each computes its half and writes it into the peer's
+ * output (coll_direct.c). Each call makes one rank late (rank 0, rank 1 or
  * neither), at sizes from one chunk to many, odd counts, float32 sum,
  * int32 max and float64 sum, out of place and in place; every element is
  * checked against the result computed here from both ranks' inputs, and out

@@ -6,7 +6,7 @@
  * rank starting its two pairs' calls in an order that would close a cycle
  * (pair r, r+1 first at rank r); with 2 ranks, also four in flight on one
  * communicator. Sizes from 64 KiB (the paced stream) to 16 MiB
- * (with CADRE_WAIT=sleep, the claimed chunks), float32 sum; every
+ * (with CADRE_WAIT=sleep, the unpaced whole result), float32 sum; every
  * element is checked against the sum of the pair's inputs computed here.
  * Then calls in flight together on the world whose windows are closed
  * (closed_windows). */

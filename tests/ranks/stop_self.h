@@ -1,7 +1,7 @@
 /* A thread that stops its own process (SIGSTOP) as soon as a watched 16-bit
  * word changes, unless the call it watches returned first: lands a stop in
  * the middle of a collective's round 2, once its first output element is
- * written (stagefail_test.c, readfail_test.c). The thread leaves the core
+ * written (readfail_test.c). The thread leaves the core
  * cadrerun bound the rank to, where it would wait for the very call it
  * watches.
  *

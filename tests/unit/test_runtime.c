@@ -155,7 +155,7 @@ static void test_config_debug(void)
     run_free(&r);
 }
 
-/* A CADRE_DEBUG, CADRE_DEBUG_SUBSYS, CADRE_WAIT or CADRE_PAIR_PLACE value that
+/* A CADRE_DEBUG, CADRE_DEBUG_SUBSYS or CADRE_WAIT value that
  * means nothing is said once per process (it was ignored in silence), as
  * CADRE_TIMEOUT=abc is. */
 static void test_config_debug_bad(void)
@@ -171,9 +171,6 @@ static void test_config_debug_bad(void)
         {"CADRE_DEBUG_SUBSYS=RUNTIME,nosuch", "ignoring \"nosuch\" in CADRE_DEBUG_SUBSYS", 1},
         {"CADRE_WAIT=busy", "ignoring CADRE_WAIT=\"busy\": not auto, spin or sleep; using auto", 1},
         {"CADRE_WAIT=Sleep", "ignoring", 0},
-        {"CADRE_PAIR_PLACE=near",
-         "ignoring CADRE_PAIR_PLACE=\"near\": not auto, shared or apart; using auto", 1},
-        {"CADRE_PAIR_PLACE=Apart", "ignoring", 0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char cmd[4096];
