@@ -85,6 +85,11 @@ void cadre__p2p_peer_failed(int w, const char *why)
             e->deaths_pending++;
         }
     }
+    /* Its transport lets go of the buffers of its sends and receives
+     * first (a zero-copy transfer in flight), so that failing them below
+     * hands the user nothing a transport still reads or writes. */
+    if (p->tp && p->tp->peer_gone)
+        p->tp->peer_gone(w);
     int failed = cadre__p2p_fail_peer_requests(w);
     /* A peer that dies while we wait on it is worth a warning; one that
      * exits when the job ends, with nothing of ours pending, is not. */
