@@ -102,7 +102,7 @@ part() {
 
 for p in $parts; do
     case $p in
-    lat) part lat "sendrecv latency, 2 hosts x 1 rank, one way" us 2 1 sendrecv -b 8 -e 65536 -f 4 ;;
+    lat) part lat "sendrecv latency, 2 hosts x 1 rank, one way" us 2 1 sendrecv -b 8 -e 65536 -f 4 -n 2000 -w 100 ;;
     bw) part bw "stream bandwidth (window 64), 2 hosts x 1 rank" MB/s 2 1 stream -b 65536 -e 16777216 -f 4 -W 64 ;;
     ar16) part ar16 "allreduce float32 sum of 16 MiB, 2 hosts x 2 ranks (block)" us 2 2 allreduce \
         -b 16777216 -e 16777216 -n 20 -w 3 -c 1 ;;
