@@ -219,6 +219,8 @@ void cadre__p2p_peer_finalized(int peer);
 /* The hostname world rank `peer` published with its TCP endpoint (read on
  * first use), for messages; NULL when not known (no TCP transport). */
 const char *cadre__p2p_tcp_host(int peer);
+/* The same from the UCX transport's endpoint (NULL: not reached by ucx). */
+const char *cadre__p2p_ucx_host(int peer);
 
 /* ---- engine internals shared by the p2p files ------------------------------- */
 struct cadre_p2p_engine_info {

@@ -217,6 +217,8 @@ static void peer_reported_settle(int w)
         return;
     char why[128];
     const char *host = cadre__p2p_tcp_host(w);
+    if (!host)
+        host = cadre__p2p_ucx_host(w);
     snprintf(why, sizeof why, "%s%s%slost: rank %d found it failed", host ? "(host " : "",
              host ? host : "", host ? ") " : "", by);
     p->heard = 1;

@@ -357,6 +357,13 @@ static void ucx_finalize(void)
     st->efd = -1;
 }
 
+const char *cadre__p2p_ucx_host(int w)
+{
+    if (!st->on || w < 0 || w >= st->size)
+        return NULL;
+    return w == st->rank ? st->host : st->peers[w].host[0] ? st->peers[w].host : NULL;
+}
+
 const struct cadre_p2p_transport cadre__p2p_ucx = {
     .name = "ucx",
     .init = ucx_init,
@@ -381,6 +388,12 @@ static int ucx_init(void)
     char why[256];
     cadre__ucx_load(NULL, why, sizeof why);
     return cadre__error(CADRE_ERR_UNSUPPORTED, "ucx: %s", why);
+}
+
+const char *cadre__p2p_ucx_host(int w)
+{
+    (void)w;
+    return NULL;
 }
 
 static int ucx_none(void)

@@ -176,8 +176,8 @@ int cadre__ucx_deliver(void)
             size_t want = cadre__p2p_has_payload(h->type) ? h->len : 0;
             if (in->rndv && in->status != UCS_OK) {
                 char why[160];
-                snprintf(why, sizeof why, "receiving %zu bytes from rank %d failed (UCX: %s)",
-                         in->len, w, U.ucs_status_string((ucs_status_t)in->status));
+                snprintf(why, sizeof why, "lost while sending %zu bytes to rank %d (UCX: %s)",
+                         in->len, st->rank, U.ucs_status_string((ucs_status_t)in->status));
                 in_free(in);
                 cadre__ucx_fail(w, "%s", why);
                 break;
