@@ -45,12 +45,12 @@ run_one() {
     local t=$1 nh=$2 ppn=$3
     shift 3
     local rc=0
-    # The variables in a subshell (tb_mpirun passes CADRE_* and UCX_* on).
-    (
-        export CADRE_TRANSPORT="shm,$t" CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P TB_LAUNCH_ARGS=""
-        [[ $t == ucx ]] && export UCX_TLS=tcp
-        tb_mpirun "$nh" "$ppn" block "$perf" "$@"
-    ) >"$tmp/out" 2>"$tmp/err" || rc=$?
+    # Exported for the job only (tb_mpirun passes CADRE_* and UCX_* on); not
+    # in a subshell, whose launch tb_down would not know to stop.
+    export CADRE_TRANSPORT="shm,$t" CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P
+    if [[ $t == ucx ]]; then export UCX_TLS=tcp; else unset UCX_TLS; fi
+    TB_LAUNCH_ARGS="" tb_mpirun "$nh" "$ppn" block "$perf" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    unset CADRE_TRANSPORT CADRE_DEBUG CADRE_DEBUG_SUBSYS UCX_TLS
     local bad=""
     ((rc == 0)) || bad="exit $rc$( ((rc == 124)) && echo " (timed out after $TB_TIMEOUT s)")"
     awk '!/^#/ && NF >= 9 && ($9 != 0 || (NF >= 13 && $13 != 0)) { w = 1 } END { exit !w }' "$tmp/out" &&
@@ -103,7 +103,7 @@ part() {
 for p in $parts; do
     case $p in
     lat) part lat "sendrecv latency, 2 hosts x 1 rank, one way" us 2 1 sendrecv -b 8 -e 65536 -f 4 -n 2000 -w 100 ;;
-    bw) part bw "stream bandwidth (window 64), 2 hosts x 1 rank" MB/s 2 1 stream -b 65536 -e 16777216 -f 4 -W 64 ;;
+    bw) part bw "stream bandwidth (window 64), 2 hosts x 1 rank" MB/s 2 1 stream -b 65536 -e 16777216 -f 4 -W 64 -n 5 -w 1 ;;
     ar16) part ar16 "allreduce float32 sum of 16 MiB, 2 hosts x 2 ranks (block)" us 2 2 allreduce \
         -b 16777216 -e 16777216 -n 20 -w 3 -c 1 ;;
     sweep) part sweep "allreduce float32 sum 8 B to 64 MiB, 2 hosts x 2 ranks (block), results checked" us 2 2 \
