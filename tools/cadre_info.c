@@ -136,7 +136,7 @@ static const char *ucx_usable(char *what, size_t cap, char *why, size_t whycap)
         return "no: libucp unusable";
     }
     snprintf(what, cap,
-             "off-host peers over UCX %s (%s by default); transports: %s; CUDA memory: %s",
+             "off-host peers over UCX %s (%s); transports: %s; CUDA memory: %s",
              info.version,
              info.rdma ? "RDMA offered: used by default"
                        : "no RDMA offered: tcp by default, ucx where CADRE_TRANSPORT names it",

@@ -17,7 +17,9 @@
 
 #define SHOWW(r, w) "no \"%s\"; exit %d%s\n--- stdout\n%s--- stderr\n%s", (w), (r).exit_code, \
                     (r).timed_out ? " (timed out)" : "", (r).out, (r).err
-#define UCX_ENV "CADRE_TRANSPORT=shm,ucx UCX_TLS=tcp UCX_WARN_UNUSED_ENV_VARS=n"
+/* Loopback only: the fake hosts share it, and interfaces that come and go
+ * (other jobs' namespaces, bridges) stay out of the workers' addresses. */
+#define UCX_ENV "CADRE_TRANSPORT=shm,ucx UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n"
 #define MISSING "/nonexistent/cadre-test/libucp.so.0"
 
 /* prog at n ranks under cadrerun, FAKE_HOSTS=spec giving each its
