@@ -9,14 +9,22 @@
  *   mpirun -np 2 mpi_coll MODE [MINBYTES [MAXBYTES [ITERS [WARMUP [MINTIME [TIMING [TYPE]]]]]]]
  *
  * MODE: allreduce reduce bcast allgather reduce_scatter alltoall gather
- * scatter barrier; sizes 8 .. 64M by default, doubling; ITERS and WARMUP as
- * cadre-perf's -n and -w (default, or 0: by size); MINTIME > 0 as cadre-perf's
+ * scatter barrier gatherv scatterv allgatherv alltoallv (the v-variants in
+ * cadre-perf's layout: rank k's block 2c(k+1)/(n+1) of c elements per rank,
+ * one element free before each block and after the last; alltoallv's block
+ * of rank r for k that of (r+k) mod n; the size printed is the counts' sum
+ * times the type size); sizes 8 .. 64M by default, doubling, the last one
+ * MAXBYTES as in cadre-perf (it used to double past it, out of the buffers);
+ * ITERS and WARMUP as cadre-perf's -n and -w (default, or 0: by size); MINTIME > 0 as cadre-perf's
  * -T: runs of ITERS (default 1) calls, growing, until one takes MINTIME
  * seconds on the slowest rank, whose mean is the time. TIMING "barrier" (as
  * cadre-perf's -t barrier, and the OSU micro-benchmarks): each call timed on
  * its own, a barrier after it, each rank's mean averaged over the ranks;
- * "loop" (the default) as above. TYPE: float32 (the default) or uint8 (whose
- * sizes start at 1 byte; reductions on it are sums of bytes). */
+ * "loop" (the default) as above; with barrier a line "# iteration  size N
+ * out-of-place T  us" follows each size's: the mean of a whole iteration (the
+ * call and the barrier), averaged over the ranks, as cadre-perf prints it.
+ * TYPE: float32 (the default) or uint8 (whose sizes start at 1 byte;
+ * reductions on it are sums of bytes). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +42,23 @@ static int iters_for(size_t bytes) /* cadre-perf's perf_default_iters */
 }
 
 static const char *const modes[] = {"allreduce", "reduce",  "bcast",   "allgather", "reduce_scatter",
-                                    "alltoall",  "gather",  "scatter", "barrier"};
+                                    "alltoall",  "gather",  "scatter", "barrier",   "gatherv",
+                                    "scatterv",  "allgatherv", "alltoallv"};
+
+/* cadre-perf's v-variant layout (tools/perf_data.c) of c elements per rank on
+ * np ranks, rotated by `rot` (alltoallv: this rank; the others 0): the counts
+ * and displacements, np each; returns the counts' sum. */
+static size_t layout(size_t c, int np, int rot, int *counts, int *displs)
+{
+    size_t at = 0, sum = 0;
+    for (int k = 0; k < np; k++) {
+        counts[k] = (int)(c * 2 * (size_t)((rot + k) % np + 1) / (size_t)(np + 1));
+        displs[k] = (int)at + 1;
+        at = (size_t)displs[k] + (size_t)counts[k];
+        sum += (size_t)counts[k];
+    }
+    return sum;
+}
 
 /* A byte count as cadre-perf takes it: digits with an optional K, M or G
  * (binary); 0 with *ok cleared for anything else. */
@@ -94,12 +118,16 @@ int main(int argc, char **argv)
     }
     MPI_Datatype dt = bytes8 ? MPI_UINT8_T : MPI_FLOAT;
     size_t ts = bytes8 ? 1 : 4;
-    int whole = k >= 3 && k <= 7, reduces = k <= 1 || k == 4, rooted = k == 1 || k == 2 || k == 6 || k == 7;
+    int whole = (k >= 3 && k <= 7) || k >= 9, reduces = k <= 1 || k == 4;
+    int rooted = k == 1 || k == 2 || k == 6 || k == 7 || k == 9 || k == 10;
     /* nccl-tests' bus bandwidth factors, as in cadre-perf */
     double factor = k == 0 ? 2.0 * (np - 1) / np : k == 1 || k == 2 ? 1 : k == 8 ? 0 : (double)(np - 1) / np;
-    float *s = malloc(maxb + 4), *r = malloc(maxb + 4);
-    memset(r, 0, maxb + 4);
-    for (size_t i = 0; i < maxb / 4 + 1; i++)
+    /* the v-variants' free elements: np + 1 */
+    size_t bufb = maxb + 4 * ((size_t)np + 2);
+    float *s = malloc(bufb), *r = malloc(bufb);
+    int *vc = malloc(2 * (size_t)np * sizeof *vc), *vd = vc + np;
+    memset(r, 0, bufb);
+    for (size_t i = 0; i < bufb / 4; i++)
         s[i] = bytes8 ? 0 : (float)(i % 8) - 3;
     if (me == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -115,9 +143,11 @@ int main(int argc, char **argv)
         printf("# %10s %12s %8s %6s %6s %10s %9s %9s %8s\n", "(B)", "(elements)", "", "", "", "(us)",
                "(GB/s)", "(GB/s)", "");
     }
-    for (size_t size = k == 8 ? 0 : minb;; size *= 2) {
+    for (size_t size = k == 8 ? 0 : minb;; size = size * 2 > maxb ? maxb : size * 2) {
         size_t count = k == 8 ? 0 : whole ? size / ts / (size_t)np : size / ts;
         size_t bytes = whole ? count * ts * (size_t)np : count * ts;
+        if (k >= 9)
+            bytes = layout(count, np, k == 12 ? me : 0, vc, vd) * ts;
         int c = (int)count, iters = opt_iters > 0 ? opt_iters : mintime > 0 ? 1 : iters_for(bytes);
         int warm = opt_warm >= 0 ? opt_warm : iters / 10 + 1;
         double t0 = 0, t, sum = 0;
@@ -138,6 +168,10 @@ int main(int argc, char **argv)
             case 6: MPI_Gather(s, c, dt, r, c, dt, 0, MPI_COMM_WORLD); break;
             case 7: MPI_Scatter(s, c, dt, r, c, dt, 0, MPI_COMM_WORLD); break;
             case 8: MPI_Barrier(MPI_COMM_WORLD); break;
+            case 9: MPI_Gatherv(s, vc[me], dt, r, vc, vd, dt, 0, MPI_COMM_WORLD); break;
+            case 10: MPI_Scatterv(s, vc, vd, dt, r, vc[me], dt, 0, MPI_COMM_WORLD); break;
+            case 11: MPI_Allgatherv(s, vc[me], dt, r, vc, vd, dt, MPI_COMM_WORLD); break;
+            case 12: MPI_Alltoallv(s, vc, vd, dt, r, vc, vd, dt, MPI_COMM_WORLD); break;
             }
             if (each) {
                 if (it >= 0)
@@ -146,10 +180,12 @@ int main(int argc, char **argv)
             }
         }
         t = MPI_Wtime() - t0;
+        double iter = t;
         if (each) {
-            t = sum;
-            MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-            t /= np;
+            double both[2] = {sum, iter};
+            MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            t = both[0] / np;
+            iter = both[1] / np;
         } else {
             MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         }
@@ -166,6 +202,9 @@ int main(int argc, char **argv)
             printf("  %10zu %12zu %8s %6s %6d %10.3f %9.2f %9.2f %8s\n", bytes, count,
                    k == 8 ? "none" : bytes8 ? "uint8" : "float32", reduces ? "sum" : "none", rooted ? 0 : -1, t * 1e6,
                    algbw, algbw * factor, "N/A");
+            if (each)
+                printf("# iteration  size %zu  out-of-place %.3f  us: the call and the barrier after it, "
+                       "mean over the ranks\n", bytes, iter / iters * 1e6);
             fflush(stdout);
         }
         if (k == 8 || size >= maxb)
@@ -173,6 +212,7 @@ int main(int argc, char **argv)
     }
     free(s);
     free(r);
+    free(vc);
     MPI_Finalize();
     return 0;
 }

@@ -9,8 +9,9 @@
 # with TIMING=barrier; with TIMING=loop (the default of both) the calls run
 # back to back instead (nccl-tests' loop). Both use the same sizes (nccl-tests':
 # count x type size for allreduce, reduce and bcast, the whole buffer for the
-# others), iterations and warm-ups, out of place, root 0; uint8 for the modes
-# that move data and float32 sum for the reductions.
+# others; the v-variants in cadre-perf's layout, cadre-perf(1)), iterations
+# and warm-ups, out of place, root 0; uint8 for the modes that move data and
+# float32 sum for the reductions.
 #
 #   bench/std.sh [BUILDDIR]
 #   MODES="bcast gather ..."  NPS="2 4"  MINB=1 MAXB=16M  REPS=3  TIMING=barrier|loop
@@ -21,10 +22,17 @@
 # core); more ranks than cores run unbound (mpirun --oversubscribe). Prints,
 # per mode and rank count, the median of REPS turns per size for each library
 # and Open MPI's time over cadre's (above 1: cadre is faster), then the sizes
-# where cadre is slower.
+# where cadre is slower. With TIMING=barrier a second table per mode gives
+# whole iterations, the call and the barrier after it: where the ranks leave
+# a barrier in a different order (Open MPI's lets rank 0 out first, tens of
+# microseconds ahead on 4 ranks on 2 cores, so the rooted calls of root 0
+# find their data there), the wait for a rank that is not running moves
+# between the timed call and the untimed barrier, and only this sum
+# compares the libraries' work.
 set -euo pipefail
 . "$(dirname "$0")/common.sh" "$@"
-modes=${MODES:-"barrier bcast reduce allreduce gather scatter allgather reduce_scatter alltoall"}
+modes=${MODES:-"barrier bcast reduce allreduce gather scatter allgather reduce_scatter alltoall
+    gatherv scatterv allgatherv alltoallv"}
 nps=${NPS:-"2 4"}
 minb=${MINB:-1}
 maxb=${MAXB:-16M}
@@ -51,7 +59,7 @@ turn() { # lib mode np
     case $mode in reduce | allreduce | reduce_scatter) type=float32 ts=4 ;; esac
     lo=$(bytes "$minb")
     case $mode in
-    allgather | reduce_scatter | alltoall | gather | scatter)
+    allgather | reduce_scatter | alltoall | gather | scatter | *v)
         [ "$lo" -ge $((np * ts)) ] || lo=$((np * ts)) ;;
     *) [ "$lo" -ge "$ts" ] || lo=$ts ;;
     esac
@@ -78,13 +86,29 @@ turn() { # lib mode np
     timeout "$limit" "${cmd[@]}" > "$tmp/out" 2> "$tmp/err" ||
         echo "std.sh: '${cmd[*]}' failed ($?): $(tail -1 "$tmp/err")" >&2
     awk '!/^#/ && NF >= 6 { print $1, $6 }' "$tmp/out"
+    awk '/^# iteration  size / { print $4, $6 }' "$tmp/out" >> "$tmp/$lib.it"
 }
 
-slower_all=""
+# A table of "size cadre-time ompi-time" medians, and the sizes where cadre
+# is slower (in $slower).
+table() { # cadre-file ompi-file
+    size_median < "$1" > "$tmp/cadre.med"
+    size_median < "$2" > "$tmp/ompi.med"
+    echo "| size (B) | cadre (µs) | Open MPI (µs) | Open MPI / cadre |"
+    echo "|---:|---:|---:|---:|"
+    join -a 1 -a 2 -e '?' -o 0,1.2,2.2 <(sort -k1,1 "$tmp/cadre.med") <(sort -k1,1 "$tmp/ompi.med") |
+        sort -n | awk '{ r = ($2 == "?" || $3 == "?" || $2 <= 0) ? "—" : sprintf("%.2f", $3 / $2)
+                         printf "| %s | %s | %s | %s |\n", $1, $2, $3, r }' | tee "$tmp/table"
+    slower=$(awk -F'|' '$5 ~ /[0-9]/ && $5 + 0 < 1 { gsub(/ /, "", $2); printf "%s%s", s, $2; s = " " }' "$tmp/table")
+}
+
+slower_all="" slower_it=""
 for np in $nps; do
     for mode in $modes; do
         : > "$tmp/cadre"
         : > "$tmp/ompi"
+        : > "$tmp/cadre.it"
+        : > "$tmp/ompi.it"
         for ((r = 1; r <= reps; r++)); do
             # alternate which library goes first
             if ((r % 2)); then order="cadre ompi"; else order="ompi cadre"; fi
@@ -93,20 +117,24 @@ for np in $nps; do
                 turn "$lib" "$mode" "$np" >> "$tmp/$lib"
             done
         done
-        size_median < "$tmp/cadre" > "$tmp/cadre.med"
-        size_median < "$tmp/ompi" > "$tmp/ompi.med"
         echo
         echo "### $mode, $np ranks ($timing timing; median of $reps turns)"
         echo
-        echo "| size (B) | cadre (µs) | Open MPI (µs) | Open MPI / cadre |"
-        echo "|---:|---:|---:|---:|"
-        join -a 1 -a 2 -e '?' -o 0,1.2,2.2 <(sort -k1,1 "$tmp/cadre.med") <(sort -k1,1 "$tmp/ompi.med") |
-            sort -n | awk '{ r = ($2 == "?" || $3 == "?" || $2 <= 0) ? "—" : sprintf("%.2f", $3 / $2)
-                             printf "| %s | %s | %s | %s |\n", $1, $2, $3, r }' | tee "$tmp/table"
-        slower=$(awk -F'|' '$5 ~ /[0-9]/ && $5 + 0 < 1 { gsub(/ /, "", $2); printf "%s%s", s, $2; s = " " }' "$tmp/table")
+        table "$tmp/cadre" "$tmp/ompi"
         [ -n "$slower" ] && slower_all="$slower_all
 - $mode, $np ranks: cadre slower at $slower B"
+        if [ -s "$tmp/cadre.it" ]; then
+            echo
+            echo "Whole iterations, the call and the barrier after it (mean over the ranks):"
+            echo
+            table "$tmp/cadre.it" "$tmp/ompi.it"
+            [ -n "$slower" ] && slower_it="$slower_it
+- $mode, $np ranks: cadre slower at $slower B"
+        fi
     done
 done
 echo
 echo "Sizes where Open MPI is faster (median):${slower_all:- none}"
+if [ "$timing" = barrier ]; then
+    echo "... in whole iterations (the call and the barrier after it):${slower_it:- none}"
+fi

@@ -1,10 +1,10 @@
 /*
  * The all-to-all exchanges: allgather(v) and alltoall(v), blocking and
  * nonblocking. Each checks its arguments, resolves CADRE_IN_PLACE, offers
- * device buffers to the device path (coll/coll_gpu*.c), lets cadre__coll_choose pick the algorithm
+ * device buffers to the device path (device/, through runtime_device.h), lets cadre__coll_choose pick the algorithm
  * (coll_select.c) and runs it: the shared-memory slots (coll_fast.c) or a
  * schedule (coll_algos.c, coll_direct.c) on an executor. May call runtime,
- * p2p (the communicator), coll and gpu's hooks.
+ * p2p (the communicator), coll and the device path's table.
  */
 #include "coll_call.h"
 
@@ -43,7 +43,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     if (!in_place)
         CADRE_CHECK(check_apart(&c, sbuf, sbytes, (char *)rbuf + lo, hi - lo, NULL));
     if (equal && cadre__gpu_enabled()) {
-        int g = cadre__gpu_allgather(fn, sbuf, rbuf, sendcount, dt, c.comm, req);
+        int g = cadre__gpu.allgather(fn, sbuf, rbuf, sendcount, dt, c.comm, req);
         if (g != CADRE__GPU_NOT_MINE)
             return g;
     }

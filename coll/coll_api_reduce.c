@@ -1,10 +1,10 @@
 /*
  * The reducing collectives: reduce, allreduce, reduce_scatter, scan, exscan, blocking and
  * nonblocking. Each checks its arguments, resolves CADRE_IN_PLACE, offers
- * device buffers to the device path (coll/coll_gpu*.c), lets cadre__coll_choose pick the algorithm
+ * device buffers to the device path (device/, through runtime_device.h), lets cadre__coll_choose pick the algorithm
  * (coll_select.c) and runs it: the shared-memory slots and the split
  * allreduce (coll_fast.c), or a schedule (coll_algos.c, coll_direct.c) on an
- * executor. May call runtime, p2p (the communicator), coll and gpu's hooks.
+ * executor. May call runtime, p2p (the communicator), coll and the device path's table.
  */
 #include "coll_call.h"
 
@@ -73,7 +73,7 @@ static int allreduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t c
     CADRE_CHECK(check_span(&c, "count", count, 1, "sendbuf", sbuf, &bytes));
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
     CADRE_CHECK(check_apart(&c, sbuf, bytes, rbuf, bytes, rbuf));
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_allreduce(fn, sbuf, rbuf, count, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu.allreduce(fn, sbuf, rbuf, count, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct coll_in in = {.kind = COLL_ALLREDUCE, .nb = nb, .bytes = bytes, .count = count,
                          .elsize = c.es};
     struct coll_choice ch;
@@ -148,7 +148,7 @@ static int reduce_scatter_impl(const char *fn, const void *sbuf, void *rbuf, siz
     CADRE_CHECK(check_buf(&c, sname, sbuf, all));
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, bytes));
     CADRE_CHECK(check_apart(&c, sbuf, all, rbuf, bytes, rbuf));
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_reduce_scatter(fn, sbuf, rbuf, recvcount, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu.reduce_scatter(fn, sbuf, rbuf, recvcount, dt, op, c.comm, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct coll_in in = {.kind = COLL_REDUCE_SCATTER, .nb = nb, .bytes = all};
     struct coll_choice ch;
     cadre__coll_choose(&c, &in, &ch);

@@ -3,8 +3,8 @@
  * tables of coll_select.c, CADRE_ALGO (read once), and the COLL INFO line
  * that says which algorithm ran and why, once per (collective, algorithm,
  * size class) and communicator. May call runtime (config, log), p2p (the
- * communicator's peers, through coll_direct.c and coll_fast.c) and gpu's
- * cadre__gpu_enabled.
+ * communicator's peers, through coll_direct.c and coll_fast.c) and the
+ * device path's cadre__gpu_enabled (runtime/runtime_device.h).
  */
 #include <pthread.h>
 #include <stdio.h>

@@ -6,8 +6,8 @@
  *
  * The checks are static inline: they ran inlined in the calls before the
  * collectives were split over several files, and the small calls pay for
- * every cycle. May call runtime (errors, config, log), p2p (the
- * communicator), coll's schedules and gpu's hooks.
+ * every cycle. May call runtime (errors, config, log, the device path's
+ * table), p2p (the communicator), coll's schedules.
  */
 #ifndef CADRE_COLL_CALL_H
 #define CADRE_COLL_CALL_H
@@ -19,7 +19,7 @@
 #include "coll_hier.h"
 #include "coll_select.h"
 #include "coll_sig.h"
-#include "coll/coll_gpu.h"
+#include "runtime/runtime_device.h"
 
 /* ---- argument checks ------------------------------------------------------------------- */
 struct call {
@@ -174,7 +174,7 @@ static inline int finish(struct coll_sched *s, int build_rc, cadre_request_t *re
         cadre__sched_free(s);
         return build_rc;
     }
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_sched(s, req); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu.sched(s, req); if (g != CADRE__GPU_NOT_MINE) return g; }
     return req ? cadre__sched_start(s, req) : cadre__sched_run(s);
 }
 
@@ -200,7 +200,7 @@ static inline void avg_after(struct coll_sched *s, cadre_op_t op, void *buf, siz
  * bytes and what its table reads (equal, block, count, elsize). */
 void cadre__coll_choose(const struct call *c, struct coll_in *in, struct coll_choice *ch);
 /* The COLL INFO line of a choice, once per (communicator, collective,
- * algorithm, size class); also for the device stage (coll_gpu_direct.c). */
+ * algorithm, size class); also for the device stage (device/device_direct_call.c). */
 void cadre__coll_log_choice(struct cadre_comm *comm, enum coll_kind k, enum coll_algo a,
                             size_t bytes, int hosts, const char *why);
 /* The algorithm's number in the signature (coll_sig.h). */

@@ -7,18 +7,19 @@
  * allgather that tells colours and keys apart; create_group's members, in
  * their own exchange), so no process can hold two communicators with one
  * context, and two processes exchange messages on a context only within the
- * one communicator that both hold with it. Contexts are multiples of 4; the
- * one above carries the collective traffic, the next create_group's
- * exchanges on the communicator (coll.h). */
+ * one communicator that both hold with it; each rank claims it, and the
+ * ranks agree that every claim held, as threads may make communicators at
+ * once (coll_ctx.h). Contexts are multiples of 4; the one above carries the
+ * collective traffic, the next create_group's exchanges on the communicator
+ * (coll.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll_ctx.h"
 #include "coll_fast.h"
 #include "coll_hier.h"
-#include "p2p/p2p_gpu.h"
-
-static uint32_t next_ctx = 4;
+#include "runtime/runtime_device.h"
 
 struct entry {
     int64_t color, key, ctx;
@@ -29,7 +30,7 @@ static void free_comm(struct cadre_comm *c)
 {
     /* The device path's pending work still calls public functions on the
      * handle: it ends once that work is done. */
-    cadre__gpu_comm_free(c);
+    cadre__gpu.comm_free(c);
     cadre__comm_handle_end(c);
     eng_lock();
     cadre__p2p_send_final(c);
@@ -37,14 +38,15 @@ static void free_comm(struct cadre_comm *c)
     cadre__comm_unregister(c);
     cadre__fast_release(c);
     cadre__hier_release(c);
+    cadre__ctx_release(c->context_id);
     c->magic = 0;
     free(c->world_ranks);
     free(c);
 }
 
-/* A communicator with its shared-memory slot: the lowest of `fast`, the
- * slots free at every member. */
-static int new_comm(int rank, int size, const int *world, uint32_t ctx, uint64_t fast,
+/* A communicator with the context and shared-memory slot cl claimed; the
+ * claim is its own from here (given back when it fails). */
+static int new_comm(int rank, int size, const int *world, struct ctx_claim *cl,
                     struct cadre_comm **out)
 {
     struct cadre_comm *c = calloc(1, sizeof *c);
@@ -52,8 +54,10 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, uint64_t
     if (!c || !w) {
         free(c);
         free(w);
+        cadre__ctx_unclaim(cl);
         return CADRE_ERR_NOMEM;
     }
+    uint32_t ctx = cl->ctx;
     memcpy(w, world, (size_t)size * sizeof *w);
     c->magic = CADRE_COMM_MAGIC;
     c->context_id = ctx;
@@ -63,13 +67,17 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, uint64_t
     if (cadre__comm_handle_new(c) != CADRE_SUCCESS) {
         free(c);
         free(w);
+        cadre__ctx_unclaim(cl);
         return CADRE_ERR_NOMEM;
     }
     cadre__comm_register(c);
     eng_lock();
     cadre__coll_poison_dead_members(c);
     eng_unlock();
-    int rc = cadre__fast_setup(c, fast);
+    /* The context is the communicator's now: free_comm gives it back. */
+    cl->held = 0;
+    int rc = cadre__fast_setup(c, cl->slot);
+    cl->slot = -1;
     if (rc != CADRE_SUCCESS) {
         free_comm(c);
         return rc;
@@ -78,19 +86,33 @@ static int new_comm(int rank, int size, const int *world, uint32_t ctx, uint64_t
     return CADRE_SUCCESS;
 }
 
+/* The failure of a collective a constructor ran on its parent, as fn's:
+ * "fn: what failed: the collective's message". A failure whose diagnosis
+ * block is out already (a timeout) is not warned of again. */
+static int rewrap(int rc, const char *fn, const char *what)
+{
+    int shown = cadre__error_was_shown();
+    rc = cadre__error(rc, "%s: %s failed: %s", fn, what, cadre_last_error());
+    if (shown)
+        cadre__error_shown();
+    return rc;
+}
+
 /* Everyone's (color, key, next_ctx) over parent. */
 static int exchange(const char *fn, cadre_comm_t parent, struct cadre_comm *p, int64_t color,
                     int64_t key, struct entry **out)
 {
-    struct entry mine = {color, key, next_ctx, (int64_t)cadre__fast_free_mask()};
+    uint32_t ctx;
+    uint64_t fast;
+    cadre__ctx_offer(&ctx, &fast);
+    struct entry mine = {color, key, ctx, (int64_t)fast};
     struct entry *all = malloc((size_t)p->size * sizeof *all);
     if (!all)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
     int rc = cadre_allgather(&mine, all, 4, CADRE_INT64, parent);
     if (rc != CADRE_SUCCESS) {
         free(all);
-        return cadre__error(rc, "%s: exchanging with the other ranks failed: %s", fn,
-                            cadre_last_error());
+        return rewrap(rc, fn, "exchanging with the other ranks");
     }
     *out = all;
     return CADRE_SUCCESS;
@@ -103,6 +125,34 @@ static uint32_t agreed_ctx(const struct entry *all, int n)
         if (all[i].ctx > m)
             m = all[i].ctx;
     return (uint32_t)m;
+}
+
+/* The second round over parent: whether every rank's claim held (*ok: 1
+ * this rank's did or it claimed nothing, 0 it lost to another creation of
+ * its process, -1 no memory). Returns with *ok the lowest of the ranks',
+ * this rank's claim given back unless it is 1; `rounds` counts the rounds
+ * and ends them with an error past CTX_ROUNDS. */
+static int agree_claims(const char *fn, cadre_comm_t parent, int *ok, struct ctx_claim *cl,
+                        int *rounds)
+{
+    int32_t mine = *ok, least = 0;
+    int rc = cadre_allreduce(&mine, &least, 1, CADRE_INT32, CADRE_MIN, parent);
+    if (rc != CADRE_SUCCESS) {
+        cadre__ctx_unclaim(cl);
+        return rewrap(rc, fn, "agreeing on the new context");
+    }
+    *ok = least;
+    if (least == 1)
+        return CADRE_SUCCESS;
+    cadre__ctx_unclaim(cl);
+    if (least < 0)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory %s", fn,
+                            mine < 0 ? "here" : "at another rank");
+    if (++*rounds >= CTX_ROUNDS)
+        return cadre__error(CADRE_ERR_INTERNAL,
+                            "%s: no context id agreed after %d rounds (other threads keep making "
+                            "communicators)", fn, *rounds);
+    return CADRE_SUCCESS;
 }
 
 static struct cadre_comm *get_parent(const char *fn, cadre_comm_t comm, int *rc)
@@ -138,38 +188,48 @@ int cadre_comm_split(cadre_comm_t comm, int color, int key, cadre_comm_t *newcom
     if (color < 0 && color != CADRE_UNDEFINED)
         return cadre__error(CADRE_ERR_ARG, "%s: color %d is negative (use CADRE_UNDEFINED)", fn,
                             color);
-    struct entry *all;
-    CADRE_CHECK(exchange(fn, comm, p, color, key, &all));
-    uint32_t ctx = agreed_ctx(all, p->size);
-    next_ctx = ctx + 4;
-    if (color == CADRE_UNDEFINED) {
-        free(all);
-        *newcomm = CADRE_COMM_NULL;
-        return CADRE_SUCCESS;
-    }
     struct member *m = malloc((size_t)p->size * sizeof *m);
     int *world = malloc((size_t)p->size * sizeof *world);
     if (!m || !world) {
-        free(all), free(m), free(world);
+        free(m), free(world);
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
     }
-    int n = 0;
-    for (int i = 0; i < p->size; i++)
-        if (all[i].color == color)
-            m[n++] = (struct member){all[i].key, i};
-    qsort(m, (size_t)n, sizeof *m, by_key);
-    int myrank = -1;
-    for (int i = 0; i < n; i++) {
-        world[i] = cadre__world_rank(p, m[i].parent_rank);
-        if (m[i].parent_rank == p->rank)
-            myrank = i;
+    struct ctx_claim cl = {.slot = -1};
+    int n = 0, myrank = -1, ok = 0, rounds = 0;
+    while (ok != 1) {
+        struct entry *all;
+        rc = exchange(fn, comm, p, color, key, &all);
+        if (rc != CADRE_SUCCESS)
+            break;
+        uint32_t ctx = agreed_ctx(all, p->size);
+        n = 0;
+        for (int i = 0; i < p->size; i++)
+            if (color != CADRE_UNDEFINED && all[i].color == color)
+                m[n++] = (struct member){all[i].key, i};
+        qsort(m, (size_t)n, sizeof *m, by_key);
+        uint64_t fast = ~0ull;
+        for (int i = 0; i < n; i++) {
+            world[i] = cadre__world_rank(p, m[i].parent_rank);
+            if (m[i].parent_rank == p->rank)
+                myrank = i;
+            fast &= (uint64_t)all[m[i].parent_rank].fast;
+        }
+        free(all);
+        ok = color == CADRE_UNDEFINED ? 1 : cadre__ctx_claim(ctx, fast, &cl);
+        rc = agree_claims(fn, comm, &ok, &cl, &rounds);
+        if (rc != CADRE_SUCCESS)
+            break;
     }
-    uint64_t fast = ~0ull;
-    for (int i = 0; i < n; i++)
-        fast &= (uint64_t)all[m[i].parent_rank].fast;
+    free(m);
+    if (rc != CADRE_SUCCESS || color == CADRE_UNDEFINED) {
+        free(world);
+        if (rc == CADRE_SUCCESS)
+            *newcomm = CADRE_COMM_NULL;
+        return rc;
+    }
     struct cadre_comm *c;
-    rc = new_comm(myrank, n, world, ctx, fast, &c);
-    free(all), free(m), free(world);
+    rc = new_comm(myrank, n, world, &cl, &c);
+    free(world);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
     *newcomm = cadre__comm_handle(c);
@@ -206,38 +266,45 @@ int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t 
     }
     free(seen);
     /* Every rank of comm takes part, members or not, so the context is agreed. */
-    struct entry *all;
-    CADRE_CHECK(exchange(fn, comm, p, n, 0, &all));
-    for (int i = 0; i < p->size; i++) {
-        if (all[i].color != n) {
-            int other = (int)all[i].color;
-            free(all);
-            return cadre__error(CADRE_ERR_MISMATCH,
-                                "%s: rank %d passed %d ranks, rank %d passed %d: every rank must "
-                                "pass the same list",
-                                fn, p->rank, n, i, other);
+    struct ctx_claim cl = {.slot = -1};
+    int ok = 0, rounds = 0;
+    while (ok != 1) {
+        struct entry *all;
+        CADRE_CHECK(exchange(fn, comm, p, n, 0, &all));
+        for (int i = 0; i < p->size; i++) {
+            if (all[i].color != n) {
+                int other = (int)all[i].color;
+                free(all);
+                return cadre__error(CADRE_ERR_MISMATCH,
+                                    "%s: rank %d passed %d ranks, rank %d passed %d: every rank "
+                                    "must pass the same list",
+                                    fn, p->rank, n, i, other);
+            }
         }
+        uint32_t ctx = agreed_ctx(all, p->size);
+        uint64_t fast = ~0ull;
+        for (int i = 0; i < n; i++)
+            fast &= (uint64_t)all[ranks[i]].fast;
+        free(all);
+        ok = myrank < 0 ? 1 : cadre__ctx_claim(ctx, fast, &cl);
+        CADRE_CHECK(agree_claims(fn, comm, &ok, &cl, &rounds));
     }
-    uint32_t ctx = agreed_ctx(all, p->size);
-    uint64_t fast = ~0ull;
-    for (int i = 0; i < n; i++)
-        fast &= (uint64_t)all[ranks[i]].fast;
-    free(all);
-    next_ctx = ctx + 4;
     if (myrank < 0) {
         *newcomm = CADRE_COMM_NULL;
         return CADRE_SUCCESS;
     }
     int *world = malloc((size_t)n * sizeof *world);
-    if (!world)
+    if (!world) {
+        cadre__ctx_unclaim(&cl);
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    }
     for (int i = 0; i < n; i++)
         world[i] = cadre__world_rank(p, ranks[i]);
     struct cadre_comm *c;
-    rc = new_comm(myrank, n, world, ctx, fast, &c);
+    int rc2 = new_comm(myrank, n, world, &cl, &c);
     free(world);
-    if (rc != CADRE_SUCCESS)
-        return cadre__error(rc, "%s: no memory", fn);
+    if (rc2 != CADRE_SUCCESS)
+        return cadre__error(rc2, "%s: no memory", fn);
     *newcomm = cadre__comm_handle(c);
     return CADRE_SUCCESS;
 }
@@ -288,27 +355,23 @@ static void list_text(char *buf, size_t len, const int64_t *l, int64_t n)
     snprintf(buf + k, len > k ? len - k : 0, "%s}", k + 16 < len ? "" : ",...");
 }
 
-/* Every member sends its part to the others of its list and receives
- * theirs, on the parent's create_group context with the caller's tag: only
- * the members take part, and creations with other tags (or user messages)
- * never meet this one's. */
+/* Every member sends its part (`words` int64 at all + myrank * slot) to the
+ * others of its list and receives theirs (up to slot words each), on the
+ * parent's create_group context with the caller's tag: only the members
+ * take part, and creations with other tags (or user messages) never meet
+ * this one's. */
 static int group_exchange(const char *fn, struct cadre_comm *p, int n, const int *ranks, int tag,
-                          int myrank, int64_t *all, size_t slot)
+                          int myrank, int64_t *all, size_t slot, size_t words)
 {
-    int64_t *mine = all + (size_t)myrank * slot;
-    mine[G_N] = n;
-    mine[G_CTX] = next_ctx;
-    mine[G_FAST] = (int64_t)cadre__fast_free_mask();
-    for (int i = 0; i < n; i++)
-        mine[G_LIST + i] = ranks[i];
     if (n == 1)
         return CADRE_SUCCESS;
+    const int64_t *mine = all + (size_t)myrank * slot;
     struct coll_sched s;
     cadre__sched_init_on(&s, p, fn, cadre__group_ctx(p), tag);
     int rc = CADRE_SUCCESS;
     for (int i = 0; i < n && rc == CADRE_SUCCESS; i++)
         if (i != myrank) {
-            rc = cadre__sched_send(&s, ranks[i], mine, (G_LIST + (size_t)n) * sizeof *mine);
+            rc = cadre__sched_send(&s, ranks[i], mine, words * sizeof *mine);
             if (rc == CADRE_SUCCESS)
                 rc = cadre__sched_recv(&s, ranks[i], all + (size_t)i * slot, slot * sizeof *all);
         }
@@ -319,6 +382,68 @@ static int group_exchange(const char *fn, struct cadre_comm *p, int n, const int
         return rc;
     }
     return cadre__sched_run(&s);
+}
+
+/* The members' offers; the agreed context and slots, or the member whose
+ * list differs (CADRE_ERR_MISMATCH). */
+static int group_offers(const char *fn, struct cadre_comm *p, int n, const int *ranks, int tag,
+                        int myrank, int64_t *all, size_t slot, uint32_t *ctx, uint64_t *fast)
+{
+    int64_t *mine = all + (size_t)myrank * slot;
+    uint32_t my_ctx;
+    uint64_t my_fast;
+    cadre__ctx_offer(&my_ctx, &my_fast);
+    mine[G_N] = n;
+    mine[G_CTX] = my_ctx;
+    mine[G_FAST] = (int64_t)my_fast;
+    for (int i = 0; i < n; i++)
+        mine[G_LIST + i] = ranks[i];
+    CADRE_CHECK(group_exchange(fn, p, n, ranks, tag, myrank, all, slot, G_LIST + (size_t)n));
+    *ctx = 0;
+    *fast = ~0ull;
+    for (int i = 0; i < n; i++) {
+        const int64_t *e = all + (size_t)i * slot;
+        if (e[G_N] != n || memcmp(e + G_LIST, mine + G_LIST, (size_t)n * sizeof *e)) {
+            char a[160], b[160];
+            list_text(a, sizeof a, e + G_LIST, e[G_N] < 1 || e[G_N] > p->size ? 0 : e[G_N]);
+            list_text(b, sizeof b, mine + G_LIST, n);
+            return cadre__error(CADRE_ERR_MISMATCH,
+                                "%s: rank %d passed ranks %s, rank %d (this rank) passed %s (tag "
+                                "%d): every member must pass the same list",
+                                fn, ranks[i], a, p->rank, b, tag);
+        }
+        if ((uint32_t)e[G_CTX] > *ctx)
+            *ctx = (uint32_t)e[G_CTX];
+        *fast &= (uint64_t)e[G_FAST];
+    }
+    return CADRE_SUCCESS;
+}
+
+/* agree_claims among the members: the lowest of their *ok. */
+static int group_agree(const char *fn, struct cadre_comm *p, int n, const int *ranks, int tag,
+                       int myrank, int64_t *oks, int *ok, struct ctx_claim *cl, int *rounds)
+{
+    int mine = *ok;
+    oks[myrank] = mine;
+    int rc = group_exchange(fn, p, n, ranks, tag, myrank, oks, 1, 1);
+    if (rc != CADRE_SUCCESS) {
+        cadre__ctx_unclaim(cl);
+        return rc;
+    }
+    for (int i = 0; i < n; i++)
+        if (oks[i] < *ok)
+            *ok = (int)oks[i];
+    if (*ok == 1)
+        return CADRE_SUCCESS;
+    cadre__ctx_unclaim(cl);
+    if (*ok < 0)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory %s", fn,
+                            mine < 0 ? "here" : "at another member");
+    if (++*rounds >= CTX_ROUNDS)
+        return cadre__error(CADRE_ERR_INTERNAL,
+                            "%s: no context id agreed after %d rounds (other threads keep making "
+                            "communicators)", fn, *rounds);
+    return CADRE_SUCCESS;
 }
 
 int cadre_comm_create_group(cadre_comm_t comm, int n, const int ranks[], int tag,
@@ -334,41 +459,34 @@ int cadre_comm_create_group(cadre_comm_t comm, int n, const int ranks[], int tag
     CADRE_CHECK(check_group(fn, p, n, ranks, tag, &myrank));
     size_t slot = G_LIST + (size_t)p->size;
     int64_t *all = calloc((size_t)n * slot, sizeof *all);
+    int64_t *oks = calloc((size_t)n, sizeof *oks);
     int *world = malloc((size_t)n * sizeof *world);
-    if (!all || !world) {
-        free(all), free(world);
+    if (!all || !oks || !world) {
+        free(all), free(oks), free(world);
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
     }
-    rc = group_exchange(fn, p, n, ranks, tag, myrank, all, slot);
-    const int64_t *mine = all + (size_t)myrank * slot;
-    uint32_t ctx = 0;
-    uint64_t fast = ~0ull;
-    for (int i = 0; i < n && rc == CADRE_SUCCESS; i++) {
-        const int64_t *e = all + (size_t)i * slot;
-        if (e[G_N] != n || memcmp(e + G_LIST, mine + G_LIST, (size_t)n * sizeof *e)) {
-            char a[160], b[160];
-            list_text(a, sizeof a, e + G_LIST, e[G_N] < 1 || e[G_N] > p->size ? 0 : e[G_N]);
-            list_text(b, sizeof b, mine + G_LIST, n);
-            rc = cadre__error(CADRE_ERR_MISMATCH,
-                              "%s: rank %d passed ranks %s, rank %d (this rank) passed %s (tag "
-                              "%d): every member must pass the same list",
-                              fn, ranks[i], a, p->rank, b, tag);
+    struct ctx_claim cl = {.slot = -1};
+    int ok = 0, rounds = 0;
+    while (ok != 1) {
+        uint32_t ctx;
+        uint64_t fast;
+        rc = group_offers(fn, p, n, ranks, tag, myrank, all, slot, &ctx, &fast);
+        if (rc != CADRE_SUCCESS)
             break;
-        }
-        if ((uint32_t)e[G_CTX] > ctx)
-            ctx = (uint32_t)e[G_CTX];
-        fast &= (uint64_t)e[G_FAST];
+        ok = cadre__ctx_claim(ctx, fast, &cl);
+        rc = group_agree(fn, p, n, ranks, tag, myrank, oks, &ok, &cl, &rounds);
+        if (rc != CADRE_SUCCESS)
+            break;
     }
-    free(all);
+    free(all), free(oks);
     if (rc != CADRE_SUCCESS) {
         free(world);
         return rc;
     }
-    next_ctx = ctx + 4;
     for (int i = 0; i < n; i++)
         world[i] = cadre__world_rank(p, ranks[i]);
     struct cadre_comm *c;
-    rc = new_comm(myrank, n, world, ctx, fast, &c);
+    rc = new_comm(myrank, n, world, &cl, &c);
     free(world);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);
@@ -385,21 +503,28 @@ int cadre_comm_dup(cadre_comm_t comm, cadre_comm_t *newcomm)
     struct cadre_comm *p = get_parent(fn, comm, &rc);
     if (!p)
         return rc;
-    struct entry *all;
-    CADRE_CHECK(exchange(fn, comm, p, 0, 0, &all));
-    uint32_t ctx = agreed_ctx(all, p->size);
-    uint64_t fast = ~0ull;
-    for (int i = 0; i < p->size; i++)
-        fast &= (uint64_t)all[i].fast;
-    free(all);
-    next_ctx = ctx + 4;
+    struct ctx_claim cl = {.slot = -1};
+    int ok = 0, rounds = 0;
+    while (ok != 1) {
+        struct entry *all;
+        CADRE_CHECK(exchange(fn, comm, p, 0, 0, &all));
+        uint32_t ctx = agreed_ctx(all, p->size);
+        uint64_t fast = ~0ull;
+        for (int i = 0; i < p->size; i++)
+            fast &= (uint64_t)all[i].fast;
+        free(all);
+        ok = cadre__ctx_claim(ctx, fast, &cl);
+        CADRE_CHECK(agree_claims(fn, comm, &ok, &cl, &rounds));
+    }
     int *world = malloc((size_t)p->size * sizeof *world);
-    if (!world)
+    if (!world) {
+        cadre__ctx_unclaim(&cl);
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
+    }
     for (int i = 0; i < p->size; i++)
         world[i] = cadre__world_rank(p, i);
     struct cadre_comm *c;
-    rc = new_comm(p->rank, p->size, world, ctx, fast, &c);
+    rc = new_comm(p->rank, p->size, world, &cl, &c);
     free(world);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: no memory", fn);

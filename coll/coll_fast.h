@@ -14,9 +14,16 @@
 struct coll_fast;
 /* Slots free in this process (bit i: slot i), 0 without shared memory. */
 uint64_t cadre__fast_free_mask(void);
-/* Gives comm the lowest slot of `mask` (agreed by all its ranks), when every
- * member is reached through shared memory. Sets c->fast or leaves it NULL. */
-int cadre__fast_setup(struct cadre_comm *c, uint64_t mask);
+/* The slot of a communicator being made: the lowest of `agreed` (the AND of
+ * its members' free masks), reserved in this process. -1: none (agreed is
+ * 0); -2: another thread of this process took it since the mask was read
+ * (the members must agree again). */
+int cadre__fast_reserve(uint64_t agreed);
+void cadre__fast_unreserve(int slot);
+/* Gives comm the slot it reserved (-1: none), when every member is reached
+ * through shared memory; gives the slot back otherwise. Sets c->fast or
+ * leaves it NULL. */
+int cadre__fast_setup(struct cadre_comm *c, int slot);
 void cadre__fast_release(struct cadre_comm *c);
 /* A scheduled collective starts on c: its next slot call looks at the
  * messages that came meanwhile before it returns (coll_fast.c, end). */

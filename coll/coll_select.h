@@ -86,7 +86,7 @@ void cadre__coll_algo_parse(const char *value, enum coll_algo forced[COLL_NKINDS
  * *why says which rule. */
 enum coll_algo cadre__coll_select_hosts(enum coll_kind k, size_t bytes, int nhosts, int minl,
                                         int maxl, const char **why);
-/* The device stage (coll_gpu_direct.c), asked first for a call whose
+/* The device stage (device/device_direct_call.c), asked first for a call whose
  * buffers are device memory (staged: CADRE_GPU_ALGO=staged). Returns
  * COLL_ALGO_GPU_KERNEL (allreduce, reduce_scatter, allgather: one kernel per
  * GPU over every rank's buffers) or COLL_ALGO_NONE: staged through host

@@ -1,10 +1,8 @@
 /*
- * gpu.h - the device-buffer path: the hooks the public entry points call,
- * and the kernels of device/device_kernels.cu. See p2p/p2p_gpu_proxy.c for the design.
- *
- * A hook returns CADRE__GPU_NOT_MINE when every buffer of the call is host
- * memory (the caller then goes on with the host path), otherwise the call's
- * status: the device path has taken the call over.
+ * device.h - the kernels of device/device_kernels.cu and device_direct.cu.
+ * The device path's entry points, which the public entry points call, are
+ * the table of runtime/runtime_device.h; see device_proxy.c for the
+ * design.
  */
 #ifndef CADRE_GPU_H
 #define CADRE_GPU_H
@@ -14,21 +12,7 @@
 #include <stddef.h>
 
 #include "cadre.h"
-
-#define CADRE__GPU_NOT_MINE (-1)
-
-/* Set by cadre_init when a CUDA device is bound and CADRE_GPU_BUFFERS is on;
- * while it is 0 no buffer is ever looked at, so host calls cost one branch. */
-extern int cadre__gpu_on;
-
-#if HAVE_CUDA
-static inline int cadre__gpu_enabled(void)
-{
-    return __builtin_expect(cadre__gpu_on, 0);
-}
-#else
-#define cadre__gpu_enabled() 0
-#endif
+#include "runtime/runtime_device.h" /* CADRE__GPU_NOT_MINE, cadre__gpu_enabled() */
 
 /* ---- kernels (device/device_kernels.cu); stream is a cudaStream_t ------------------ */
 #ifdef __cplusplus

@@ -4,10 +4,8 @@
 #include "config.h"
 
 #include "bootstrap/bootstrap.h"
+#include "device/device_mem.h"
 #include "runtime/runtime.h"
-
-/* device/device.h: whether the device path looks at buffers at all. */
-int cadre__gpu_on;
 
 #if HAVE_CUDA
 #include <cuda_runtime.h>

@@ -1,5 +1,5 @@
 /* cadre_comm_set_stream / cadre_comm_get_stream: the communicator's stream,
- * on which blocking device-buffer calls are enqueued (see p2p/p2p_gpu_proxy.c),
+ * on which blocking device-buffer calls are enqueued (see device_proxy.c),
  * and the communicator's device state (cadre__gpu_comm). May call: runtime/. */
 #include "config.h"
 

@@ -2,7 +2,7 @@
  * device_direct.cu - the direct kernels of one node (device/device_direct.h):
  * one launch, in the leader process of a GPU, reads every rank's input and
  * writes every rank's output through CUDA IPC mappings. Nothing in a kernel
- * waits for another process: coll/coll_gpu_direct.c orders the launch after
+ * waits for another process: device_direct_call.c orders the launch after
  * every rank's stream has reached the call, with stream memory operations.
  *
  * In place is safe: an allreduce element is read and written by one thread;

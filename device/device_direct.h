@@ -1,12 +1,12 @@
 /*
- * device_direct.h - what coll/coll_gpu_direct.c hands the direct kernels of
+ * device_direct.h - what device_direct_call.c hands the direct kernels of
  * device/device_direct.cu (C and CUDA).
  *
  * A launch runs in one process (the leader of a GPU) and works on every
  * rank's buffers at once, mapped into that process through CUDA IPC: it
  * waits for nothing and nobody waits inside it. The processes synchronise
  * outside kernels, with stream memory operations on flags in host memory
- * (coll/coll_gpu_direct.c), so a waiting context yields the GPU.
+ * (device_direct_call.c), so a waiting context yields the GPU.
  */
 #ifndef CADRE_GPU_DIRECT_H
 #define CADRE_GPU_DIRECT_H

@@ -4,7 +4,7 @@
  * of pinned staging buffers, host-mapped completion flags and events (grown
  * on demand, freed at cadre_finalize only, since cudaFreeHost synchronizes
  * the device), and the stream wait on a flag (cuStreamWaitValue32, or a
- * spin kernel). See p2p/p2p_gpu_proxy.c for the design they serve.
+ * spin kernel). See device_proxy.c for the design they serve.
  *
  * May call: runtime/ (errors, logging, config) and the kernels of this
  * folder; nothing above.

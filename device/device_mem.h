@@ -1,8 +1,8 @@
 /*
  * device_mem.h - the device layer's C interface (device_comm.c, device_mem.c):
- * what a communicator holds for the device path, and with CUDA the memory
- * kinds, the pools of pinned staging buffers, flags and events, and the
- * stream wait on a flag. Used by the device-buffer code of p2p/ and coll/.
+ * what cadre_init calls, what a communicator holds for the device path, and
+ * with CUDA the memory kinds, the pools of pinned staging buffers, flags and
+ * events, and the stream wait on a flag. Used by the rest of this folder.
  */
 #ifndef CADRE_DEVICE_MEM_H
 #define CADRE_DEVICE_MEM_H
@@ -13,6 +13,20 @@
 #include "runtime/runtime.h"
 
 struct gpu_direct;
+
+/* ---- what cadre_init calls (device_path.c, device_bind.c) -------------------------- */
+/* Fills runtime/runtime_device.h's table of the device path's entry points. */
+void cadre__gpu_path_init(void);
+/* Binds the CUDA device for this process (CADRE_GPU or local_rank % count);
+ * sets cadre__proc.device, -1 when CUDA is not built in or no GPU is visible. */
+int cadre__device_bind(void);
+int cadre__device_count(void); /* visible GPUs, 0 without CUDA */
+/* What cadre_init publishes of its GPU for the same-node peers (CUDA IPC). */
+#define CADRE_DEVICE_PUB_KEY "gpu.dev"
+struct cadre_device_pub {
+    int32_t gpu_on;  /* device buffers are looked for (CADRE_GPU_BUFFERS) */
+    char busid[32]; /* cudaDeviceGetPCIBusId */
+};
 
 /* What a communicator holds for the device path (comm->gpu), made on first
  * use: its stream and the internal streams of its nonblocking calls. */
@@ -28,10 +42,14 @@ struct gpu_comm {
      * call on the communicator returns it (NCCL's ncclCommGetAsyncError). */
     _Atomic int async_error;
     char async_msg[256];
-    struct gpu_direct *direct; /* coll/coll_gpu_direct.c: the IPC workspace, made on first use */
-    /* Set with `direct` by the layer that made it: releases it once the
+    struct gpu_direct *direct; /* device_direct_comm.c: the IPC workspace, made on first use */
+    /* Set with `direct` by whoever made it: releases it once the
      * peers are done with it (the communicator's free, cadre_finalize). */
     void (*direct_free)(struct gpu_comm *g);
+    /* Set by a cadre_comm_free that gave up waiting for the pending
+     * operations (device_op.c): the communicator is gone, this struct stays
+     * theirs, and the proxy starts none of them. */
+    _Atomic int orphaned;
 };
 
 /* comm->gpu, made on first use; NULL on ENOMEM. */

@@ -137,8 +137,8 @@ int cadre_comm_create(cadre_comm_t comm, int n, const int ranks[], cadre_comm_t 
 /* Called by the n listed ranks of comm only, each with the same list and
  * tag (>= 0; MPI_Comm_create_group): they get a communicator ordered as
  * ranks[]. Creations on one comm at the same time (by other ranks) are told
- * apart by their tags, which never meet comm's point-to-point tags; one
- * process makes one communicator at a time. CADRE_ERR_MISMATCH names a
+ * apart by their tags, which never meet comm's point-to-point tags; threads
+ * of a process may make communicators at once. CADRE_ERR_MISMATCH names a
  * member whose list differs. */
 int cadre_comm_create_group(cadre_comm_t comm, int n, const int ranks[], int tag,
                             cadre_comm_t *newcomm);

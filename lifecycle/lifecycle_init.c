@@ -7,6 +7,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "coll/coll.h"
+#include "device/device_mem.h"
 #include "p2p/p2p.h"
 #include "runtime/runtime.h"
 
@@ -34,6 +35,7 @@ int cadre_init(int *argc, char ***argv)
     snprintf(prefix, sizeof prefix, "rank %d", bi.rank);
     cadre__log_set_prefix(prefix);
 
+    cadre__gpu_path_init();
     int rc = cadre__device_bind();
     if (rc != CADRE_SUCCESS) {
         cadre__bootstrap_finalize();

@@ -34,7 +34,7 @@ enum cadre_p2p_type {
 /* flags */
 #define CADRE_P2P_INLINE 0x1 /* shm: an EAGER payload of <= 16 bytes sits in sreq..rreq */
 #define CADRE_P2P_INLINE_MAX 16
-#define CADRE_P2P_DEVICE 0x2 /* EAGER: the payload describes a device buffer (p2p/p2p_gpu.c) */
+#define CADRE_P2P_DEVICE 0x2 /* EAGER: the payload describes a device buffer (device/device_p2p.c) */
 /* RTS: the receiver may read the data at address rreq of the sender with
  * process_vm_readv; CTS: it did, len bytes; CTS with SPLIT too: the sender
  * is to write bytes ctx..len of the message at the receiver's address off

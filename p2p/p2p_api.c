@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "p2p/p2p_gpu.h"
 #include "p2p_engine.h"
+#include "runtime/runtime_device.h"
 
 struct p2p_args {
     struct cadre_comm *comm;
@@ -234,7 +234,7 @@ int cadre_send(const void *buf, size_t count, cadre_datatype_t dt, int dst, int 
 {
     struct p2p_args a;
     CADRE_CHECK(check_args("cadre_send", buf, count, dt, dst, tag, comm, 0, 0, &a));
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_send(buf, count, dt, dst, tag, a.comm, NULL); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu.send(buf, count, dt, dst, tag, a.comm, NULL); if (g != CADRE__GPU_NOT_MINE) return g; }
     /* Fast path: a small message that the transport takes at once needs no
      * request at all. */
     int sent = send_now("cadre_send", buf, &a, tag);
@@ -252,7 +252,7 @@ int cadre_recv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, c
 {
     struct p2p_args a;
     CADRE_CHECK(check_args("cadre_recv", buf, count, dt, src, tag, comm, 1, 0, &a));
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_recv(buf, count, dt, src, tag, a.comm, NULL, status); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu.recv(buf, count, dt, src, tag, a.comm, NULL, status); if (g != CADRE__GPU_NOT_MINE) return g; }
     if (a.world >= 0 && a.world != cadre__proc.rank) {
         struct cadre_p2p_direct d = {a.comm->context_id, a.world, src, tag, buf, a.bytes, a.elsize};
         if (cadre__p2p_recv_direct(&d, status))
@@ -273,7 +273,7 @@ static inline __attribute__((always_inline)) int post_nb(int kind, const char *f
         return cadre__error(CADRE_ERR_ARG, "%s: req is NULL", fn);
     struct p2p_args a;
     CADRE_CHECK(check_args(fn, buf, count, dt, peer, tag, comm, kind == REQ_RECV, 0, &a));
-    if (cadre__gpu_enabled()) { int g = kind == REQ_SEND ? cadre__gpu_send(buf, count, dt, peer, tag, a.comm, req) : cadre__gpu_recv((void *)buf, count, dt, peer, tag, a.comm, req, NULL); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = kind == REQ_SEND ? cadre__gpu.send(buf, count, dt, peer, tag, a.comm, req) : cadre__gpu.recv((void *)buf, count, dt, peer, tag, a.comm, req, NULL); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct cadre_request *r = make_req(kind, fn, buf, &a, peer, tag);
     if (!r)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", fn);
@@ -327,7 +327,7 @@ int cadre_sendrecv(const void *sendbuf, size_t sendcount, int dst, int sendtag, 
      * buffers would send what was received (MPI forbids them too). */
     CADRE_CHECK(cadre__check_overlap(fn, sendbuf, sa.bytes, recvbuf, ra.bytes,
                                      "the two buffers of cadre_sendrecv must not overlap"));
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_sendrecv(sendbuf, sendcount, dst, sendtag, recvbuf, recvcount, src, recvtag, dt, sa.comm, status); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu.sendrecv(sendbuf, sendcount, dst, sendtag, recvbuf, recvcount, src, recvtag, dt, sa.comm, status); if (g != CADRE__GPU_NOT_MINE) return g; }
     struct cadre_request *rr = make_req(REQ_RECV, fn, recvbuf, &ra, src, recvtag);
     struct cadre_request *sr = make_req(REQ_SEND, fn, sendbuf, &sa, dst, sendtag);
     if (!rr || !sr) {
@@ -426,7 +426,7 @@ static int wait_found(const char *fn, cadre_request_t *req, struct cadre_request
      * even while the wait goes on. */
     *req = CADRE_REQUEST_NULL;
     cadre__req_handle_end(r);
-    if (cadre__gpu_enabled()) { int g = cadre__gpu_wait(r, status); if (g != CADRE__GPU_NOT_MINE) return g; }
+    if (cadre__gpu_enabled()) { int g = cadre__gpu.wait(r, status); if (g != CADRE__GPU_NOT_MINE) return g; }
     return wait_and_finish(r, fn, status);
 }
 

@@ -3,13 +3,13 @@
  * receive is not posted costs the receiver a header, never the payload; and
  * the direct receive of a message still in the transport. The table of
  * posted receives and queued messages is p2p_match_ctx.c's. May call: this
- * folder (the GPU hooks of p2p_gpu.h among it), runtime/; the layer above
- * only through cadre__p2p_up. */
+ * folder, runtime/ (the device path's table of runtime_device.h among it);
+ * the layers above only through cadre__p2p_up and that table. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "p2p/p2p_gpu.h"
+#include "runtime/runtime_device.h"
 #include "p2p_engine.h"
 #include "p2p_match.h"
 
@@ -61,7 +61,7 @@ static void deliver_eager(struct cadre_request *r, const struct cadre_p2p_hdr *h
         return;
     }
     if (h->flags & CADRE_P2P_DEVICE) {
-        cadre__gpu_deliver(r, h, peer, data);
+        cadre__gpu.deliver(r, h, peer, data);
         return;
     }
     size_t n = h->len < r->bytes ? h->len : r->bytes;

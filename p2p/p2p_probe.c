@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "p2p/p2p_gpu.h"
 #include "p2p_engine.h"
 #include "p2p_match.h"
+#include "runtime/runtime_device.h"
 
 struct probe {
     const char *fn;
@@ -133,13 +133,30 @@ static double probe_activity(void *arg)
     return ((struct probe *)arg)->since;
 }
 
+/* The receive a probe stands for in its diagnoses. */
+static struct cadre_request probe_as_recv(const struct probe *p)
+{
+    return (struct cadre_request){.kind = REQ_RECV, .state = RS_POSTED, .op = p->fn,
+                                  .comm = p->comm, .ctx = p->ctx, .peer = p->src,
+                                  .peer_world = p->world, .tag = p->tag};
+}
+
+/* A probe that waited CADRE_STUCK_WARN for nothing: the warning a receive
+ * with these arguments gives; the probe waits on. */
+static void probe_stuck(void *arg, double secs)
+{
+    struct probe *p = arg;
+    struct cadre_request r = probe_as_recv(p);
+    char what[200];
+    cadre__p2p_req_what(&r, p->fn, CADRE_WHAT_COMM, what, sizeof what);
+    cadre__p2p_diag_stuck(&r, p->fn, what, cadre__p2p_req_stage(&r), secs);
+}
+
 /* A probe that waited CADRE_TIMEOUT for nothing: the diagnosis a receive
  * with these arguments gets (p2p_api.c, cadre__p2p_timed_out). */
 static int probe_timed_out(struct probe *p)
 {
-    struct cadre_request r = {.kind = REQ_RECV, .state = RS_POSTED, .op = p->fn,
-                              .comm = p->comm, .ctx = p->ctx, .peer = p->src,
-                              .peer_world = p->world, .tag = p->tag};
+    struct cadre_request r = probe_as_recv(p);
     char what[200], sum[1024];
     cadre__p2p_req_what(&r, p->fn, CADRE_WHAT_COMM, what, sizeof what);
     int shown = cadre__p2p_diagnose(&r, p->fn, what, cadre__p2p_req_stage(&r), sum, sizeof sum);
@@ -185,7 +202,7 @@ int cadre_probe(int src, int tag, cadre_comm_t comm, cadre_status_t *status)
         p.since = cadre__now();
         cadre__state_enter(fn, NULL, p.ctx, 0, src, tag);
         struct cadre_p2p_wait w = {.ready = probe_ready, .activity = probe_activity, .arg = &p,
-                                   .peer_world = p.world};
+                                   .peer_world = p.world, .stuck = probe_stuck};
         int rc = cadre__p2p_wait_until(&w, 0, 1);
         rc = rc != CADRE_SUCCESS ? probe_timed_out(&p) : p.rc;
         cadre__state_leave();

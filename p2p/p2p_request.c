@@ -331,7 +331,7 @@ wait_core(struct cadre_request *r, const struct cadre_p2p_wait *w, double deadli
         r->last_activity = cadre__now();
     atomic_fetch_add(&e->app_waiting, 1);
     registered = 1;
-    int rc = CADRE_SUCCESS, napping = 0;
+    int rc = CADRE_SUCCESS, napping = 0, cond_said = 0;
     for (;;) {
         if (cadre__p2p_progress() > 0) {
             idle = 0;
@@ -362,13 +362,20 @@ wait_core(struct cadre_request *r, const struct cadre_p2p_wait *w, double deadli
             break;
         }
         /* Here, where the wait already naps, so the fast path pays nothing.
-         * A wait on a condition (probe, waitany: r NULL) has no request to
-         * name: CADRE_TIMEOUT's diagnosis alone. */
-        if (r && no_progress_timeout && e->stuck_warn > 0 && !r->stuck_said &&
-            now - r->last_activity > e->stuck_warn) {
-            r->stuck_said = 1;
-            cadre__p2p_stuck(r, now - r->last_activity);
-            continue;
+         * A wait on a condition (probe, waitany: r NULL) warns through its
+         * own hook, which names what it waits for. */
+        if (no_progress_timeout && e->stuck_warn > 0 && (r ? !r->stuck_said : w->stuck && !cond_said)) {
+            double secs = now - (r ? r->last_activity : w->activity(w->arg));
+            if (secs > e->stuck_warn) {
+                if (r) {
+                    r->stuck_said = 1;
+                    cadre__p2p_stuck(r, secs);
+                } else {
+                    cond_said = 1;
+                    w->stuck(w->arg, secs);
+                }
+                continue;
+            }
         }
         eng_lock();
         cadre__p2p_check_peers();

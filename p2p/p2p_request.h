@@ -161,6 +161,9 @@ struct cadre_p2p_wait {
     double (*activity)(void *arg);
     void *arg;
     int peer_world;
+    /* The CADRE_STUCK_WARN warning of the wait (secs without activity),
+     * once per wait, lock not held; NULL: none. */
+    void (*stuck)(void *arg, double secs);
 };
 int cadre__p2p_wait_until(const struct cadre_p2p_wait *w, double deadline,
                           int no_progress_timeout);

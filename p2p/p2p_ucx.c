@@ -14,9 +14,12 @@
  * Messages: one active message each, cadre's header inside ours (struct
  * ucx_wire) with the pair's sequence number tseq: UCX may hand active
  * messages over out of order, so the receiver delivers in tseq order
- * (p2p_ucx_recv.c). EAGER payloads (up to UCX_EAGER) go by UCX's eager
- * protocol, from the caller's buffer when UCX completes the send at once,
- * else from a copy. Larger messages use cadre's RTS and CTS, then one DATA
+ * (p2p_ucx_recv.c). EAGER payloads (up to UCX_EAGER) go from the caller's
+ * buffer when UCX completes the send at once (up to UCX_EAGER_IMM), else
+ * from a copy, by UCX's eager protocol or, above its rendezvous threshold,
+ * its rendezvous into the matching posted receive's buffer
+ * (cadre__p2p_eager_dest; a copy of ours when none is posted). Larger
+ * messages use cadre's RTS and CTS, then one DATA
  * of up to UCX_MAX_PAYLOAD sent with UCX's rendezvous from the sender's
  * buffer (zero copy; RDMA reads on InfiniBand) into the posted receive's
  * buffer (cadre__p2p_data_dest); the send completes when UCX is done

@@ -20,7 +20,12 @@
 #define UCX_MAGIC 0x58554443u /* "CDUX" */
 #define UCX_BLOB_VERSION 1u
 #define UCX_AM_ID 17                  /* cadre's active message */
-#define UCX_EAGER (32u << 10)         /* largest EAGER payload; larger: RTS, CTS, DATA */
+/* Largest EAGER payload; larger: cadre's RTS and CTS, then DATA. An EAGER
+ * message is one active message whose protocol UCX picks: eager (copies)
+ * or, above UCX's rendezvous threshold, its own rendezvous into the posted
+ * receive (cadre__p2p_eager_dest), one round trip fewer than RTS/CTS. */
+#define UCX_EAGER (256u << 10)
+#define UCX_EAGER_IMM (16u << 10)     /* larger EAGER payloads: no try at once, a copy */
 #define UCX_MAX_PAYLOAD (64u << 20)   /* largest DATA payload: one rendezvous */
 #define UCX_BYE_WAIT 0.5              /* s to read a failed peer's last messages (its BYE) */
 #define UCX_CLOSE_WAIT 2.0            /* s for the endpoints' flush at finalize */

@@ -132,6 +132,8 @@ static void rndv_start(int peer, struct ucx_in *in)
     char *dest = NULL;
     if (in->w.h.type == CADRE_P2P_DATA && in->len == in->w.h.len)
         dest = cadre__p2p_data_dest(peer, &in->w.h);
+    else if (in->w.h.type == CADRE_P2P_EAGER && in->len == in->w.h.len)
+        dest = cadre__p2p_eager_dest(peer, &in->w.h); /* claims the receive */
     if (!dest) {
         dest = malloc(in->len ? in->len : 1);
         in->own = 1;
@@ -215,7 +217,19 @@ void cadre__ucx_release_dest(int peer, const char *buf, size_t len)
                         st->peer_timeout);
         return;
     }
-    in->buf = NULL; /* delivered with no payload: the receive is gone */
+    if (in->w.h.type == CADRE_P2P_EAGER) {
+        /* Its receive is gone, not the message: a copy of ours is matched
+         * again when its turn comes. */
+        char *copy = malloc(in->len ? in->len : 1);
+        if (copy) {
+            memcpy(copy, in->buf, in->len);
+            in->buf = copy;
+            in->own = 1;
+            return;
+        }
+        in->status = UCS_ERR_NO_MEMORY; /* fails the peer at delivery */
+    }
+    in->buf = NULL; /* DATA delivered with no payload: its receive is gone */
     in->len = 0;
     in->w.h.len = 0;
 }

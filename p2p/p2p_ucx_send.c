@@ -190,7 +190,9 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
         ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS |
                                                    UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
                                    .flags = UCP_AM_SEND_FLAG_EAGER};
-        sp = U.ucp_am_send_nbx(p->ep, UCX_AM_ID, &tmp.w, sizeof tmp.w, payload, plen, &prm);
+        sp = plen > UCX_EAGER_IMM ? UCS_STATUS_PTR(UCS_ERR_NO_RESOURCE)
+                                  : U.ucp_am_send_nbx(p->ep, UCX_AM_ID, &tmp.w, sizeof tmp.w,
+                                                      payload, plen, &prm);
         if (UCS_PTR_IS_ERR(sp) && UCS_PTR_STATUS(sp) == UCS_ERR_NO_RESOURCE) {
             struct ucx_op *op = malloc(sizeof *op + plen);
             if (!op)
@@ -200,7 +202,7 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
             op->w = w;
             if (plen)
                 memcpy(op->bounce, payload, plen);
-            sp = am_send(peer, op, op->bounce, plen, UCP_AM_SEND_FLAG_EAGER);
+            sp = am_send(peer, op, op->bounce, plen, 0);
             if (!sp || UCS_PTR_IS_ERR(sp))
                 free(op);
         } else if (UCS_PTR_IS_PTR(sp)) {

@@ -6,14 +6,14 @@
  * device operations count as complete once finished on the device, as for
  * cadre_test; cadre_waitany, like cadre_wait, does not block the host for
  * them (it picks one and makes the communicator's stream wait for it).
- * May call: this folder's engine and requests (p2p_gpu.h's hooks among
- * them), runtime/. */
+ * May call: this folder's engine and requests, runtime/ (the device path's
+ * table of runtime_device.h among it). */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "p2p/p2p_gpu.h"
+#include "runtime/runtime_device.h"
 #include "p2p_engine.h"
 
 static void empty_status(cadre_status_t *status)
@@ -190,6 +190,19 @@ static double any_activity(void *arg)
     return t;
 }
 
+/* None of them moved for CADRE_STUCK_WARN: the warning of the first one
+ * (the request CADRE_TIMEOUT would fail), as cadre_wait on it gives. */
+static void any_stuck(void *arg, double secs)
+{
+    const struct any_wait *a = arg;
+    for (int i = 0; i < a->n; i++) {
+        if (a->rs[i]) {
+            cadre__p2p_stuck(a->rs[i], secs);
+            return;
+        }
+    }
+}
+
 int cadre_waitany(int n, cadre_request_t reqs[], int *index, cadre_status_t *status)
 {
     const char *fn = "cadre_waitany";
@@ -215,7 +228,7 @@ int cadre_waitany(int n, cadre_request_t reqs[], int *index, cadre_status_t *sta
      * does this (the first one in the array, as nothing is complete). */
     if (cadre__gpu_enabled()) {
         for (int k = 0; i < 0 && k < n; k++)
-            if (rs[k] && cadre__gpu_is_device_req(rs[k]))
+            if (rs[k] && cadre__gpu.is_device_req(rs[k]))
                 i = k;
     }
     if (i < 0) {
@@ -228,7 +241,8 @@ int cadre_waitany(int n, cadre_request_t reqs[], int *index, cadre_status_t *sta
                 rs[k]->last_activity = now;
         struct any_wait a = {n, rs};
         struct cadre_p2p_wait w = {.ready = any_ready, .activity = any_activity, .arg = &a,
-                                   .peer_world = live == 1 ? rs[first]->peer_world : -1};
+                                   .peer_world = live == 1 ? rs[first]->peer_world : -1,
+                                   .stuck = any_stuck};
         cadre__p2p_enter(rs[first], fn);
         rc = cadre__p2p_wait_until(&w, 0, 1);
         cadre__state_leave();

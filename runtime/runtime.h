@@ -225,7 +225,7 @@ struct cadre_comm {
     int *world_ranks; /* world rank of each member; NULL for the world itself */
     uint32_t coll_seq; /* collectives started on this communicator */
     void *fast;        /* its shared-memory slot (coll/coll_fast.c), or NULL */
-    void *gpu;         /* device-path state (p2p/p2p_gpu.h), made on first use */
+    void *gpu;         /* device-path state (device/device_mem.h), made on first use */
     void *hier;        /* its members by host (coll/coll_hier.h), made on first use */
     int errors;        /* error mode + 1 (cadre_comm_set_errors); 0: CADRE_COMM_WORLD's */
     /* The signatures of its last CADRE_SIG_HIST collectives here, by tag
@@ -389,17 +389,5 @@ int cadre__comm_coll_seq(uint32_t ctx, uint32_t *seq);
 /* Calls fn on every registered communicator, under the registry's lock (take
  * the engine lock, if at all, before it: answer_query holds it when it asks). */
 void cadre__comm_foreach(void (*fn)(const struct cadre_comm *c, void *arg), void *arg);
-
-/* ---- device ------------------------------------------------------------- */
-/* Binds the CUDA device for this process (CADRE_GPU or local_rank % count);
- * sets cadre__proc.device, -1 when CUDA is not built in or no GPU is visible. */
-int cadre__device_bind(void);
-int cadre__device_count(void); /* visible GPUs, 0 without CUDA */
-/* What cadre_init publishes of its GPU for the same-node peers (CUDA IPC). */
-#define CADRE_DEVICE_PUB_KEY "gpu.dev"
-struct cadre_device_pub {
-    int32_t gpu_on;  /* device buffers are looked for (CADRE_GPU_BUFFERS) */
-    char busid[32]; /* cudaDeviceGetPCIBusId */
-};
 
 #endif /* CADRE_RUNTIME_H */

@@ -5,8 +5,14 @@
 #include <stdatomic.h>
 
 #include "runtime.h"
+#include "runtime_device.h"
 
 struct cadre_proc_info cadre__proc = {.device = -1};
+
+/* runtime_device.h: whether the device path looks at buffers at all, and
+ * its entry points (filled by cadre_init). */
+int cadre__gpu_on;
+struct cadre_gpu_path cadre__gpu;
 
 static _Atomic int state = CADRE__ST_NEW;
 

@@ -115,7 +115,7 @@ static void describe_op(const struct cadre_op_snapshot *s, char *buf, size_t len
         return;
     }
     const char *dir = strstr(s->op, "sendrecv") ? "with"
-                      : strstr(s->op, "recv")  ? "from"
+                      : strstr(s->op, "recv") || strstr(s->op, "probe") ? "from"
                       : strstr(s->op, "send")  ? "to"
                                                : "peer";
     char peer[32], tag[32];

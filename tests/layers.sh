@@ -13,9 +13,9 @@
 #    global symbol and which folder's objects use it. This sees what the
 #    compiler saw, through macros and inline functions of headers.
 # It fails (exit 1) on every edge that goes up the order, or to a folder an
-# "apart" folder may not use, on a source folder LAYERS does not place, and
-# on every cycle between folders, printing the file, include or symbol and
-# the edge. With no failure it prints the edges it accepted, per pair.
+# "apart" folder may not use, on a source folder LAYERS does not place, on
+# every cycle between folders, printing the file, include or symbol and the
+# edge, and on a call of the CUDA API in a layer other than LAYERS' "cuda". With no failure it prints the edges it accepted, per pair.
 set -u
 src=${1:?usage: layers.sh SRCDIR BUILDDIR [LAYERS]}
 build=${2:?usage: layers.sh SRCDIR BUILDDIR [LAYERS]}
@@ -28,7 +28,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 # LAYERS: "layer F" lines bottom to top; "apart F USES..." (folders, or
 # "api": the public cadre_* functions); "shared F" (anyone may include it);
-# "skip F" (not part of the library: tests, benchmarks).
+# "skip F" (not part of the library: tests, benchmarks); "cuda F" (the one
+# layer that may call the CUDA API).
 awk '!/^[ \t]*(#|$)/' "$layers" > "$tmp/decl"
 folders=$(awk '$1 == "layer" || $1 == "apart" { print $2 }' "$tmp/decl")
 
@@ -75,9 +76,11 @@ done >> "$tmp/edges"
 for f in $folders; do
     [ -d "$build/$f" ] || continue
     # libtool keeps the PIC objects in .libs/ and, for a static build, the
-    # others beside them: one set is enough (they define the same symbols).
-    objs=$(ls "$build/$f"/*.o 2>/dev/null)
-    [ -n "$objs" ] || objs=$(ls "$build/$f"/.libs/*.o 2>/dev/null)
+    # others beside them; both are read (they name the same objects, and the
+    # edges are counted once): a --disable-static build has objects beside
+    # .libs/ too, the CUDA ones of device/nvcc-lo.sh, and reading those alone
+    # would leave the folder's C objects unchecked.
+    objs=$(ls "$build/$f"/*.o "$build/$f"/.libs/*.o 2>/dev/null)
     if [ -z "$objs" ] && ls "$src/$f"/*.c >/dev/null 2>&1; then
         echo "layers: FOLDER $f/ has no objects in $build/$f (build first)"
         fail=1
@@ -109,6 +112,31 @@ awk '$1 == "D" { if (!($2 in def)) def[$2] = $3; next }
                 print u[3], u[4], def[u[2]], "call:" u[2]
         }
      }' "$tmp/syms" | sort -u >> "$tmp/edges"
+
+# ---- the CUDA API: "cuda F" (LAYERS) -------------------------------------------
+# Of the library's layers only folder F calls the CUDA API (a cuda* or cu*
+# function): the device path keeps to its folder, and the layers below reach
+# it through runtime/runtime_device.h's table. Seen in the sources (a call,
+# whatever the build) and, in a CUDA build, in the objects (what they use).
+# Apart folders are programs: they may use CUDA as any user does.
+cuda=$(awk '$1 == "cuda" { print $2 }' "$tmp/decl")
+if [ -n "$cuda" ]; then
+    for f in $(awk '$1 == "layer" { print $2 }' "$tmp/decl"); do
+        [ "$f" = "$cuda" ] && continue
+        for file in "$src/$f"/*.c "$src/$f"/*.h "$src/$f"/*.cu "$src/$f"/*.cuh; do
+            [ -f "$file" ] || continue
+            grep -nE '(^|[^A-Za-z0-9_])cu(da)?[A-Z][A-Za-z0-9_]*[ \t]*\(' "$file" |
+                sed "s|^\([0-9]*\):.*|layers: CUDA     $f/${file##*/}:\1 calls the CUDA API (LAYERS: only $cuda/ may)|"
+        done
+        awk -v f="$f" -v c="$cuda" '$1 == "U" && $3 == f && $2 ~ /^_*cu(da)?[A-Z]/ {
+            printf "layers: CUDA     %s uses %s (LAYERS: only %s/ may)\n", $4, $2, c }' "$tmp/syms" |
+            sort -u
+    done > "$tmp/cuda"
+    if [ -s "$tmp/cuda" ]; then
+        cat "$tmp/cuda"
+        fail=1
+    fi
+fi
 
 # ---- judge ------------------------------------------------------------------
 awk -v fail="$fail" '

@@ -1,5 +1,6 @@
-/* cadre-perf: what the main program (cadre_perf.c: options, send/recv modes),
- * the collective modes (perf_coll.c) and the output (perf_print.c) share. */
+/* cadre-perf: what the main program (cadre_perf.c: options), the
+ * point-to-point modes (perf_p2p.c), the collective modes (perf_coll.c and
+ * perf_coll.h's files) and the output (perf_print.c) share. */
 #ifndef CADRE_PERF_H
 #define CADRE_PERF_H
 
@@ -51,6 +52,10 @@ void perf_print_footer(void);
 /* make check's proof that the checks can fail: with CADRE_PERF_CORRUPT=1 in
  * the environment, the first of n bytes to be checked is changed; b. */
 unsigned char *perf_corrupt(unsigned char *b, size_t n);
+
+/* sendrecv and stream over the sweep: the wrong bytes over all ranks and
+ * sizes (perf_p2p.c). */
+long perf_p2p_run(const struct perf_opts *o);
 
 /* Collective modes: whether `mode` is one, and running it over the sweep.
  * perf_coll_run returns the wrong elements over all ranks and sizes. */

@@ -2,8 +2,10 @@
  * odd counts, every root, blocking and nonblocking, checked byte for byte
  * against the same call on host buffers (the host path is checked by
  * tests/ranks/coll_test); point-to-point on device buffers and between a host
- * buffer and a device buffer; and the stream semantics of API.md. Exit 77
- * ("skipped: no GPU") without a GPU. */
+ * buffer and a device buffer, cadre_sendrecv with a zero count each way; a
+ * collective out of memory in the device executor; and the stream semantics
+ * of API.md. GPU_TESTS=freestuck (with a short CADRE_TIMEOUT): cadre_comm_free
+ * with a device send stuck. Exit 77 ("skipped: no GPU") without a GPU. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,6 +241,149 @@ static void p2p(void)
     free(g);
 }
 
+/* cadre_sendrecv on device buffers with a zero count on one side sends or
+ * receives its empty message, as on host buffers (the peer's side is on
+ * host buffers, which do): with sendcount 0 the peer's receive of the empty
+ * message must complete, with recvcount 0 the peer's empty message must be
+ * taken, not left for the next receive. Ranks 0 and 1. */
+static void p2p_zero(void)
+{
+    if (np < 2) return;
+    size_t n = 1001;
+    int *h = malloc(n * sizeof *h), *g = malloc(n * sizeof *g);
+    int *d, *d2;
+    CU(cudaMalloc((void **)&d, n * sizeof *d));
+    CU(cudaMalloc((void **)&d2, n * sizeof *d2));
+    for (size_t i = 0; i < n; i++) h[i] = (me + 1) * 100000 + (int)i;
+    CU(cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice));
+    CU(cudaMemset(d2, 0xff, n * sizeof *d2));
+    CU(cudaDeviceSynchronize());
+    cadre_status_t st;
+    if (me == 0) {
+        /* sendcount 0 (sendbuf NULL): rank 1 receives the empty message */
+        CK(cadre_sendrecv(NULL, 0, 1, 12, d2, n, 1, 11, CADRE_INT32, CADRE_COMM_WORLD, &st));
+        CU(cudaStreamSynchronize(S));
+        CU(cudaMemcpy(g, d2, n * sizeof *g, cudaMemcpyDeviceToHost));
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (g[i] != 2 * 100000 + (int)i) bad = i;
+        EXPECT(bad == n, "sendrecv with sendcount 0: element %zu is %d, not %d", bad,
+               bad < n ? g[bad] : 0, 2 * 100000 + (int)bad);
+        /* recvcount 0 (recvbuf NULL): takes rank 1's empty message on tag 13,
+         * so the receive after it gets the full one */
+        CK(cadre_sendrecv(d, n, 1, 14, NULL, 0, 1, 13, CADRE_INT32, CADRE_COMM_WORLD, &st));
+        EXPECT(st.count == 0, "sendrecv with recvcount 0: status count %zu", (size_t)st.count);
+        memset(g, 0, n * sizeof *g);
+        CK(cadre_recv(g, n, CADRE_INT32, 1, 13, CADRE_COMM_WORLD, &st));
+        EXPECT(st.count == n, "the receive after a sendrecv with recvcount 0 got %zu elements, "
+               "not %zu (it took the empty message)", (size_t)st.count, n);
+        bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (g[i] != 2 * 100000 + (int)i) bad = i;
+        EXPECT(bad == n, "the receive after a sendrecv with recvcount 0: element %zu is %d",
+               bad, bad < n ? g[bad] : 0);
+        CU(cudaStreamSynchronize(S));
+    } else if (me == 1) {
+        CK(cadre_send(d, n, CADRE_INT32, 0, 11, CADRE_COMM_WORLD));
+        CK(cadre_recv(g, n, CADRE_INT32, 0, 12, CADRE_COMM_WORLD, &st));
+        EXPECT(st.count == 0, "the empty message of a sendrecv with sendcount 0 came as %zu "
+               "elements", (size_t)st.count);
+        CK(cadre_send(NULL, 0, CADRE_INT32, 0, 13, CADRE_COMM_WORLD));
+        CK(cadre_send(h, n, CADRE_INT32, 0, 13, CADRE_COMM_WORLD));
+        CK(cadre_recv(d2, n, CADRE_INT32, 0, 14, CADRE_COMM_WORLD, NULL));
+        CU(cudaStreamSynchronize(S));
+        CU(cudaMemcpy(g, d2, n * sizeof *g, cudaMemcpyDeviceToHost));
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (g[i] != 100000 + (int)i) bad = i;
+        EXPECT(bad == n, "the send of a sendrecv with recvcount 0: element %zu is %d", bad,
+               bad < n ? g[bad] : 0);
+    }
+    CU(cudaStreamSynchronize(S));
+    CK(cadre_barrier(CADRE_COMM_WORLD));
+    cudaFree(d);
+    cudaFree(d2);
+    free(h);
+    free(g);
+}
+
+/* Out of memory while the device executor lists a schedule's buffer ranges:
+ * the call fails with CADRE_ERR_NOMEM, and the schedule never runs on the
+ * host over device pointers. The first realloc of that list (32 ranges of
+ * 24 bytes, from NULL) fails while armed, on every rank, so no rank waits
+ * for another; the next bcast must work. */
+extern void *__libc_realloc(void *p, size_t n);
+static volatile int fail_ranges;
+void *realloc(void *p, size_t n)
+{
+    if (fail_ranges && !p && n == 32 * (2 * sizeof(char *) + 2 * sizeof(int))) {
+        fail_ranges = 0;
+        return NULL;
+    }
+    return __libc_realloc(p, n);
+}
+
+static void nomem(void)
+{
+    if (np < 2) return;
+    size_t n = 4099;
+    int *h = malloc(n * sizeof *h), *d;
+    CU(cudaMalloc((void **)&d, n * sizeof *d));
+    for (size_t i = 0; i < n; i++) h[i] = me == 0 ? 7 * (int)i : -1;
+    CU(cudaMemcpy(d, h, n * sizeof *h, cudaMemcpyHostToDevice));
+    CU(cudaDeviceSynchronize());
+    CK(cadre_barrier(CADRE_COMM_WORLD));
+    fail_ranges = 1;
+    int rc = cadre_bcast(d, n, CADRE_INT32, 0, CADRE_COMM_WORLD);
+    int armed = fail_ranges;
+    fail_ranges = 0;
+    EXPECT(!armed, "the bcast made no list of ranges");
+    EXPECT(rc == CADRE_ERR_NOMEM && strstr(cadre_last_error(), "device buffer ranges"),
+           "bcast out of memory for its ranges: %d (%s)", rc, cadre_last_error());
+    CK(cadre_barrier(CADRE_COMM_WORLD));
+    CK(cadre_bcast(d, n, CADRE_INT32, 0, CADRE_COMM_WORLD));
+    CU(cudaStreamSynchronize(S));
+    CU(cudaMemcpy(h, d, n * sizeof *h, cudaMemcpyDeviceToHost));
+    size_t bad = n;
+    for (size_t i = 0; i < n && bad == n; i++)
+        if (h[i] != 7 * (int)i) bad = i;
+    EXPECT(bad == n, "bcast after the failed one: element %zu is %d", bad, bad < n ? h[bad] : 0);
+    CK(cadre_barrier(CADRE_COMM_WORLD));
+    cudaFree(d);
+    free(h);
+}
+
+/* GPU_TESTS=freestuck, run with a short CADRE_TIMEOUT: cadre_comm_free of a
+ * communicator whose device send is stuck behind a held stream returns after
+ * CADRE_TIMEOUT (with a warning naming the send), never hangs; once the
+ * stream goes on, the orphaned send fails there and cadre_finalize ends. */
+static void freestuck(void)
+{
+    cadre_comm_t c;
+    CK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+    cudaStream_t s2;
+    CU(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    CK(cadre_comm_set_stream(c, s2));
+    unsigned *rel;
+    int *d;
+    CU(cudaHostAlloc((void **)&rel, sizeof *rel, cudaHostAllocMapped));
+    CU(cudaMalloc((void **)&d, 64 * sizeof *d));
+    *(volatile unsigned *)rel = 0;
+    CU((cudaError_t)cadre__gpu_busy_kernel(0, rel, s2));
+    /* To itself: its data is never ready while the kernel spins. */
+    CK(cadre_send(d, 64, CADRE_INT32, me, 3, c));
+    double t0 = now();
+    CK(cadre_comm_free(&c));
+    printf("rank %d: cadre_comm_free with a stuck device send returned after %.1f s\n", me,
+           now() - t0);
+    EXPECT(c == CADRE_COMM_NULL, "cadre_comm_free left the handle");
+    *(volatile unsigned *)rel = 1;
+    CU(cudaStreamSynchronize(s2));
+    CU(cudaStreamDestroy(s2));
+    cudaFreeHost(rel);
+    cudaFree(d);
+}
+
 /* The four stream-semantics checks of issue 6. */
 static void streams(void)
 {
@@ -328,6 +473,9 @@ int main(int argc, char **argv)
     const char *only = getenv("GPU_TESTS");
     if (!only || strstr(only, "streams")) streams();
     if (!only || strstr(only, "p2p")) p2p();
+    if (!only || strstr(only, "p2p")) p2p_zero();
+    if (!only || strstr(only, "nomem")) nomem();
+    if (only && strstr(only, "freestuck")) freestuck();
     if (!only || strstr(only, "matrix")) matrix();
     CK(cadre_finalize());
     if (fails) return 1;

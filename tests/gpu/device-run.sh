@@ -260,6 +260,10 @@ main() {
         step "ipc_gpu_test-$n" 60 gpu env CADRE_TIMEOUT=30 $(crun $n) "$T/ipc_gpu_test"
         step "coll_gpu_test-$n" 60 gpu env CADRE_TIMEOUT=30 $(crun $n) "$T/coll_gpu_test"
     done
+    # cadre_comm_free with a device send stuck behind a held stream: returns
+    # after CADRE_TIMEOUT with a warning naming the send (it hung before)
+    step coll_gpu_test-freestuck 30 gpu env GPU_TESTS=freestuck CADRE_TIMEOUT=3 $(crun 1) \
+        "$T/coll_gpu_test"
     step perf-G-allreduce-4 90 gpu $(crun 4) "$P" "${SWEEP[@]}"
     # the same sizes up to 4 MiB with every rank's stream marking each call
     # (no hand-over from the host): the change of CADRE_GPU_HOST_DONE, same run

@@ -43,6 +43,7 @@ go_log() {
 go "$run" -n 1 "$ct"
 go "$run" -n 2 --ranks-per-gpu 2 "$ct"
 go "$run" -n 4 --ranks-per-gpu 4 "$ct"
+go_log "still has 1 device operations pending" GPU_TESTS=freestuck CADRE_TIMEOUT=3 "$run" -n 1 "$ct"
 go CADRE_GPU_WAIT=kernel "$run" -n 2 --ranks-per-gpu 2 "$ct"
 go CADRE_TRANSPORT=tcp "$run" -n 2 --ranks-per-gpu 2 "$ct"
 # The direct collectives (one kernel per GPU over every rank's buffers) and

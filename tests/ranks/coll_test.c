@@ -33,6 +33,10 @@ static int ncounts;
 static void *alloc(size_t n, size_t es)
 {
     void *p = malloc(n * es + 16);
+    if (!p) {
+        fprintf(stderr, "coll_test: cannot allocate %zu bytes\n", n * es + 16);
+        exit(1);
+    }
     memset(p, 0xA5, n * es + 16);
     return p;
 }

@@ -36,6 +36,14 @@
  *                   never failing: the job is stopped from outside
  *   barrier_skip    the last rank skips a barrier (it computes meanwhile);
  *                   the others fail naming it
+ *   split_skip      barrier_skip with cadre_comm_split: one line per rank
+ *                   (its diagnosis block; the warning of the split's failure
+ *                   repeated it)
+ *   cond_stuck      (2 ranks) rank 0 probes for tag 7 from rank 1, rank 1
+ *                   waits in cadre_waitany on a receive of tag 8 from rank
+ *                   0: neither is ever sent; both fail by CADRE_TIMEOUT
+ *                   (the waits on a condition, which CADRE_STUCK_WARN's
+ *                   warning skipped)
  * Prints "diag: rank R ok" when its checks passed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,10 +180,34 @@ static void deadlock(int expect_fail)
         sleep(3);
 }
 
-static void barrier_skip(void)
+static void cond_stuck(void)
+{
+    if (me > 1)
+        return;
+    if (me == 0) {
+        FAILS(cadre_probe(1, 7, W, CADRE_STATUS_IGNORE), CADRE_ERR_TIMEOUT, "made no progress");
+    } else {
+        int x = 0, index = -1;
+        cadre_request_t req;
+        OK(cadre_irecv(&x, 1, CADRE_INT32, 0, 8, W, &req));
+        FAILS(cadre_waitany(1, &req, &index, CADRE_STATUS_IGNORE), CADRE_ERR_TIMEOUT,
+              "made no progress");
+        EXPECT(index == 0, "waitany index %d", index);
+    }
+    /* Both out of the waits before either finalizes. */
+    OK(cadre_barrier(W));
+}
+
+static void barrier_skip(int split)
 {
     if (me == np - 1) {
         sleep((unsigned)(timeout_s + 3));
+        return;
+    }
+    if (split) {
+        cadre_comm_t c = CADRE_COMM_NULL;
+        FAILS(cadre_comm_split(W, 0, me, &c), CADRE_ERR_TIMEOUT, "made no progress");
+        expect_text("cadre_comm_split: exchanging with the other ranks failed: ");
         return;
     }
     FAILS(cadre_barrier(W), CADRE_ERR_TIMEOUT, "made no progress");
@@ -231,8 +263,10 @@ int main(void)
         any_finalized();
     } else if (!strcmp(what, "deadlock") || !strcmp(what, "deadlock_wait")) {
         deadlock(!strcmp(what, "deadlock"));
-    } else if (!strcmp(what, "barrier_skip")) {
-        barrier_skip();
+    } else if (!strcmp(what, "barrier_skip") || !strcmp(what, "split_skip")) {
+        barrier_skip(!strcmp(what, "split_skip"));
+    } else if (!strcmp(what, "cond_stuck")) {
+        cond_stuck();
     } else {
         EXPECT(0, "unknown DIAG=\"%s\"", what);
     }

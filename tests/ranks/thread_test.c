@@ -4,8 +4,12 @@
  * and COLL_THREADS threads that each run collectives on a communicator of
  * their own. Every message is checked byte by byte against the pattern of
  * its (source, tag), every (source, tag) must arrive exactly once, and every
- * collective result is checked against the value computed here. Run at 2 to
- * 4 ranks over shared memory and TCP (ranks.list). */
+ * collective result is checked against the value computed here. Then
+ * MAKE_THREADS threads that each make communicators from a parent of their
+ * own at the same time (dup, split, create_group) and use them: two
+ * creations that took one context id or shared-memory slot would mix their
+ * traffic (each took the process's next_ctx unlocked). Run at 2 to 4 ranks
+ * over shared memory and TCP (ranks.list). */
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -16,6 +20,8 @@
 #define MSGS 12      /* per sending thread and destination */
 #define BIG 150000   /* bytes: past the eager sizes of both transports */
 #define COLL_ITERS 25
+#define MAKE_THREADS 3
+#define MAKE_ITERS 24
 
 static int me, np;
 
@@ -137,6 +143,58 @@ static void *coll_thread(void *arg)
     return NULL;
 }
 
+static cadre_comm_t make_parents[MAKE_THREADS];
+
+/* Makes a communicator from its own parent MAKE_ITERS times (dup, split in
+ * two by rank parity, create_group of every rank in reverse order), checks
+ * its rank and size, runs an allreduce and an allgather on it with values
+ * of this thread and iteration, and frees it. */
+static void *make_thread(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    cadre_comm_t parent = make_parents[t];
+    int *ranks = malloc((size_t)np * sizeof *ranks);
+    int64_t *all = malloc((size_t)np * 2 * sizeof *all);
+    for (int it = 0; it < MAKE_ITERS; it++) {
+        cadre_comm_t c = CADRE_COMM_NULL;
+        int kind = it % 3, want_rank = me, want_size = np;
+        if (kind == 0) {
+            OK(cadre_comm_dup(parent, &c));
+        } else if (kind == 1) {
+            OK(cadre_comm_split(parent, me % 2, me, &c));
+            want_rank = me / 2;
+            want_size = (np + 1 - me % 2) / 2;
+        } else {
+            for (int i = 0; i < np; i++)
+                ranks[i] = np - 1 - i;
+            OK(cadre_comm_create_group(parent, np, ranks, t, &c));
+            want_rank = np - 1 - me;
+        }
+        if (c == CADRE_COMM_NULL)
+            continue;
+        int r = -1, n = -1;
+        OK(cadre_comm_rank(c, &r));
+        OK(cadre_comm_size(c, &n));
+        EXPECT(r == want_rank && n == want_size, "thread %d iteration %d: rank %d of %d, want %d of %d",
+               t, it, r, n, want_rank, want_size);
+        int64_t v = (int64_t)t * 1000000 + it * 1000 + r, sum = -1;
+        OK(cadre_allreduce(&v, &sum, 1, CADRE_INT64, CADRE_SUM, c));
+        int64_t want = (int64_t)n * ((int64_t)t * 1000000 + it * 1000) + (int64_t)n * (n - 1) / 2;
+        EXPECT(sum == want, "thread %d iteration %d (kind %d): allreduce %lld, want %lld", t, it,
+               kind, (long long)sum, (long long)want);
+        int64_t mine[2] = {t * 1000 + it, r};
+        OK(cadre_allgather(mine, all, 2, CADRE_INT64, c));
+        for (int q = 0; q < n; q++)
+            EXPECT(all[2 * q] == t * 1000 + it && all[2 * q + 1] == q,
+                   "thread %d iteration %d (kind %d): allgather block %d: %lld %lld", t, it, kind,
+                   q, (long long)all[2 * q], (long long)all[2 * q + 1]);
+        OK(cadre_comm_free(&c));
+    }
+    free(ranks);
+    free(all);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     int provided = -1;
@@ -189,6 +247,17 @@ int main(int argc, char **argv)
     for (int c = 0; c < COLL_THREADS; c++)
         OK(cadre_comm_free(&coll_comms[c]));
     free(seen);
+
+    for (int t = 0; t < MAKE_THREADS; t++)
+        OK(cadre_comm_dup(CADRE_COMM_WORLD, &make_parents[t]));
+    pthread_t mk[MAKE_THREADS];
+    for (int t = 0; t < MAKE_THREADS; t++)
+        EXPECT(pthread_create(&mk[t], NULL, make_thread, (void *)(intptr_t)t) == 0,
+               "pthread_create");
+    for (int t = 0; t < MAKE_THREADS; t++)
+        pthread_join(mk[t], NULL);
+    for (int t = 0; t < MAKE_THREADS; t++)
+        OK(cadre_comm_free(&make_parents[t]));
     /* Every rank is done with the threads before any finalizes. */
     OK(cadre_barrier(CADRE_COMM_WORLD));
     OK(cadre_finalize());

@@ -103,8 +103,12 @@ static void lost(int me, int np, int stop)
     int pid = (int)getpid();
     if (me == victim) {
         cadre_request_t r[64];
+        /* Every survivor answers: the pid reached it (a send that
+         * returned may still sit in UCX's queue when the process stops). */
         for (int i = 0; i < victim; i++)
             OK(cadre_send(&pid, 1, CADRE_INT32, i, 1, W));
+        for (int i = 0, ack; i < victim; i++)
+            OK(cadre_recv(&ack, 1, CADRE_INT32, i, 1, W, CADRE_STATUS_IGNORE));
         for (int i = 0; i < victim; i++)
             OK(cadre_isend(buf, n, CADRE_UINT8, i, 2, W, &r[i]));
         usleep(20 * 1000);
@@ -112,6 +116,7 @@ static void lost(int me, int np, int stop)
         return; /* not reached */
     }
     OK(cadre_recv(&pid, 1, CADRE_INT32, victim, 1, W, CADRE_STATUS_IGNORE));
+    OK(cadre_send(&me, 1, CADRE_INT32, victim, 1, W));
     cadre_request_t r;
     OK(cadre_irecv(buf, n, CADRE_UINT8, victim, 2, W, &r));
     double t0 = ru_now();

@@ -74,11 +74,14 @@ static void tally_test(const char *suite, const char *test, int failed)
  * stderr, just before the harness's "# TOTAL" block, which counts test
  * programs, not tests): one line "tests: N passed, N failed" (the form CI
  * reads), then one line per failed test and failed program of ranks.list. */
+static void print_suite_times(void);
+
 static void print_summary(const char *failures_beyond)
 {
     int pfailed;
     const char *const *pnames;
     int pran = test_programs(&pfailed, &pnames);
+    print_suite_times();
     if (pran) {
         printf("ranks.list: %d programs run, %d failed\n", pran, pfailed);
         test_progress("ranks.list: %d programs run, %d failed", pran, pfailed);
@@ -109,13 +112,49 @@ static void print_summary(const char *failures_beyond)
     fflush(stdout);
 }
 
+/* Wall time by suite, in the order they ran: the closing summary's line
+ * "time by suite", which says where make check's minutes go. */
+static struct {
+    const char *name;
+    double secs;
+} suite_time[64];
+static int nsuite_time;
+
+static void add_suite_time(const char *suite, double secs)
+{
+    int i = 0;
+    while (i < nsuite_time && strcmp(suite_time[i].name, suite) != 0)
+        i++;
+    if (i == nsuite_time) {
+        if (nsuite_time == 64)
+            return;
+        suite_time[nsuite_time++].name = suite;
+    }
+    suite_time[i].secs += secs;
+}
+
+static void print_suite_times(void)
+{
+    char line[2048];
+    size_t len = 0;
+    for (int i = 0; i < nsuite_time && len < sizeof line; i++)
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %.0f s", i ? ", " : "",
+                                suite_time[i].name, suite_time[i].secs);
+    if (nsuite_time) {
+        printf("time by suite: %s\n", line);
+        test_progress("time by suite: %s", line);
+    }
+}
+
 static void finish_current(void)
 {
     if (!current.test)
         return;
     unsigned failed = failures_now() - current.failures;
+    double secs = now_s() - current.t0;
     test_progress("%s: %s: %s (%.1f s)", current.suite, current.test->pName,
-                  failed ? "FAILED" : "ok", now_s() - current.t0);
+                  failed ? "FAILED" : "ok", secs);
+    add_suite_time(current.suite, secs);
     tally_test(current.suite, current.test->pName, failed != 0);
     current.test = NULL;
 }

@@ -172,9 +172,9 @@ static void test_dry_run(void)
               r.timed_out ? " (timed out)" : "", r.out, r.err);
     run_free(&r);
     /* The files: the whole log, the summary (a line per step: 3 self-tests
-     * and 20 GPU steps), each run step's log. */
+     * and 23 GPU steps), each run step's log. */
     snprintf(cmd, sizeof cmd,
-             "cd '%s/out' && test -s device-run.log && test $(grep -c '^\\[[0-9][0-9]\\] ' summary.txt) = 25 && "
+             "cd '%s/out' && test -s device-run.log && test $(grep -c '^\\[[0-9][0-9]\\] ' summary.txt) = 26 && "
              "grep -q 'cadre-perf: -G: ' steps/03-selftest-perf-G.log && test -f steps/02-selftest-hang.log && "
              "grep -q 'Out of bounds values : 0 OK' steps/01-selftest-host-allreduce.log",
              tmpdir);

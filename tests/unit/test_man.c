@@ -523,31 +523,41 @@ static void test_tunables_in_cadre_env7(void)
 /* ---- the pages of section 7 ---------------------------------------------- */
 
 /* A reference "Xr NAME 7" (".Xr", ".It Xr", ".Pq Xr" ...) within [from, to). */
-static int names_page(const char *from, const char *to, const char *name)
+static int names_page_in(const char *from, const char *to, const char *name, int section)
 {
     char want[128];
-    int wl = snprintf(want, sizeof want, "Xr %s 7", name);
+    int wl = snprintf(want, sizeof want, "Xr %s %d", name, section);
     for (const char *q = strstr(from, want); q && q < to; q = strstr(q + 1, want))
         if ((q[-1] == '.' || q[-1] == ' ') && (q[wl] == '\n' || q[wl] == ' '))
             return 1;
     return 0;
 }
 
+static int names_page(const char *from, const char *to, const char *name)
+{
+    return names_page_in(from, to, name, 7);
+}
+
 /* cadre(7) is the overview and each cadre-TOPIC(7) one topic of it: every
  * page of section 7 names every other in its SEE ALSO, the overview also in
  * its DESCRIPTION (its map of the topics), and no page's source is longer
- * than 900 lines (cadre-env.7 counts its .in, without the generated list). */
+ * than 900 lines (cadre-env.7 counts its .in, without the generated list);
+ * the overview's SEE ALSO names every page of sections 1 and 3 as well. */
 static void test_man7_pages_linked(void)
 {
     char *pages[256];
     int n = list_pages(src_path("man"), pages, 256);
     char *names[32];
     int nn = 0;
+    char *others[256]; /* "cadre_send 3" */
+    int no = 0;
     for (int i = 0; i < n; i++) {
         const char *p = pages[i];
         size_t len = strlen(p);
         if (!strncmp(p, "man7/cadre", 10) && nn < 32 && strcmp(p, "man7/cadre-env.7"))
             names[nn++] = strndup(p + 5, len - 7);
+        else if ((!strncmp(p, "man1/", 5) || !strncmp(p, "man3/", 5)) && no < 256)
+            others[no++] = strdup(p);
         free(pages[i]);
     }
     names[nn++] = strdup("cadre-env");
@@ -586,6 +596,14 @@ static void test_man7_pages_linked(void)
                 addf(&err, "the DESCRIPTION of %s (its map of topics) lacks .Xr %s 7\n", rel,
                      names[j]);
         }
+        for (int j = 0; j < no && overview && see; j++) {
+            /* "man3/cadre_send.3" */
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)strlen(others[j]) - 7, others[j] + 5);
+            int sec = others[j][3] - '0';
+            if (!names_page_in(see, see_end, name, sec))
+                addf(&err, "the SEE ALSO of %s lacks .Xr %s %d\n", rel, name, sec);
+        }
         free(page);
     }
     CHECK_MSG(have_overview && nn >= 2, "man/man7 has %d cadre pages, no cadre.7 among them? (%d)",
@@ -594,6 +612,8 @@ static void test_man7_pages_linked(void)
     free(err);
     for (int i = 0; i < nn; i++)
         free(names[i]);
+    for (int i = 0; i < no; i++)
+        free(others[i]);
 }
 
 /* ---- README Quick start and .ci/run -------------------------------------- */

@@ -94,6 +94,7 @@ static void test_every_mode(void)
 {
     static const char *const modes[] = {"allreduce", "reduce",  "bcast",   "allgather",
                                         "reduce_scatter", "alltoall", "gather", "scatter",
+                                        "gatherv", "scatterv", "allgatherv", "alltoallv",
                                         "sendrecv", "stream"};
     char args[256];
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
@@ -116,6 +117,23 @@ static void test_variants(void)
     perf_ok("scatter " SMALL " -d int64 -r 1", 8);
     perf_ok("alltoall " SMALL, 8);
     perf_ok("bcast " SMALL " -r 1", 8);
+}
+
+/* The v-variants on 2, 3 and 4 ranks, every root, int32 with sizes whose
+ * counts per rank are odd, even and zero (4, 12, 36, ... 2916 bytes; rank k
+ * gets 2c(k+1)/(n+1) of c elements per rank): every block checked element by
+ * element, and the free elements between the blocks unchanged. */
+static void test_v_layouts(void)
+{
+    static const char *const modes[] = {"gatherv", "scatterv", "allgatherv", "alltoallv"};
+    for (int np = 2; np <= 4; np++)
+        for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
+            for (int root = 0; root < (i < 2 ? np : 1); root++) {
+                char args[256];
+                snprintf(args, sizeof args, "%s -b 4 -e 3K -f 3 -n 2 -w 1 -c 1 -d int32 -r %d",
+                         modes[i], root);
+                free(perf_ok_np(np, args, 7));
+            }
 }
 
 /* stream's pairs (rank i sends to rank i + np/2, an odd np's last rank
@@ -241,17 +259,24 @@ static void test_device_buffers(void)
 }
 
 /* -t barrier, the standard MPI benchmarks' timing: every collective mode
- * runs, checked, in its layout, and says how it timed. */
+ * runs, checked, in its layout, and says how it timed; a "# iteration" line
+ * after each size gives the call and its barrier together. */
 static void test_barrier_timing(void)
 {
     static const char *const modes[] = {"allreduce", "reduce", "bcast", "allgather",
-                                        "reduce_scatter", "alltoall", "gather", "scatter"};
+                                        "reduce_scatter", "alltoall", "gather", "scatter",
+                                        "gatherv", "scatterv", "allgatherv", "alltoallv"};
     char args[256];
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         snprintf(args, sizeof args, "%s " SMALL " -t barrier -r 1", modes[i]);
         char *out = perf_ok_np(3, args, 8);
         CHECK_MSG(count_matching(out, "a barrier after each call, averaged over the ranks") == 1,
                   "cadre-perf %s: the header does not say how it timed\n%s", args, out);
+        CHECK_MSG(count_matching(out, "# iteration  size ") == 8 &&
+                      count_matching(out, "us: the call and the barrier after it, mean over the "
+                                          "ranks") == 8,
+                  "cadre-perf %s: want a '# iteration' line after each of the 8 sizes\n%s", args,
+                  out);
         free(out);
     }
     free(perf_ok_np(3, "barrier -n 5 -t barrier", 1));
@@ -264,6 +289,7 @@ static void test_check_fails(void)
 {
     static const char *const modes[] = {"allreduce", "reduce", "bcast", "allgather",
                                         "reduce_scatter", "alltoall", "gather", "scatter",
+                                        "gatherv", "scatterv", "allgatherv", "alltoallv",
                                         "sendrecv", "stream"};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         char cmd[1024];
@@ -295,6 +321,8 @@ void suite_perf(void)
     CU_pSuite s = CU_add_suite("perf", NULL, NULL);
     CU_add_test(s, "every mode with -c 1 on 2 ranks: #wrong 0", test_every_mode);
     CU_add_test(s, "datatypes, ops, roots: #wrong 0", test_variants);
+    CU_add_test(s, "v-variants on 2-4 ranks, every root, odd and zero counts: #wrong 0",
+                test_v_layouts);
     CU_add_test(s, "bad command lines exit 2", test_usage_errors);
     CU_add_test(s, "-T: each size timed for a while", test_mintime);
     CU_add_test(s, "-t barrier: every collective, checked", test_barrier_timing);

@@ -422,7 +422,7 @@ static void test_info_algorithms(void)
 }
 
 /* The device stage and the two-level stage, against their rules written
- * out here (coll_gpu_direct.c: the kernel for allreduce, reduce_scatter and
+ * out here (device/device_direct_call.c: the kernel for allreduce, reduce_scatter and
  * allgather at every size; staged never takes it), and the names CADRE_ALGO
  * and the log use. */
 static void test_stages(void)

@@ -1,12 +1,12 @@
 /*
- * p2p_gpu_proxy.c - the proxy thread of the device-buffer path, which runs
+ * device_proxy.c - the proxy thread of the device-buffer path, which runs
  * collectives and point-to-point on CUDA device buffers with the stream semantics of torch.distributed over NCCL (API.md, "Host and
  * device buffers").
  *
  * Design (first version: correct everywhere, staged through host memory).
  * Two paths step around staging where they apply, on the ops and the proxy
- * of this file: p2p/p2p_gpu.c (the point-to-point calls) sends device buffers to
- * another process of the node by CUDA IPC (op->ipc), and coll/coll_gpu_direct.c runs
+ * of this file: device_p2p.c (the point-to-point calls) sends device buffers to
+ * another process of the node by CUDA IPC (op->ipc), and device_direct_call.c runs
  * allreduce on one node with direct kernels (OP_DEVICE: all its work is on
  * the stream, the proxy only sees it end).
  *
@@ -48,7 +48,7 @@
  *   the device and cadre_wait_timeout blocks the host until then. cadre_wait
  *   only makes the communicator's stream wait for `done`
  *   (cudaStreamWaitEvent); for a nonblocking CUDA IPC send, which puts no
- *   wait on its stream (p2p_gpu.c), it enqueues the wait for the flag and
+ *   wait on its stream (device_p2p.c), it enqueues the wait for the flag and
  *   `done` itself, unless the proxy ended the send first (op->lazy).
  *
  *   Deadlock: the proxy only polls; it never blocks on the device or on the
@@ -77,14 +77,14 @@
  *
  * Where the parts are: this file holds the proxy thread (it starts the host
  * operation of each op once its `ready` event has completed, releases the
- * stream, recycles the op at `done`); p2p_gpu_op.c makes ops, their user
- * requests and cadre_wait on them; p2p_gpu.c the point-to-point calls;
- * coll/coll_gpu.c the collectives' schedules on staging (an op's work,
- * started through op->work_start: p2p never names the collective layer);
- * device/device_mem.c the memory kinds, pools and stream waits.
+ * stream, recycles the op at `done`); device_op.c makes ops, their user
+ * requests and cadre_wait on them; device_p2p.c the point-to-point calls;
+ * device_coll.c the collectives' schedules on staging (an op's work,
+ * started through op->work_start); device_mem.c the memory kinds, pools and
+ * stream waits.
  *
- * May call: this folder's engine, requests and CUDA IPC (p2p_gpu_ipc.c),
- * device/, runtime/.
+ * May call: this folder (CUDA IPC, the pools), p2p/ (the engine and
+ * requests), runtime/.
  */
 #include "config.h"
 
@@ -97,7 +97,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "p2p/p2p_gpu.h"
+#include "device/device_op.h"
 #include "p2p/p2p_engine.h"
 
 
@@ -257,7 +257,19 @@ static int proxy_pass(struct gpu_op **list)
         struct gpu_op *op = *pp;
         if (op->state == ST_WAIT_READY && !(op->kind == OP_SEND && send_blocked)) {
             cudaError_t e = cudaEventQuery(op->ready);
-            if (e == cudaSuccess) {
+            if (e == cudaSuccess && atomic_load(&op->gc->orphaned)) {
+                /* Its communicator was freed while it waited: the host
+                 * operation would use it. */
+                moved = 1;
+                if (op->work) {
+                    op->work_drop(op->work);
+                    op->work = NULL;
+                }
+                cadre__gpu_record_failure(op, CADRE_ERR_ARG,
+                                          "its communicator was freed before the operation "
+                                          "could start");
+                release_stream(op);
+            } else if (e == cudaSuccess) {
                 moved = 1;
                 int rc = start_host_op(op);
                 if (rc != CADRE_SUCCESS) {
@@ -369,6 +381,82 @@ static int proxy_pass(struct gpu_op **list)
 
 __thread int cadre__gpu_in_proxy;
 
+/* cadre__gpu_proxy_describe's question (under q_lock) and answer. */
+static pthread_mutex_t ask_lock = PTHREAD_MUTEX_INITIALIZER; /* one asker at a time */
+static pthread_cond_t ask_cond = PTHREAD_COND_INITIALIZER;
+static struct gpu_comm *ask_gc;
+static int ask_answered;
+static char ask_text[1024];
+
+static const char *kind_name(int k)
+{
+    static const char *const names[] = {"collective schedule", "send", "receive",
+                                        "host receive by CUDA IPC", "direct collective"};
+    return k >= 0 && k < (int)(sizeof names / sizeof *names) ? names[k] : "?";
+}
+
+static const char *state_name(int s)
+{
+    static const char *const names[] = {
+        "its data not yet ready on the stream", "its host operation running",
+        "waiting for the device to finish", "waiting for the CUDA IPC answer to be sent"};
+    return s >= 0 && s < (int)(sizeof names / sizeof *names) ? names[s] : "?";
+}
+
+/* The proxy's answer, q_lock held: the ops of ask_gc in list and q_head. */
+static void answer(struct gpu_op *list)
+{
+    size_t at = 0, cap = sizeof ask_text;
+    int n = 0, shown = 0;
+    ask_text[0] = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (struct gpu_op *op = pass ? q_head : list; op; op = op->next) {
+            if (op->gc != ask_gc)
+                continue;
+            n++;
+            if (shown == 8 || at >= cap - 1)
+                continue;
+            int w = snprintf(ask_text + at, cap - at, "%s%s: %s (peer %d, tag %d), %s",
+                             shown ? "; " : "", op->fn, kind_name(op->kind), op->peer, op->tag,
+                             pass ? "not yet seen by the proxy" : state_name(op->state));
+            at = w < 0 ? at : at + (size_t)w < cap ? at + (size_t)w : cap - 1;
+            shown++;
+        }
+    if (n > shown && at < cap - 1)
+        snprintf(ask_text + at, cap - at, "; and %d more", n - shown);
+    if (!n)
+        snprintf(ask_text, cap, "none left with the proxy");
+    ask_answered = 1;
+    ask_gc = NULL;
+    pthread_cond_broadcast(&ask_cond);
+}
+
+void cadre__gpu_proxy_describe(struct gpu_comm *g, char *buf, size_t n)
+{
+    pthread_mutex_lock(&ask_lock);
+    pthread_mutex_lock(&q_lock);
+    if (!proxy_running) {
+        snprintf(buf, n, "no proxy thread runs");
+    } else {
+        ask_gc = g;
+        ask_answered = 0;
+        pthread_cond_signal(&q_cond);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        while (!ask_answered &&
+               pthread_cond_timedwait(&ask_cond, &q_lock, &until) == 0)
+            ;
+        if (ask_answered)
+            snprintf(buf, n, "%s", ask_text);
+        else
+            snprintf(buf, n, "the proxy thread did not answer within 1 s (blocked in a call)");
+        ask_gc = NULL;
+    }
+    pthread_mutex_unlock(&q_lock);
+    pthread_mutex_unlock(&ask_lock);
+}
+
 static void *proxy_main(void *arg)
 {
     (void)arg;
@@ -378,13 +466,15 @@ static void *proxy_main(void *arg)
     unsigned idle = 0;
     for (;;) {
         pthread_mutex_lock(&q_lock);
-        while (!list && !q_head && !proxy_stop)
+        while (!list && !q_head && !proxy_stop && !ask_gc)
             pthread_cond_wait(&q_cond, &q_lock);
         if (q_head) {
             *tail = q_head;
             q_head = q_tail = NULL;
         }
         int stop = proxy_stop;
+        if (ask_gc)
+            answer(list);
         pthread_mutex_unlock(&q_lock);
         if (!list && stop)
             break;
@@ -435,12 +525,11 @@ static void gpu_finalize(void)
             cudaStreamDestroy(copy_stream);
         copy_stream = NULL;
     }
-    /* No op is left that could use a mapping: the world's workspace and
-     * the CUDA IPC mappings go (other communicators' went at their free). */
+    /* No op is left that could use a mapping: the world's device state (its
+     * workspace, internal streams) and the CUDA IPC mappings go (other
+     * communicators' went at their free). */
     if (atomic_load(&q_live) == 0) {
-        struct gpu_comm *wg = cadre__comm_world.gpu;
-        if (wg && wg->direct_free)
-            wg->direct_free(wg);
+        cadre__gpu_comm_free(&cadre__comm_world);
         cadre__gpu_ipc_finalize();
     }
 }

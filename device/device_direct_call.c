@@ -1,6 +1,8 @@
 /*
- * coll_gpu_direct.c - allreduce, reduce_scatter and allgather on device
- * buffers for a communicator whose ranks all run on this node with GPUs that
+ * device_direct_call.c - a call of allreduce, reduce_scatter or allgather on
+ * device buffers (the communicator's workspace, its pages and the proxy's
+ * watch are device_direct_comm.c's, what both share device_direct_comm.h's),
+ * for a communicator whose ranks all run on this node with GPUs that
  * reach each other (the same GPU, or peer access): one kernel per GPU, run
  * by the GPU's leader process, reads every rank's input and writes every
  * rank's output through CUDA IPC (device/device_direct.cu). With one GPU,
@@ -52,8 +54,9 @@
  * cudaHostRegister), and the first call with a new buffer maps it
  * (cudaIpcOpenMemHandle): both may wait for the device.
  *
- * May call: this folder's host collectives, p2p/ (the proxy's ops, CUDA
- * IPC, fd passing), device/ (the kernels of device_direct.cu), runtime/.
+ * May call: this folder (the proxy's ops, CUDA IPC, the kernels of
+ * device_direct.cu), coll/ (the host collectives, the selection table),
+ * p2p/ (the engine, fd passing), runtime/.
  */
 #include "config.h"
 
@@ -63,296 +66,11 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "coll/coll_call.h"
-#include "coll/coll_gpu.h"
-#include "device/device_direct.h"
-#include "p2p/p2p_gpu.h"
-
-#define RING 8
-#define AHEAD 0x40000000u /* a flag set this far past a call releases every wait for it */
-
-struct gd_call {
-    _Atomic uint32_t seq; /* stored last: the slot holds call seq */
-    int32_t mode, dt, op;
-    uint64_t count;
-    struct gpu_ipc_desc in, out;
-};
-
-struct gd_page {
-    _Atomic uint32_t ready; /* written by the rank's stream */
-    char pad0[60];
-    _Atomic uint32_t done; /* written by a leader's stream */
-    char pad1[60];
-    _Atomic uint32_t taken; /* written by a leader's host */
-    char pad2[60];
-    _Atomic uint32_t failed; /* the first call that failed here (0 none) */
-    _Atomic int32_t cause;   /* the rank whose failure it was */
-    char pad3[56];
-    struct gd_call ring[RING];
-};
-_Static_assert(sizeof(struct gd_page) <= 4096, "a rank's page is one page");
-_Static_assert(offsetof(struct gd_page, ready) == 0 && offsetof(struct gd_page, done) == 64,
-               "the device addresses of the flags (OFF_*)");
-
-struct gpu_direct {
-    struct cadre_comm *comm;
-    int state; /* 1 usable, -1 not for this communicator */
-    int n, me, ngpu, mygpu, lead;
-    int world[GPU_DIRECT_MAXR];
-    int gpu_of[GPU_DIRECT_MAXR];    /* GPU index (0..ngpu-1) of each rank */
-    int leader[GPU_DIRECT_MAXR];    /* comm rank of each GPU's leader */
-    struct gd_page *page[GPU_DIRECT_MAXR];
-    char *dev[GPU_DIRECT_MAXR];     /* each page's device address */
-    uint32_t seq;
-    int blocks_max;
-    long long host_done_max;        /* CADRE_GPU_HOST_DONE, read at setup */
-    int gate_id;                    /* its gate, or -1 */
-    unsigned int *gate;             /* device word: the leader's `failed`, copied before each
-                                       kernel (a read of host memory per block costs about
-                                       1 us, one block after another) */
-    cudaEvent_t last;               /* the end of the last direct call */
-    int have_last;
-    pthread_mutex_t lock;
-};
-
-struct info {
-    int32_t ok, pid, fd, pad;
-    char busid[32];
-};
-
-static int cyc_ge(uint32_t a, uint32_t b)
-{
-    return (int32_t)(a - b) >= 0;
-}
-
-static int all_on_node(const struct cadre_comm *c)
-{
-    if (!cadre__eng.peers)
-        return 0;
-    for (int i = 0; i < c->size; i++) {
-        if (i == c->rank)
-            continue;
-        const struct cadre_peer *p = &cadre__eng.peers[cadre__world_rank(c, i)];
-        if (p->tp != &cadre__p2p_shm || p->state != PEER_OK)
-            return 0;
-    }
-    return 1;
-}
-
-static void unmap_pages(struct gpu_direct *d)
-{
-    for (int q = 0; q < d->n; q++) {
-        if (!d->page[q])
-            continue;
-        if (d->dev[q])
-            cudaHostUnregister(d->page[q]);
-        munmap(d->page[q], 4096);
-        d->page[q] = NULL;
-        d->dev[q] = NULL;
-    }
-    cudaGetLastError();
-}
-
-/* Maps fd's page (ours or a peer's) at q and registers it; 0 on success. */
-static int map_page(struct gpu_direct *d, int q, int fd)
-{
-    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-        return -1;
-    d->page[q] = p;
-    void *dp = NULL;
-    if (cudaHostRegister(p, 4096, cudaHostRegisterMapped | cudaHostRegisterPortable) !=
-            cudaSuccess ||
-        cudaHostGetDevicePointer(&dp, p, 0) != cudaSuccess) {
-        cudaGetLastError();
-        return -1;
-    }
-    d->dev[q] = dp;
-    return 0;
-}
-
-/* Gate words (device/device_direct.cu), one per communicator in use. */
-static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned char gate_used[GPU_DIRECT_GATES];
-
-static void gate_put(int id)
-{
-    if (id < 0)
-        return;
-    pthread_mutex_lock(&gate_lock);
-    gate_used[id] = 0;
-    pthread_mutex_unlock(&gate_lock);
-}
-
-static unsigned int *gate_get(int *id)
-{
-    *id = -1;
-    pthread_mutex_lock(&gate_lock);
-    for (int i = 0; i < GPU_DIRECT_GATES && *id < 0; i++)
-        if (!gate_used[i]) {
-            gate_used[i] = 1;
-            *id = i;
-        }
-    pthread_mutex_unlock(&gate_lock);
-    unsigned int *g = *id >= 0 ? cadre__gpu_direct_gate(*id) : NULL;
-    if (!g && *id >= 0) {
-        gate_put(*id);
-        *id = -1;
-    }
-    return g;
-}
-
-/* Makes the communicator's state; every rank of c calls it at the same call. */
-static int setup(struct gpu_comm *g, struct cadre_comm *c, const char *fn)
-{
-    struct gpu_direct *d = calloc(1, sizeof *d);
-    if (!d)
-        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
-    pthread_mutex_init(&d->lock, NULL);
-    d->state = -1;
-    d->gate_id = -1;
-    d->comm = c;
-    d->n = c->size;
-    d->me = c->rank;
-    g->direct = d;
-    g->direct_free = cadre__gpu_direct_free;
-    if (c->size < 2 || c->size > GPU_DIRECT_MAXR || !all_on_node(c))
-        return CADRE_SUCCESS;
-    struct info mine = {.ok = cadre__gpu_stream_memops(), .pid = (int32_t)getpid(), .fd = -1};
-    struct info *all = calloc((size_t)c->size, sizeof *all);
-    if (!all)
-        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
-    int fd = -1;
-    if (mine.ok) {
-        fd = memfd_create("cadre-gpu-direct", MFD_CLOEXEC);
-        mine.ok = fd >= 0 && ftruncate(fd, 4096) == 0 && map_page(d, c->rank, fd) == 0;
-        if (d->page[c->rank])
-            atomic_store(&d->page[c->rank]->cause, -1);
-        mine.fd = fd;
-    }
-    if (mine.ok && cudaEventCreateWithFlags(&d->last, cudaEventDisableTiming) != cudaSuccess)
-        mine.ok = 0;
-    if (mine.ok && !(d->gate = gate_get(&d->gate_id))) {
-        CADRE_INFO(DEVICE, "%s: all %d gates of the direct device collectives in use", fn,
-                   GPU_DIRECT_GATES);
-        mine.ok = 0;
-    }
-    if (mine.ok && cudaDeviceGetPCIBusId(mine.busid, (int)sizeof mine.busid,
-                                         cadre__proc.device) != cudaSuccess)
-        mine.ok = 0;
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, cadre__proc.device) !=
-            cudaSuccess || sms < 1)
-        sms = 16;
-    d->blocks_max = 4 * sms;
-    d->host_done_max = cadre__config_int(CADRE_CFG_GPU_HOST_DONE);
-    cudaGetLastError();
-    if (!mine.ok)
-        CADRE_INFO(DEVICE, "%s: no direct device collectives here (stream memory operations, "
-                           "memfd or cudaHostRegister unavailable): device buffers staged", fn);
-    cadre_comm_t h = cadre__gpu_handle_of(c);
-    int rc = cadre_allgather(&mine, all, sizeof mine, CADRE_UINT8, h);
-    int32_t ok = mine.ok, allok = 0;
-    int devs[GPU_DIRECT_MAXR];
-    for (int q = 0; rc == CADRE_SUCCESS && ok && q < c->size; q++) {
-        d->world[q] = cadre__world_rank(c, q);
-        all[q].busid[sizeof all[q].busid - 1] = 0;
-        int dev = -1, a = 0, b = 0;
-        ok = all[q].ok && cudaDeviceGetByPCIBusId(&dev, all[q].busid) == cudaSuccess;
-        if (ok && dev != cadre__proc.device)
-            ok = cudaDeviceCanAccessPeer(&a, cadre__proc.device, dev) == cudaSuccess &&
-                 cudaDeviceCanAccessPeer(&b, dev, cadre__proc.device) == cudaSuccess && a && b;
-        devs[q] = dev;
-        if (ok && q != c->rank) {
-            char why[256] = "";
-            int pfd = cadre__shm_grab_fd(all[q].pid, all[q].fd, why, sizeof why);
-            ok = pfd >= 0 && map_page(d, q, pfd) == 0;
-            if (pfd >= 0)
-                close(pfd);
-            if (!ok)
-                CADRE_INFO(DEVICE, "%s: cannot map rank %d's flag page (%s): device buffers "
-                                   "staged", fn, q, why[0] ? why : "mmap or cudaHostRegister");
-        }
-        cudaGetLastError();
-    }
-    free(all);
-    if (rc == CADRE_SUCCESS)
-        rc = cadre_allreduce(&ok, &allok, 1, CADRE_INT32, CADRE_MIN, h);
-    if (fd >= 0) /* every peer has taken it (or given up) */
-        close(fd);
-    if (rc != CADRE_SUCCESS || !allok) {
-        unmap_pages(d);
-        return rc;
-    }
-    /* GPUs in order of their lowest rank; the leader is that rank. */
-    d->ngpu = 0;
-    for (int q = 0; q < c->size; q++) {
-        int k = 0;
-        while (k < d->ngpu && devs[d->leader[k]] != devs[q])
-            k++;
-        if (k == d->ngpu)
-            d->leader[d->ngpu++] = q;
-        d->gpu_of[q] = k;
-    }
-    d->mygpu = d->gpu_of[d->me];
-    d->lead = d->leader[d->mygpu] == d->me;
-    d->state = 1;
-    CADRE_INFO(DEVICE, "%s: direct device collectives on %d ranks, %d GPU(s); leader of this "
-                       "GPU: rank %d", fn, c->size, d->ngpu, d->leader[d->mygpu]);
-    return CADRE_SUCCESS;
-}
-
-/* ---- failures ----------------------------------------------------------------------- */
-/* Rank q's flags far past call s: no stream waits for q any more. */
-static void release(struct gpu_direct *d, int q, uint32_t s)
-{
-    struct gd_page *p = d->page[q];
-    atomic_store(&p->ready, s + AHEAD);
-    atomic_store(&p->done, s + AHEAD);
-    atomic_store(&p->taken, s + AHEAD);
-}
-
-/* Records in q's page that call s failed there because of rank `cause`. */
-static void mark_failed(struct gpu_direct *d, int q, uint32_t s, int cause)
-{
-    uint32_t zero = 0;
-    if (atomic_compare_exchange_strong(&d->page[q]->failed, &zero, s))
-        atomic_store(&d->page[q]->cause, cause);
-    release(d, q, s);
-}
-
-/* The rank whose failure broke call s or an earlier one (the cause recorded
- * in the lowest page that has one), or -1. */
-static int failed_rank(const struct gpu_direct *d, uint32_t s, uint32_t *at)
-{
-    for (int q = 0; q < d->n; q++) {
-        uint32_t f = atomic_load(&d->page[q]->failed);
-        if (f && cyc_ge(s, f)) {
-            *at = f;
-            int c = atomic_load(&d->page[q]->cause);
-            return c >= 0 && c < d->n ? c : q;
-        }
-    }
-    return -1;
-}
-
-/* The lowest member of the communicator that died, or -1. */
-static int dead_rank(const struct gpu_direct *d)
-{
-    eng_lock();
-    int q = cadre__p2p_comm_dead_member(d->comm);
-    eng_unlock();
-    return q;
-}
-
-static double timeout_s(void)
-{
-    return cadre__config_dbl(CADRE_CFG_TIMEOUT); /* more than 0: cadre_init checked it */
-}
+#include "device/device_coll.h"
+#include "device/device_direct_comm.h"
 
 /* Waits on the host until arrived(d, q, s) for every rank q in `who`
  * (nwho of them): a status naming the rank that failed, died or never came. */
@@ -404,65 +122,6 @@ static int published(const struct gpu_direct *d, int q, uint32_t s)
     return atomic_load_explicit(&d->page[q]->ring[s % RING].seq, memory_order_acquire) == s;
 }
 
-/* ---- the proxy's watch ----------------------------------------------------------------- */
-struct watch {
-    struct gpu_direct *d;
-    uint32_t s;
-    double t0, next;
-};
-
-/* While a call's stream work is pending (done 0) and once it completed
- * (done 1): 0, or a status with the failure recorded on op. */
-static int watch(struct gpu_op *op, int done)
-{
-    struct watch *w = op->watch_arg;
-    struct gpu_direct *d = w->d;
-    if (done) {
-        uint32_t at;
-        int f = failed_rank(d, w->s, &at);
-        if (f < 0)
-            return 0;
-        char m[160];
-        snprintf(m, sizeof m, "rank %d's direct device collective #%u failed; this call's "
-                              "result is not valid", f, at);
-        cadre__gpu_record_failure(op, CADRE_ERR_PEER, m);
-        return CADRE_ERR_PEER;
-    }
-    double now = cadre__now();
-    if (now < w->next)
-        return 0;
-    w->next = now + 0.005;
-    cadre__p2p_progress();
-    int dq = dead_rank(d);
-    if (dq >= 0) {
-        mark_failed(d, dq, w->s, dq);
-        mark_failed(d, d->me, w->s, dq);
-        char m[160];
-        snprintf(m, sizeof m, "rank %d died during direct device collective #%u", dq, w->s);
-        cadre__gpu_record_failure(op, CADRE_ERR_PEER, m);
-        return CADRE_ERR_PEER;
-    }
-    if (now - w->t0 > timeout_s()) {
-        char m[200];
-        int k = snprintf(m, sizeof m, "direct device collective #%u made no progress in %g s; "
-                                      "streams not at it:", w->s, timeout_s());
-        int late = -1;
-        for (int q = 0; q < d->n; q++) {
-            if (cyc_ge(atomic_load(&d->page[q]->ready), w->s))
-                continue;
-            if (late < 0)
-                late = q;
-            if (k < (int)sizeof m - 8)
-                k += snprintf(m + k, sizeof m - (size_t)k, " rank %d", q);
-        }
-        for (int q = 0; q < d->n; q++)
-            mark_failed(d, q, w->s, late >= 0 ? late : d->me);
-        cadre__gpu_record_failure(op, CADRE_ERR_TIMEOUT, m);
-        return CADRE_ERR_TIMEOUT;
-    }
-    return 0;
-}
-
 /* ---- a call ------------------------------------------------------------------------- */
 /* CADRE_GPU_ALGO: staged, or auto (the direct path where it can run). */
 static enum coll_algo choose_device(enum coll_kind k, size_t bytes, const char **why)
@@ -481,19 +140,6 @@ static int is_device(const void *p, size_t bytes)
     size_t size;
     return cadre__gpu_classify(p, &base, &size) &&
            (size_t)((const char *)p - base) + bytes <= size;
-}
-
-/* The communicator's usable state (set up on first use), or NULL: the call
- * is not for the direct path. */
-static struct gpu_direct *usable(const char *fn, struct cadre_comm *comm, int *rc)
-{
-    *rc = CADRE_SUCCESS;
-    struct gpu_comm *g = cadre__gpu_comm(comm);
-    if (!g)
-        return NULL;
-    if (!g->direct && (*rc = setup(g, comm, fn)) != CADRE_SUCCESS)
-        return NULL;
-    return g->direct->state == 1 ? g->direct : NULL;
 }
 
 #define OFF_READY 0
@@ -773,9 +419,14 @@ static int run(const char *fn, struct cadre_comm *comm, struct gpu_direct *d, in
 
     if (from_host) {
         /* Over (1: nothing on the stream, nothing to watch), or failed at
-         * another rank (whose page says so; this call's mark is made). */
+         * another rank (whose page says so): this rank's page says so too,
+         * with that rank as the cause, as on every other failure. */
         int over;
         int hr = host_done_wait(d, fn, s, &over);
+        if (hr != CADRE_SUCCESS) {
+            int cf = failed_rank(d, s, &at);
+            mark_failed(d, d->me, s, cf >= 0 ? cf : d->me);
+        }
         if (hr != CADRE_SUCCESS || over) {
             pthread_mutex_unlock(&d->lock);
             free(w);
@@ -809,7 +460,7 @@ unlock:
         w->s = s;
         w->t0 = cadre__now();
         w->next = w->t0 + 0.005;
-        gop->watch = watch;
+        gop->watch = cadre__gpu_direct_watch;
         gop->watch_arg = w;
         gop->watch_free = free;
         w = NULL;
@@ -838,7 +489,7 @@ static int take(const char *fn, struct cadre_comm *comm, enum coll_kind k, size_
     *d = NULL;
     if (comm->size > 1) {
         int rc;
-        if (!(*d = usable(fn, comm, &rc)))
+        if (!(*d = cadre__gpu_direct_usable(fn, comm, &rc)))
             return rc == CADRE_SUCCESS ? CADRE__GPU_NOT_MINE : rc;
     }
     cadre__coll_log_choice(comm, k, a, bytes, 1, why);
@@ -887,24 +538,5 @@ int cadre__gpu_allgather(const char *fn, const void *sendbuf, void *recvbuf, siz
     if (rc != CADRE_SUCCESS)
         return rc;
     return run(fn, comm, d, GPU_DIRECT_ALLGATHER, sendbuf, recvbuf, count, dt, CADRE_SUM, req);
-}
-
-void cadre__gpu_direct_free(struct gpu_comm *g)
-{
-    struct gpu_direct *d = g->direct;
-    if (!d)
-        return;
-    g->direct = NULL;
-    /* The pages are the peers' too: each maps and registers its own view,
-     * so ours go at once (a peer still waiting on our flags keeps them). */
-    if (d->have_last)
-        cudaEventSynchronize(d->last);
-    unmap_pages(d);
-    gate_put(d->gate_id);
-    if (d->last)
-        cudaEventDestroy(d->last);
-    cudaGetLastError();
-    pthread_mutex_destroy(&d->lock);
-    free(d);
 }
 #endif /* HAVE_CUDA */

@@ -1,9 +1,9 @@
 /*
- * p2p_gpu_ipc.c - CUDA IPC between the processes of one node: which peers can
+ * device_ipc.c - CUDA IPC between the processes of one node: which peers can
  * take it, the handles of this process's allocations (exported once per
  * allocation), the mappings of the peers' (opened once per sender and
  * allocation, closed when found stale or at cadre_finalize), and the small control messages of
- * p2p/p2p_gpu.c's protocol.
+ * device_p2p.c's protocol.
  *
  * Cache keys are the allocation's start address and its buffer id
  * (CU_POINTER_ATTRIBUTE_BUFFER_ID, unique over the life of the process): an
@@ -12,7 +12,7 @@
  * between processes on one GPU as well as across GPUs with peer access; it
  * fails inside one process, which never sends itself a descriptor.
  *
- * May call: this folder's engine and requests, device/, bootstrap/, runtime/.
+ * May call: this folder, p2p/ (the engine and requests), bootstrap/, runtime/.
  */
 #include "config.h"
 
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "bootstrap/bootstrap.h"
-#include "p2p/p2p_gpu.h"
+#include "device/device_op.h"
 
 static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -75,14 +75,23 @@ int cadre__gpu_ipc_peer_ok(int w)
     if (!peer_state)
         peer_state = calloc((size_t)cadre__proc.size, 1);
     int s = peer_state ? peer_state[w] : -1;
-    if (!s) {
-        s = probe(w) ? 1 : -1;
-        peer_state[w] = (signed char)s;
-        CADRE_INFO(DEVICE, "device buffers to rank %d: %s", w,
-                   s > 0 ? "CUDA IPC" : "staged through host memory");
-    }
     pthread_mutex_unlock(&ipc_lock);
-    return s > 0;
+    if (s)
+        return s > 0;
+    /* The first ask: a bootstrap get (a round trip to the PMIx server, which
+     * may take seconds) and CUDA queries, outside ipc_lock, which the proxy
+     * and every descriptor's delivery (under the engine lock) take. Two
+     * threads may both ask; the first answer stored stands. */
+    int p = probe(w) ? 1 : -1;
+    pthread_mutex_lock(&ipc_lock);
+    s = peer_state ? peer_state[w] : p;
+    if (!s)
+        peer_state[w] = (signed char)p;
+    pthread_mutex_unlock(&ipc_lock);
+    if (!s)
+        CADRE_INFO(DEVICE, "device buffers to rank %d: %s", w,
+                   p > 0 ? "CUDA IPC" : "staged through host memory");
+    return (s ? s : p) > 0;
 }
 
 /* ---- this process's allocations ----------------------------------------------------- */

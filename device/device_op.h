@@ -1,11 +1,13 @@
 /*
- * p2p_gpu.h - point-to-point on device buffers: the hooks p2p_api.c and
- * p2p_match.c call (p2p_gpu.c), and the device operations run by the proxy
- * thread (p2p_gpu_proxy.c, p2p_gpu_op.c) that the collective layer's device
- * executor (coll/coll_gpu*.c) uses too; the CUDA IPC transport (p2p_gpu_ipc.c).
+ * device_op.h - point-to-point on device buffers: the entry points p2p/
+ * calls through runtime/runtime_device.h's table (device_p2p.c,
+ * device_op.c), and the device operations run by the proxy thread
+ * (device_proxy.c, device_op.c) that the collectives' device executor
+ * (device_coll.c, device_direct_call.c) uses too; the CUDA IPC transport
+ * (device_ipc.c).
  */
-#ifndef CADRE_P2P_GPU_H
-#define CADRE_P2P_GPU_H
+#ifndef CADRE_DEVICE_OP_H
+#define CADRE_DEVICE_OP_H
 
 #include <stdatomic.h>
 
@@ -25,7 +27,7 @@ int cadre__gpu_sendrecv(const void *sendbuf, size_t sendcount, int dst, int send
                         void *recvbuf, size_t recvcount, int src, int recvtag, cadre_datatype_t dt,
                         struct cadre_comm *comm, cadre_status_t *status);
 
-/* A message flagged CADRE_P2P_DEVICE (a CUDA IPC descriptor, p2p/p2p_gpu.c)
+/* A message flagged CADRE_P2P_DEVICE (a CUDA IPC descriptor, device_p2p.c)
  * matched receive r; engine lock held. Completes r now or later. */
 void cadre__gpu_deliver(struct cadre_request *r, const struct cadre_p2p_hdr *h, int peer,
                         const void *data);
@@ -34,15 +36,19 @@ void cadre__gpu_deliver(struct cadre_request *r, const struct cadre_p2p_hdr *h, 
 int cadre__gpu_wait(struct cadre_request *r, cadre_status_t *status);
 /* Whether r is the request of a nonblocking device call (cadre__gpu_wait's). */
 int cadre__gpu_is_device_req(const struct cadre_request *r);
-/* Called by cadre_comm_free before the communicator goes away. */
+/* Called by cadre_comm_free before the communicator goes away: waits for
+ * its device operations at most CADRE_TIMEOUT (then warns, naming them). */
 void cadre__gpu_comm_free(struct cadre_comm *c);
+/* cadre_finalize (registered by cadre__gpu_path_init): frees the world
+ * communicator's device state unless operations still hold it. */
+void cadre__gpu_world_free(void);
 
 #if HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include "p2p/p2p_engine.h"
 
-/* ---- operations (p2p_gpu_proxy.c, p2p_gpu_op.c) ------------------------------------ */
+/* ---- operations (device_proxy.c, device_op.c) ------------------------------------ */
 /* OP_HOSTRECV: a host-buffer receive that matched a CUDA IPC descriptor; the
  * proxy copies the data out of the sender's buffer. OP_DEVICE: work already
  * on the stream (the direct kernels); the proxy only waits for `done`. */
@@ -50,20 +56,8 @@ enum { OP_SCHED, OP_SEND, OP_RECV, OP_HOSTRECV, OP_DEVICE };
 /* ST_ACK: CUDA IPC receive done on the device, the sender's release in flight. */
 enum { ST_WAIT_READY, ST_RUNNING, ST_WAIT_DEVICE, ST_ACK };
 
-/* The payload of a CUDA IPC descriptor (an EAGER message flagged
- * CADRE_P2P_DEVICE on the user's context and tag): where the sender's data
- * lies. The receiver answers on CADRE_GPU_CTX, tag `id`, with a 32-bit status
- * once its copy has finished on its device. */
-#define CADRE_GPU_IPC_MAGIC 0x43495043u
-struct gpu_ipc_desc {
-    uint32_t magic;
-    uint32_t id;      /* the tag of the answer */
-    uint64_t base;    /* the sender's allocation: start address ... */
-    uint64_t bufid;   /* ... and CU_POINTER_ATTRIBUTE_BUFFER_ID, the cache key */
-    uint64_t offset;  /* of the data in the allocation */
-    uint64_t bytes;
-    cudaIpcMemHandle_t mem; /* of the allocation */
-};
+/* struct gpu_ipc_desc, the payload of a CUDA IPC descriptor, is in
+ * runtime/runtime_device.h: p2p/ carries it. */
 /* The copy a CUDA IPC-capable receive makes once released: from the mapped
  * sender buffer or from staging. In pinned memory, read by the copy kernel. */
 struct gpu_copy_slot {
@@ -81,7 +75,7 @@ struct gpu_op {
     cudaEvent_t ready, done;
     struct flag *flag;
     struct stage *stage;
-    /* OP_SCHED: the host work, the layer above's (coll/coll_gpu.c): started
+    /* OP_SCHED: the host work, the collectives' (device_coll.c): started
      * by work_start (which takes work over), or dropped unstarted. */
     void *work;
     int (*work_start)(void *work, cadre_request_t *req);
@@ -112,7 +106,7 @@ struct gpu_op {
     char errmsg[256];
     cadre_status_t status;
     /* OP_DEVICE: asked by the proxy while `done` is pending (done 0) and once
-     * it completed (1); records any failure on the op (coll_gpu_direct.c) */
+     * it completed (1); records any failure on the op (device_direct_comm.c) */
     int (*watch)(struct gpu_op *op, int done);
     void *watch_arg;
     void (*watch_free)(void *arg);
@@ -128,6 +122,10 @@ cadre_comm_t cadre__gpu_handle_of(struct cadre_comm *c);
 void cadre__gpu_record_failure(struct gpu_op *op, int rc, const char *msg);
 /* Hands an op to the proxy (which starts on first use). */
 int cadre__gpu_submit(struct gpu_op *op);
+/* Writes into buf the operations of g the proxy holds (what each is, its
+ * peer and tag, where it is), asking the proxy thread, which answers between
+ * its passes; says so if it does not answer within a second. */
+void cadre__gpu_proxy_describe(struct gpu_comm *g, char *buf, size_t n);
 int cadre__gpu_attach_request(struct gpu_op *op, cadre_request_t *req);
 /* The communicator's device state, or the status of its sticky error (an
  * earlier device operation on it failed after its call returned). */
@@ -141,7 +139,7 @@ void cadre__gpu_op_discard(struct gpu_op *op);
 /* Enqueues on st the wait for op's flag. */
 int cadre__gpu_enqueue_wait(struct gpu_op *op, cudaStream_t st);
 
-/* ---- CUDA IPC (p2p/p2p_gpu_ipc.c) ------------------------------------------------------------- */
+/* ---- CUDA IPC (device_ipc.c) ------------------------------------------------------------- */
 /* Whether device buffers can go to world rank w through CUDA IPC: another
  * process on this node reached through shared memory, with a GPU this one
  * can map memory of (the same GPU or one with peer access), CADRE_GPU_IPC on. */
@@ -156,7 +154,7 @@ int cadre__gpu_ipc_map(int src_world, const struct gpu_ipc_desc *d, const char *
  * calling thread may close the sender's other mappings (a packed allocation
  * already mapped): a caller holding two checks the first is still there. */
 void *cadre__gpu_ipc_mapped(int src_world, const struct gpu_ipc_desc *d);
-/* Set in the proxy thread: it never closes a mapping (see p2p_gpu_ipc.c). */
+/* Set in the proxy thread: it never closes a mapping (see device_ipc.c). */
 extern __thread int cadre__gpu_in_proxy;
 /* Closes every mapping (cadre_finalize). */
 void cadre__gpu_ipc_finalize(void);

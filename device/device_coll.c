@@ -1,13 +1,13 @@
 /*
- * coll_gpu.c - the device executor of the collectives: a schedule whose
+ * device_coll.c - the device executor of the collectives: a schedule whose
  * buffers are device memory runs, unchanged, on pinned staging copies of
  * them. The device intervals the schedule reads are copied to staging on
- * the stream, the proxy (p2p/p2p_gpu_proxy.c) runs the schedule with the
+ * the stream, the proxy (device_proxy.c) runs the schedule with the
  * host executor once they are there, and the intervals it wrote are copied
- * back; the design is in p2p_gpu_proxy.c.
+ * back; the design is in device_proxy.c.
  *
- * May call: p2p/ (the device operations of p2p_gpu.h), device/, runtime/,
- * and this folder's schedule executor (coll_sched.c).
+ * May call: this folder (the device operations of device_op.h), coll/ (the
+ * schedule executor, coll_sched.c), p2p/, runtime/.
  */
 #include "config.h"
 
@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "coll/coll.h"
-#include "coll/coll_gpu.h"
-#include "p2p/p2p_gpu.h"
+#include "device/device_coll.h"
+#include "device/device_op.h"
 
 struct rng {
     char *lo, *hi;
@@ -74,6 +74,22 @@ static char *remap(const struct dint *d, int nd, const void *p, char *stage)
     return (char *)p;
 }
 
+/* Whether a buffer of the schedule is device memory (asked without
+ * allocating: the answer on the out-of-memory path). */
+static int any_device(const struct coll_sched *s)
+{
+    char *base;
+    size_t size;
+    for (int i = 0; i < s->nsteps; i++) {
+        const struct coll_step *st = &s->steps[i];
+        if ((st->src && cadre__gpu_classify(st->src, &base, &size)) ||
+            (st->dst && cadre__gpu_classify(st->dst, &base, &size)) ||
+            (st->src2 && cadre__gpu_classify(st->src2, &base, &size)))
+            return 1;
+    }
+    return s->scale_buf && cadre__gpu_classify(s->scale_buf, &base, &size);
+}
+
 /* The proxy's calls of an OP_SCHED's work: the schedule, on staging. */
 static int work_start(void *work, cadre_request_t *req)
 {
@@ -115,8 +131,15 @@ int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req)
     if (rc == CADRE_SUCCESS && s->scale_buf)
         rc = add_rng(&v, &n, &cap, s->scale_buf, s->scale_n * s->elsize, 1, 1);
     if (rc != CADRE_SUCCESS) {
+        /* Out of memory before the buffers were classified: the host
+         * executor must not run a schedule on device buffers. */
         free(v);
-        return CADRE__GPU_NOT_MINE; /* the host path reports ENOMEM as it must */
+        if (!any_device(s))
+            return CADRE__GPU_NOT_MINE;
+        cadre__sched_free(s);
+        return cadre__error(CADRE_ERR_NOMEM,
+                            "%s: no memory for the list of device buffer ranges (rank %d)", fn,
+                            s->comm->rank);
     }
     qsort(v, (size_t)n, sizeof *v, rng_cmp);
 

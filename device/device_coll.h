@@ -1,12 +1,12 @@
 /*
- * coll_gpu.h - the collective layer's device-buffer path: the hooks the
- * collectives of coll_api.c call first (coll_gpu.c: a schedule run by the
- * device executor, staged through host memory; coll_gpu_direct.c: the
- * direct one-node kernels). A hook returns CADRE__GPU_NOT_MINE when the
- * buffers are host memory.
+ * device_coll.h - the collectives' device-buffer path: the entry points the
+ * collectives of coll/ call first, through runtime/runtime_device.h's table
+ * (device_coll.c: a schedule run by the device executor, staged through
+ * host memory; device_direct_call.c: the direct one-node kernels). An entry
+ * returns CADRE__GPU_NOT_MINE when the buffers are host memory.
  */
-#ifndef CADRE_COLL_GPU_H
-#define CADRE_COLL_GPU_H
+#ifndef CADRE_DEVICE_COLL_H
+#define CADRE_DEVICE_COLL_H
 
 #include "coll/coll.h"
 #include "device/device.h"
@@ -17,7 +17,7 @@ struct gpu_comm;
  * program order). Takes s over unless it returns CADRE__GPU_NOT_MINE. */
 int cadre__gpu_sched(struct coll_sched *s, cadre_request_t *req);
 
-/* The direct one-node collectives (coll/coll_gpu_direct.c): NOT_MINE when the buffers
+/* The direct one-node collectives (device_direct_call.c): NOT_MINE when the buffers
  * are host memory or the call is not for them (the caller goes on, and the
  * staged path takes device buffers). Arguments validated, IN_PLACE resolved
  * (sendbuf == recvbuf). */

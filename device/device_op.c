@@ -1,12 +1,12 @@
 /*
- * p2p_gpu_op.c - the device operations of p2p_gpu_proxy.c's design: making
+ * device_op.c - the device operations of device_proxy.c's design: making
  * one (its events, flag and stream), the stream's wait for the proxy, the
  * user request of a nonblocking device call and cadre_wait on it, and the
- * release of a communicator's device state. p2p_gpu.c (point-to-point) and
- * the collective layer's device executor (coll/coll_gpu*.c) make ops here
+ * release of a communicator's device state. device_p2p.c (point-to-point) and
+ * the collectives' device executor (device_coll.c, device_direct_call.c) make ops here
  * and hand them to the proxy (cadre__gpu_submit).
  *
- * May call: this folder's engine and requests, device/, runtime/.
+ * May call: this folder, p2p/ (the engine and requests), runtime/.
  */
 #include "config.h"
 
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "device/device_op.h"
 #include "p2p/p2p_engine.h"
-#include "p2p/p2p_gpu.h"
 
 /* ---- operations -------------------------------------------------------------------- */
 
@@ -156,8 +156,26 @@ void cadre__gpu_comm_free(struct cadre_comm *c)
     struct gpu_comm *g = c->gpu;
     if (!g)
         return;
-    /* The proxy's ops point at the communicator: let them finish. */
+    /* The proxy's ops point at the communicator: let them finish, for as
+     * long as an operation may make no progress (CADRE_TIMEOUT, as
+     * cadre_finalize's drain). Past that the communicator goes without
+     * them: its device state stays theirs (leaked), and the proxy starts
+     * none of them (g->orphaned). */
+    double t0 = cadre__now(), limit = cadre__config_dbl(CADRE_CFG_TIMEOUT);
     while (atomic_load(&g->pending) > 0) {
+        if (cadre__now() - t0 > limit) {
+            char what[1024];
+            atomic_store(&g->orphaned, 1);
+            cadre__gpu_proxy_describe(g, what, sizeof what);
+            CADRE_WARN(DEVICE,
+                       "cadre_comm_free: communicator %p (context %u, rank %d of %d) still has "
+                       "%d device operations pending after %g s (CADRE_TIMEOUT); freed without "
+                       "them, its device state left to them: %s",
+                       (void *)cadre__comm_handle(c), (unsigned)c->context_id, c->rank,
+                       c->size, atomic_load(&g->pending), limit, what);
+            c->gpu = NULL;
+            return;
+        }
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
@@ -169,6 +187,15 @@ void cadre__gpu_comm_free(struct cadre_comm *c)
         cudaStreamDestroy((cudaStream_t)g->internal_recv);
     free(g);
     c->gpu = NULL;
+}
+
+void cadre__gpu_world_free(void)
+{
+    struct gpu_comm *g = cadre__comm_world.gpu;
+    /* Pending operations after cadre_finalize's drain (which warned): they
+     * keep it. */
+    if (g && atomic_load(&g->pending) == 0)
+        cadre__gpu_comm_free(&cadre__comm_world);
 }
 
 /* ---- making an op -------------------------------------------------------------------- */
@@ -252,8 +279,8 @@ int cadre__gpu_enqueue_wait(struct gpu_op *op, cudaStream_t st)
 #else /* !HAVE_CUDA */
 #include <stdlib.h>
 
+#include "device/device_op.h"
 #include "p2p/p2p_engine.h"
-#include "p2p/p2p_gpu.h"
 
 /* Without CUDA the hooks are compiled out (cadre__gpu_enabled() is 0), but
  * the comm layer still frees what set_stream made. */
@@ -261,6 +288,11 @@ void cadre__gpu_comm_free(struct cadre_comm *c)
 {
     free(c->gpu);
     c->gpu = NULL;
+}
+
+void cadre__gpu_world_free(void)
+{
+    cadre__gpu_comm_free(&cadre__comm_world);
 }
 
 /* No peer sends this process a device-buffer descriptor: it publishes no GPU. */

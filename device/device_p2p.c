@@ -1,6 +1,6 @@
 /*
- * p2p_gpu.c - point-to-point on device buffers: staged through pinned host
- * memory (p2p/p2p_gpu_proxy.c's design), or, between two processes of one node,
+ * device_p2p.c - point-to-point on device buffers: staged through pinned host
+ * memory (device_proxy.c's design), or, between two processes of one node,
  * by CUDA IPC.
  *
  * CUDA IPC (a device send to a peer for which cadre__gpu_ipc_peer_ok):
@@ -31,13 +31,13 @@
  *   internal stream).
  *
  *   Which side decides: the sender, from what it knows of the peer (same
- *   node, shared memory transport, a GPU it can reach: p2p/p2p_gpu_ipc.c), never from
+ *   node, shared memory transport, a GPU it can reach: device_ipc.c), never from
  *   the receive buffer's kind, which it cannot know. A host-buffer receive
  *   that matches a descriptor is handed to the proxy (OP_HOSTRECV), which
  *   copies the data out of the mapped allocation into the user's buffer.
  *
- * May call: this folder (engine, requests, the proxy's ops, CUDA IPC),
- * device/, runtime/.
+ * May call: this folder (the proxy's ops, CUDA IPC, the pools), p2p/ (the
+ * engine and requests), runtime/.
  */
 #include "config.h"
 
@@ -45,7 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "p2p/p2p_gpu.h"
+#include "device/device_op.h"
 
 static int p2p_classify(const char *fn, const void *buf, size_t bytes)
 {
@@ -78,7 +78,9 @@ static int p2p_prepare(int kind, const char *fn, void *buf, size_t count, cadre_
     op->peer = peer;
     op->tag = tag;
     op->cap = bytes;
-    if (kind == OP_SEND && peer != comm->rank &&
+    /* An empty message (a zero count of cadre_sendrecv) is staged: no
+     * buffer to export, and nothing to copy on either side. */
+    if (kind == OP_SEND && bytes && peer != comm->rank &&
         cadre__gpu_ipc_peer_ok(cadre__world_rank(comm, peer)) &&
         cadre__gpu_ipc_export(buf, &op->desc) == CADRE_SUCCESS) {
         op->ipc = 1;
@@ -107,7 +109,8 @@ static int p2p_prepare(int kind, const char *fn, void *buf, size_t count, cadre_
     }
     cudaError_t e = cudaSuccess;
     if (kind == OP_SEND) {
-        e = cudaMemcpyAsync(op->stage->p, buf, bytes, cudaMemcpyDeviceToHost, *X);
+        if (bytes)
+            e = cudaMemcpyAsync(op->stage->p, buf, bytes, cudaMemcpyDeviceToHost, *X);
         if (e == cudaSuccess)
             e = cudaEventRecord(op->ready, *X);
     } else {
@@ -149,7 +152,7 @@ static int p2p_finish(struct gpu_op *op, void *buf, cudaStream_t X, cadre_reques
      * receives enqueued after it. */
     int lazy = op->kind == OP_SEND && op->ipc == 1 && req;
     int rc = lazy ? CADRE_SUCCESS : cadre__gpu_enqueue_wait(op, X);
-    if (rc == CADRE_SUCCESS && op->kind == OP_RECV) {
+    if (rc == CADRE_SUCCESS && op->kind == OP_RECV && bytes) {
         if (op->ipc)
             e = (cudaError_t)cadre__gpu_copy_slot(buf, op->slot, bytes, X);
         else
@@ -235,14 +238,15 @@ int cadre__gpu_sendrecv(const void *sendbuf, size_t sendcount, int dst, int send
     /* The receive is posted at once; the send goes out when its data is
      * ready. On the stream the receive's copy comes before the send's wait:
      * a CUDA IPC send waits for the peer's copy, and the peer's sendrecv
-     * does the same, so neither copy may sit behind a send's wait. */
+     * does the same, so neither copy may sit behind a send's wait. A side
+     * with a zero count still sends or receives its empty message, as on
+     * host buffers: the peer's receive of it must match, and the peer's
+     * empty message must not be left for a later receive. */
     struct gpu_op *sop = NULL, *rop = NULL;
     cudaStream_t X = NULL;
-    int rc = CADRE_SUCCESS;
-    if (sendcount)
-        rc = p2p_prepare(OP_SEND, fn, (void *)sendbuf, sendcount, dt, dst, sendtag, comm, 0, &sop,
+    int rc = p2p_prepare(OP_SEND, fn, (void *)sendbuf, sendcount, dt, dst, sendtag, comm, 0, &sop,
                          &X);
-    if (rc == CADRE_SUCCESS && recvcount) {
+    if (rc == CADRE_SUCCESS) {
         rc = p2p_prepare(OP_RECV, fn, recvbuf, recvcount, dt, src, recvtag, comm, 0, &rop, &X);
         if (rc == CADRE_SUCCESS)
             rc = p2p_finish(rop, recvbuf, X, NULL);
