@@ -68,7 +68,8 @@ static void check_oks(const struct run_result *r, const char *fmt, int n)
 }
 
 /* p2p_test, coll_test and ucx_test's data case at 2 hosts x 2 ranks and 3
- * hosts x 2 (and 5 ranks on 2 hosts of 3 and 2, for ucx_test). */
+ * hosts x 2 (and 5 ranks on 2 hosts of 3 and 2, for ucx_test); anymix_test
+ * at 2 x 2, cyclic. */
 static void test_programs_on_ucx(void)
 {
     if (!HAVE_UCX)
@@ -87,6 +88,10 @@ static void test_programs_on_ucx(void)
          * default over tcp is higher): into the posted receive's buffer. */
         {"tests/ranks/ucx_test", "block:2", "UCX_RNDV_THRESH=8k", "ucx_test: rank %d ok", 4},
         {"tests/ranks/p2p_test", "block:2", "UCX_RNDV_THRESH=8k", NULL, 4},
+        /* Wildcard and specific receives mixed, shm and ucx peers
+         * alternating (the hosts scenario's 2x2 cyclic job). */
+        {"tests/ranks/anymix_test", "cyclic:2", "", "anymix_test: rank %d ok", 4},
+        {"tests/ranks/anymix_test", "cyclic:2", "UCX_RNDV_THRESH=8k", "anymix_test: rank %d ok", 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct run_result r;
