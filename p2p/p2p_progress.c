@@ -144,9 +144,19 @@ void cadre__p2p_sent(int w, uint64_t sreq, int status)
 void cadre__p2p_later_settle(struct cadre_request *r)
 {
     /* Bounded: a peer that stops answering fails (the transport's liveness
-     * check), and its transport then reports every message (peer_gone). */
-    while (r->kind == REQ_SEND && r->later)
-        cadre__p2p_progress_locked();
+     * check), and its transport then reports every message (peer_gone).
+     * Only the transports: the engine's full progress would poll the
+     * collectives' schedules, and this runs inside one (a schedule that
+     * drops its requests when poisoned: sched_poll, abandon, settle,
+     * sched_poll, ... without end). */
+    struct cadre_engine *e = &cadre__eng;
+    while (r->kind == REQ_SEND && r->later) {
+        int events = 0;
+        for (int i = 0; i < e->ntps; i++)
+            events += e->tps[i]->progress();
+        if (!events)
+            sched_yield();
+    }
 }
 
 int cadre__p2p_post(int w, const struct cadre_p2p_hdr *h, const void *payload,
