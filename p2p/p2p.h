@@ -221,6 +221,9 @@ void cadre__p2p_peer_finalized(int peer);
 const char *cadre__p2p_tcp_host(int peer);
 /* The same from the UCX transport's endpoint (NULL: not reached by ucx). */
 const char *cadre__p2p_ucx_host(int peer);
+/* The hostname of world rank `peer` from whichever transport reaches it
+ * (tcp's, else ucx's); NULL when neither published one. */
+const char *cadre__p2p_host(int peer);
 
 /* ---- engine internals shared by the p2p files ------------------------------- */
 struct cadre_p2p_engine_info {

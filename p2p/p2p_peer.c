@@ -203,6 +203,12 @@ void cadre__p2p_peer_reported(int w, int by)
     e->deaths_pending++;
 }
 
+const char *cadre__p2p_host(int peer)
+{
+    const char *host = cadre__p2p_tcp_host(peer);
+    return host ? host : cadre__p2p_ucx_host(peer);
+}
+
 /* What w sent before it went is read first (as for a death seen here),
  * while messages come, within a bound. */
 static void peer_reported_settle(int w)
@@ -216,9 +222,7 @@ static void peer_reported_settle(int w)
     if (p->state != PEER_OK)
         return;
     char why[128];
-    const char *host = cadre__p2p_tcp_host(w);
-    if (!host)
-        host = cadre__p2p_ucx_host(w);
+    const char *host = cadre__p2p_host(w);
     snprintf(why, sizeof why, "%s%s%slost: rank %d found it failed", host ? "(host " : "",
              host ? host : "", host ? ") " : "", by);
     p->heard = 1;
