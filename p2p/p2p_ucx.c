@@ -9,7 +9,10 @@
  * and UCX offers an RDMA transport on it, else off-host peers take cadre's
  * tcp and libucp is never loaded (p2p_ucx_load.c dlopens it). A pair uses
  * ucx when both ranks published a worker address (bootstrap key "ucx") and
- * are on different hosts; same-host pairs stay on shm.
+ * are on different hosts; same-host pairs stay on shm. Each rank makes its
+ * endpoint to every such peer at its first progress after wireup, while
+ * every host is up (UCX's connect() toward a cut link blocks for tens of
+ * seconds: none is made later, toward a host found lost).
  *
  * Messages: one active message each, cadre's header inside ours (struct
  * ucx_wire) with the pair's sequence number tseq: UCX may hand active
@@ -230,6 +233,11 @@ static int ucx_wireup(void)
         memcpy(p->addr, b->addr, b->addrlen);
         p->addrlen = b->addrlen;
         p->reachable = 1;
+        /* Its endpoint at the first progress, while every host is up:
+         * UCX's connect() blocks (tens of seconds) toward a host whose
+         * link was cut, so none is made later, when a failure notice goes
+         * to a peer on the lost host. */
+        p->want_ep = 1;
         free(data);
     }
     return CADRE_SUCCESS;
