@@ -90,8 +90,8 @@ static void test_programs_on_ucx(void)
         {"tests/ranks/p2p_test", "block:2", "UCX_RNDV_THRESH=8k", NULL, 4},
         /* Wildcard and specific receives mixed, shm and ucx peers
          * alternating (the hosts scenario's 2x2 cyclic job). */
-        {"tests/ranks/anymix_test", "cyclic:2", "", "anymix_test: rank %d ok", 4},
-        {"tests/ranks/anymix_test", "cyclic:2", "UCX_RNDV_THRESH=8k", "anymix_test: rank %d ok", 4},
+        {"tests/ranks/anymix_test", "cyclic:2", "", NULL, 4},
+        {"tests/ranks/anymix_test", "cyclic:2", "UCX_RNDV_THRESH=8k", NULL, 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct run_result r;
