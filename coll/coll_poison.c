@@ -154,7 +154,7 @@ void cadre__coll_poison_in(int peer, const struct cadre_p2p_hdr *h)
             (int)h->src < f.c->size) {
             cadre__p2p_peer_reported(cadre__world_rank(f.c, other),
                                      cadre__world_rank(f.c, (int)h->src));
-            host = cadre__p2p_tcp_host(cadre__world_rank(f.c, other));
+            host = cadre__p2p_host(cadre__world_rank(f.c, other));
         }
         snprintf(text, sizeof text, "rank %d%s%s%s failed (rank %d found out)", other,
                  host ? " (host " : "", host ? host : "", host ? ")" : "", (int)h->src);

@@ -355,7 +355,7 @@ static void peer_failure(struct coll_sched *s, int peer, const char *msg)
     int dead = cadre__coll_blame(s->comm, peer);
     if (dead >= 0 && dead != peer) {
         const char *host =
-            cadre__p2p_tcp_host(cadre__world_rank(s->comm, dead));
+            cadre__p2p_host(cadre__world_rank(s->comm, dead));
         snprintf(s->errmsg, sizeof s->errmsg,
                  "%s: rank %d%s%s%s failed (a rank that finalized after it went first)",
                  s->op_name, dead, host ? " (host " : "", host ? host : "", host ? ")" : "");

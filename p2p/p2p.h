@@ -112,6 +112,15 @@ static inline int cadre__p2p_has_payload(unsigned type)
 /* Return values of send(). */
 #define CADRE_P2P_SENT 0   /* taken whole: the payload may be reused now */
 #define CADRE_P2P_BUSY (-1) /* nothing taken; retry after progress        */
+/* DATA only: taken whole, but the transport still reads the payload (the
+ * sender's buffer, a zero-copy rendezvous in flight) until it calls
+ * cadre__p2p_sent(peer, h->sreq, status) for this message, under the lock.
+ * The engine counts such messages in the send request (`later`) and
+ * completes the send only when every one is reported: the user's buffer is
+ * never handed back while a transport reads it. A transport that returns
+ * it must report each message exactly once, also when the peer fails
+ * (peer_gone). */
+#define CADRE_P2P_LATER 1
 
 struct cadre_p2p_transport {
     const char *name;
@@ -161,12 +170,20 @@ struct cadre_p2p_transport {
     const void *(*peek)(int peer, struct cadre_p2p_hdr *h, const struct cadre_p2p_wire **framing);
     void (*take)(int peer);
     int (*ready)(int peer);
+    /* The engine failed `peer` (cadre__p2p_peer_failed, lock held, before
+     * its requests fail): stop reading the payloads of its sends (report
+     * each CADRE_P2P_LATER message with cadre__p2p_sent) and writing into
+     * its receives' buffers. May be NULL (a transport that copies). */
+    void (*peer_gone)(int peer);
     /* Releases everything; peers have been sent BYE already. */
     void (*finalize)(void);
 };
 
 extern const struct cadre_p2p_transport cadre__p2p_shm;
 extern const struct cadre_p2p_transport cadre__p2p_tcp;
+/* Over UCX (p2p_ucx*.c): off-host peers, where CADRE_TRANSPORT names it or
+ * UCX offers an RDMA transport here. */
+extern const struct cadre_p2p_transport cadre__p2p_ucx;
 
 /* ---- engine entry points for transports ------------------------------------ */
 /* One complete incoming message from world rank `peer`; payload holds h->len
@@ -191,6 +208,10 @@ void *cadre__p2p_data_dest(int peer, const struct cadre_p2p_hdr *h);
  * receive without a copy; if release_dest is called first, it passes its
  * own copy and the message is matched again. One claim per peer at a time. */
 void *cadre__p2p_eager_dest(int peer, const struct cadre_p2p_hdr *h);
+/* A DATA message sent with CADRE_P2P_LATER (h->sreq, the sending request's
+ * wire id) is no longer read: status CADRE_SUCCESS when it was delivered,
+ * else the error that failed it (CADRE_ERR_PEER). */
+void cadre__p2p_sent(int peer, uint64_t sreq, int status);
 /* The transport found `peer` gone (connection reset, EOF without BYE...). */
 void cadre__p2p_peer_failed(int peer, const char *why);
 /* The peer said BYE: later EOF from it is orderly. */
@@ -198,10 +219,18 @@ void cadre__p2p_peer_finalized(int peer);
 /* The hostname world rank `peer` published with its TCP endpoint (read on
  * first use), for messages; NULL when not known (no TCP transport). */
 const char *cadre__p2p_tcp_host(int peer);
+/* The same from the UCX transport's endpoint (NULL: not reached by ucx). */
+const char *cadre__p2p_ucx_host(int peer);
+/* The hostname of world rank `peer` from whichever transport reaches it
+ * (tcp's, else ucx's); NULL when neither published one. */
+const char *cadre__p2p_host(int peer);
 
 /* ---- engine internals shared by the p2p files ------------------------------- */
 struct cadre_p2p_engine_info {
     int shm_enabled, tcp_enabled;
+    /* ucx is named in CADRE_TRANSPORT: it must start (its failure fails
+     * cadre_init); 0, it starts only where UCX offers RDMA. */
+    int ucx_forced;
     uint64_t job_cookie; /* the job's secret, for transports that accept connections */
 };
 extern struct cadre_p2p_engine_info cadre__p2p_info;

@@ -594,6 +594,8 @@ void cadre__p2p_abandon(struct cadre_request *r)
     cadre__req_handle_end(r);
     /* Not while its sender may still write into the buffer (p2p_cma.c). */
     cadre__p2p_cma_settle(r);
+    /* Nor while a transport reads its buffer (CADRE_P2P_LATER). */
+    cadre__p2p_later_settle(r);
     if (atomic_load(&r->done)) {
         cadre__req_free(r);
         return;

@@ -173,9 +173,12 @@ int cadre__p2p_init(void)
         return cadre__error(CADRE_ERR_NOMEM, "cadre_init: no memory for %d peers", nr);
 
     const char *list = cadre__config_str(CADRE_CFG_TRANSPORT);
-    if (list[0] && !transport_allowed("shm") && !transport_allowed("tcp"))
+    if (list[0] && !transport_allowed("shm") && !transport_allowed("tcp") &&
+        !transport_allowed("ucx"))
         return cadre__error(CADRE_ERR_ARG, "cadre_init: CADRE_TRANSPORT=\"%s\" names no known "
-                                           "transport (shm, tcp)", list);
+                                           "transport (shm, tcp, ucx)", list);
+    /* Named, ucx must start; by default it starts where RDMA is offered. */
+    cadre__p2p_info.ucx_forced = list[0] && transport_allowed("ucx");
 
     struct proc_blob pb = {.pid = (int32_t)getpid(), .node_id = cadre__proc.node_id};
     cadre__p2p_host_self(&pb.host);
@@ -185,11 +188,15 @@ int cadre__p2p_init(void)
         pb.cookie = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
     CADRE_CHECK(cadre__bootstrap_put("proc", &pb, sizeof pb));
 
-    const struct cadre_p2p_transport *cand[2] = {&cadre__p2p_shm, &cadre__p2p_tcp};
-    int ok[2] = {0, 0};
+    /* In the order of preference: same-host peers take shm, off-host peers
+     * ucx where both ranks have it, tcp otherwise. */
+    enum { NTP = 3 };
+    const struct cadre_p2p_transport *cand[NTP] = {&cadre__p2p_shm, &cadre__p2p_ucx,
+                                                   &cadre__p2p_tcp};
+    int ok[NTP] = {0, 0, 0};
     int shm_tried = nr > 1 && transport_allowed("shm");
     cadre__shm_agree_free();
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NTP; i++) {
         if (nr == 1 || !transport_allowed(cand[i]->name))
             continue;
         int rc = cand[i]->init();
@@ -197,6 +204,10 @@ int cadre__p2p_init(void)
             ok[i] = 1;
         else if (rc == CADRE_ERR_ARG) /* a setting to fix (CADRE_SOCKET_IFNAME) */
             return rc;
+        else if (cand[i] == &cadre__p2p_ucx && cadre__p2p_info.ucx_forced)
+            /* Asked for by name: not replaced by another without a word. */
+            return cadre__error(rc, "cadre_init: CADRE_TRANSPORT=\"%s\" asks for ucx, which "
+                                "cannot start on rank %d: %s", list, me, cadre_last_error());
         else if (cand[i] != &cadre__p2p_shm) /* shm's: cadre__shm_agree, below */
             CADRE_WARN(P2P, "transport %s disabled: %s", cand[i]->name, cadre_last_error());
     }
@@ -266,8 +277,8 @@ int cadre__p2p_init(void)
         if (w != me && p->same_node)
             p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->pid, 0);
     }
-    int wired[2] = {ok[0], ok[1]};
-    for (int i = 0; i < 2; i++) {
+    int wired[NTP] = {ok[0], ok[1], ok[2]};
+    for (int i = 0; i < NTP; i++) {
         if (ok[i] && cand[i]->wireup() != CADRE_SUCCESS) {
             wired[i] = 0;
             if (cand[i] == &cadre__p2p_shm)
@@ -284,25 +295,25 @@ int cadre__p2p_init(void)
      * slower peer that still maps it (or its descriptor, which the peers
      * take before they map it). */
     if (nr > 1) {
-        int rc = cadre__shm_agree(shm_tried, wired[0], ok[1]);
+        int rc = cadre__shm_agree(shm_tried, wired[0], ok[2]);
         if (ok[0] && !wired[0]) {
             cand[0]->finalize();
             ok[0] = 0;
         }
         if (rc != CADRE_SUCCESS) {
-            for (int i = 0; i < 2; i++)
+            for (int i = 0; i < NTP; i++)
                 if (ok[i])
                     cand[i]->finalize();
             cadre__p2p_finalize();
             return rc;
         }
     }
-    int used[2] = {0, 0};
+    int used[NTP] = {0, 0, 0};
     for (int w = 0; w < nr; w++) {
         if (w == me)
             continue;
         struct cadre_peer *p = &e->peers[w];
-        for (int i = 0; i < 2 && !p->tp; i++) {
+        for (int i = 0; i < NTP && !p->tp; i++) {
             if (ok[i] && cand[i]->reachable(w)) {
                 p->tp = cand[i];
                 used[i] = 1;
@@ -313,7 +324,7 @@ int cadre__p2p_init(void)
             char why[512] = "";
             if (lost)
                 snprintf(why, sizeof why, "%s", lost);
-            for (int i = 0; i < 2; i++)
+            for (int i = 0; i < NTP; i++)
                 if (ok[i])
                     cand[i]->finalize();
             /* No farewells through the transports just closed (a BYE to a
@@ -340,7 +351,7 @@ int cadre__p2p_init(void)
         CADRE_INFO(P2P, "peer %d: %s", w, p->tp->name);
     }
     /* A transport no peer uses is closed, not polled on every progress call. */
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < NTP; i++) {
         if (used[i])
             e->tps[e->ntps++] = cand[i];
         else if (ok[i])

@@ -85,7 +85,7 @@ struct cadre_engine {
     struct cadre_eng_lock lock; /* eng_lock / eng_unlock / eng_trylock */
     int nranks;
     struct cadre_peer *peers;
-    const struct cadre_p2p_transport *tps[2];
+    const struct cadre_p2p_transport *tps[3];
     int ntps;
     int poll_mode;  /* some peer is reached by a socket transport: sleep in poll() */
     int shm_active; /* some peer is reached through shared memory */
@@ -324,6 +324,9 @@ void cadre__p2p_abandon(struct cadre_request *req);
  * sender may still write into its buffer, until its answer or its death
  * (p2p_cma.c). */
 void cadre__p2p_cma_settle(struct cadre_request *r);
+/* Before send r is given up (lock held): waits, progressing, while a
+ * transport still reads its buffer (CADRE_P2P_LATER). */
+void cadre__p2p_later_settle(struct cadre_request *r);
 /* The single copy's queued reads and writes (p2p_cma.c), moved and
  * reported at the end of every progress pass; lock held. */
 void cadre__p2p_cma_flush(void);

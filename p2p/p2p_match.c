@@ -335,7 +335,9 @@ static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
         return;
     }
     s->state = RS_STREAM;
-    struct cadre_p2p_hdr d = {.type = CADRE_P2P_DATA, .rreq = h->rreq};
+    /* sreq: the send a transport names when it has read the payload
+     * (CADRE_P2P_LATER, cadre__p2p_sent). */
+    struct cadre_p2p_hdr d = {.type = CADRE_P2P_DATA, .sreq = h->sreq, .rreq = h->rreq};
     int rc = cadre__p2p_post(peer, &d, NULL, s);
     if (rc != CADRE_SUCCESS)
         cadre__req_complete(s, rc, "%s: %s", s->op, cadre_last_error());

@@ -85,6 +85,11 @@ void cadre__p2p_peer_failed(int w, const char *why)
             e->deaths_pending++;
         }
     }
+    /* Its transport lets go of the buffers of its sends and receives
+     * first (a zero-copy transfer in flight), so that failing them below
+     * hands the user nothing a transport still reads or writes. */
+    if (p->tp && p->tp->peer_gone)
+        p->tp->peer_gone(w);
     int failed = cadre__p2p_fail_peer_requests(w);
     /* A peer that dies while we wait on it is worth a warning; one that
      * exits when the job ends, with nothing of ours pending, is not. */
@@ -198,6 +203,12 @@ void cadre__p2p_peer_reported(int w, int by)
     e->deaths_pending++;
 }
 
+const char *cadre__p2p_host(int peer)
+{
+    const char *host = cadre__p2p_tcp_host(peer);
+    return host ? host : cadre__p2p_ucx_host(peer);
+}
+
 /* What w sent before it went is read first (as for a death seen here),
  * while messages come, within a bound. */
 static void peer_reported_settle(int w)
@@ -211,7 +222,7 @@ static void peer_reported_settle(int w)
     if (p->state != PEER_OK)
         return;
     char why[128];
-    const char *host = cadre__p2p_tcp_host(w);
+    const char *host = cadre__p2p_host(w);
     snprintf(why, sizeof why, "%s%s%slost: rank %d found it failed", host ? "(host " : "",
              host ? host : "", host ? ") " : "", by);
     p->heard = 1;

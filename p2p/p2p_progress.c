@@ -43,7 +43,9 @@ static int send_entry(int w, struct cadre_peer *p, struct outq_entry *q)
         q->hdr.len = n;
         q->hdr.off = s->moved;
         int rc = p->tp->send(w, &q->hdr, s->buf + s->moved);
-        if (rc != CADRE_P2P_SENT)
+        if (rc == CADRE_P2P_LATER)
+            s->later++; /* read until cadre__p2p_sent */
+        else if (rc != CADRE_P2P_SENT)
             return rc;
         s->moved += n;
         s->last_activity = cadre__now();
@@ -72,7 +74,14 @@ static int send_failed(int w, int rc, const char *op)
 static void entry_done(int w, struct outq_entry *q, int rc)
 {
     if (q->req && (q->hdr.type == CADRE_P2P_EAGER || q->hdr.type == CADRE_P2P_DATA)) {
-        if (rc == CADRE_SUCCESS) {
+        if (q->req->later) {
+            /* Some of its DATA is still read: done when the last is. */
+            if (rc != CADRE_SUCCESS && !q->req->error) {
+                send_failed(w, rc, q->req->op);
+                q->req->error = rc;
+                snprintf(q->req->errmsg, sizeof q->req->errmsg, "%s", cadre_last_error());
+            }
+        } else if (rc == CADRE_SUCCESS) {
             cadre__req_complete_ok(q->req);
         } else {
             send_failed(w, rc, q->req->op);
@@ -108,6 +117,46 @@ static int flush_peer(int w)
         events++;
     }
     return events;
+}
+
+void cadre__p2p_sent(int w, uint64_t sreq, int status)
+{
+    struct cadre_request *s = cadre__req_lookup(sreq);
+    if (!s || s->kind != REQ_SEND || s->peer_world != w || !s->later)
+        return; /* not counted: nothing to do */
+    s->later--;
+    if (status != CADRE_SUCCESS && !s->error) {
+        s->error = status;
+        const struct cadre_peer *p = &cadre__eng.peers[w];
+        snprintf(s->errmsg, sizeof s->errmsg, "%.40s: peer rank %d %.190s", s->op, w,
+                 p->why[0] ? p->why : cadre_error_string(status));
+    }
+    if (s->later)
+        return;
+    s->last_activity = cadre__now();
+    if (s->error)
+        cadre__req_complete(s, s->error, NULL); /* errmsg set above */
+    else if (s->state == RS_STREAM && s->moved == s->xfer)
+        cadre__req_complete_ok(s);
+    /* else more DATA is queued: its entry completes the send */
+}
+
+void cadre__p2p_later_settle(struct cadre_request *r)
+{
+    /* Bounded: a peer that stops answering fails (the transport's liveness
+     * check), and its transport then reports every message (peer_gone).
+     * Only the transports: the engine's full progress would poll the
+     * collectives' schedules, and this runs inside one (a schedule that
+     * drops its requests when poisoned: sched_poll, abandon, settle,
+     * sched_poll, ... without end). */
+    struct cadre_engine *e = &cadre__eng;
+    while (r->kind == REQ_SEND && r->later) {
+        int events = 0;
+        for (int i = 0; i < e->ntps; i++)
+            events += e->tps[i]->progress();
+        if (!events)
+            sched_yield();
+    }
 }
 
 int cadre__p2p_post(int w, const struct cadre_p2p_hdr *h, const void *payload,

@@ -18,6 +18,7 @@
 #include "coll/coll_select.h"
 #include "config.h"
 #include "info_configure.h"
+#include "p2p/p2p_ucx_load.h"
 #if HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -42,6 +43,8 @@ static void show_build(void)
     printf("%-*s: %s\n", LABEL_W, "configure", CADRE_CONFIGURE_ARGS[0] ? CADRE_CONFIGURE_ARGS
                                                                       : "(no arguments)");
     printf("%-*s: %s\n", LABEL_W, "CUDA", HAVE_CUDA ? "built in" : "not built in");
+    printf("%-*s: %s\n", LABEL_W, "UCX", HAVE_UCX ? "built in (libucp loaded when used)"
+                                                  : "not built in");
 }
 
 /* Whether CADRE_TRANSPORT lets `name` be used (empty: every transport). */
@@ -117,10 +120,36 @@ static int gpu_count(void)
 #endif
 }
 
+/* ucx is usable where libucp loads and a context starts (CADRE_UCX_LIB,
+ * UCX_TLS and UCX_NET_DEVICES apply, as in a rank); what it carries: the
+ * UCX version, its transports and devices, and device memory or not. */
+static const char *ucx_usable(char *what, size_t cap, char *why, size_t whycap)
+{
+    struct cadre_ucx_info info;
+    const char *lib = getenv("CADRE_UCX_LIB");
+    if (!HAVE_UCX) {
+        snprintf(what, cap, "off-host peers over UCX (InfiniBand, RoCE)");
+        return "no: not built";
+    }
+    if (cadre__ucx_probe(lib && *lib ? lib : "libucp.so.0", &info, why, whycap)) {
+        snprintf(what, cap, "off-host peers over UCX (InfiniBand, RoCE); %s", why);
+        return "no: libucp unusable";
+    }
+    snprintf(what, cap,
+             "off-host peers over UCX %s (%s); transports: %s; CUDA memory: %s",
+             info.version,
+             info.rdma ? "RDMA offered: used by default"
+                       : "no RDMA offered: tcp by default, ucx where CADRE_TRANSPORT names it",
+             info.resources[0] ? info.resources : "none",
+             info.cuda ? "yes (cadre stages device buffers all the same)" : "no (staged)");
+    return NULL;
+}
+
 static void show_transports(void)
 {
-    char addrs[512];
+    char addrs[512], ucx_what[1200], ucx_why[512];
     const char *shm = shm_usable(), *tcp = tcp_usable(addrs, sizeof addrs);
+    const char *ucx = ucx_usable(ucx_what, sizeof ucx_what, ucx_why, sizeof ucx_why);
     char tcp_what[600];
     snprintf(tcp_what, sizeof tcp_what, "any two ranks; interfaces up: %s",
              addrs[0] ? addrs : "none");
@@ -135,6 +164,7 @@ static void show_transports(void)
     } t[] = {
         {"shm", 1, shm, "host buffers between ranks of one node (memfd segments)"},
         {"tcp", 1, tcp, tcp_what},
+        {"ucx", HAVE_UCX, ucx, ucx_what},
         {"cuda_ipc", HAVE_CUDA, ipc, "device buffers between ranks of one node (CUDA IPC)"},
     };
     printf("%-10s %-6s %-28s %s\n", "transport", "built", "usable here", "carries");

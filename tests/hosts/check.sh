@@ -4,7 +4,7 @@
 # peer, would still get every element right: the log lines agreed for
 # issue 15 say what it chose, and these checks hold them to the placement.
 #   [rank R INFO P2P] locality: host H of N (NAME), ranks on this host: a,b
-#   [rank R INFO P2P] peer W: shm|tcp
+#   [rank R INFO P2P] peer W: shm|tcp|ucx
 #   [rank R INFO P2P] tcp: listening on IP:PORT (IFNAME)[, IP:PORT (IFNAME)...]
 #   [rank R INFO P2P] tcp: rank W reached at IP:PORT
 #   [rank R INFO P2P] N ranks of the job share this machine's C cores (L on
@@ -22,11 +22,22 @@
 #                    remote peer must be reached at its host's address)
 #   TB_CHECK_IFNAME  ERE: every listening interface's name matches it
 #   TB_CHECK_ALGO=1  rank 0 logs at least one allreduce algorithm
+#   TB_CHECK_REMOTE  the transport every peer on another host must take: tcp
+#                    (the default) or ucx; with ucx no peer may be reached
+#                    over tcp ("tcp: rank W reached at"), and a tcp listener
+#                    is allowed (one line at most) but not required
 tb_check_decisions() {
     local log=$1 nh=$2 ppn=$3 place=$4
+    case ${TB_CHECK_REMOTE:-tcp} in
+    tcp | ucx) ;;
+    *)
+        echo "decision: TB_CHECK_REMOTE=$TB_CHECK_REMOTE: not tcp or ucx"
+        return 1
+        ;;
+    esac
     awk -v nh="$nh" -v ppn="$ppn" -v place="$place" -v k="$TB_K" -v ncores="$(getconf _NPROCESSORS_ONLN)" \
         -v forbid="${TB_CHECK_FORBID:-^$}" \
-        -v ifre="${TB_CHECK_IFNAME-}" -v want_algo="${TB_CHECK_ALGO-0}" '
+        -v ifre="${TB_CHECK_IFNAME-}" -v want_algo="${TB_CHECK_ALGO-0}" -v remote="${TB_CHECK_REMOTE:-tcp}" '
     function host_of(r) { return place == "cyclic" ? r % nh : int(r / ppn) }
     function name_of(h) { return "ctb" k "-n" (h + 1) }
     function addr_of(h) { return "10.213." k "." (h + 1) }
@@ -62,11 +73,11 @@ tb_check_decisions() {
         split(body, w, /[ :]+/)
         W = w[2] + 0; how = w[3]
         npeer[r, W]++
-        want = host_of(W) == host_of(r) ? "shm" : "tcp"
+        want = host_of(W) == host_of(r) ? "shm" : remote
         if (how != want)
             bad("rank " r " (" name_of(host_of(r)) ") uses " how " to rank " W " (" name_of(host_of(W)) "), expected " want)
         else if (how == "shm") nshm++
-        else ntcp++
+        else nremote++
         next
     }
     body ~ /^tcp: listening on / {
@@ -89,7 +100,9 @@ tb_check_decisions() {
         split(body, w, " ")
         W = w[3] + 0; ip = w[6]; sub(/:[0-9]+$/, "", ip)
         nreach++
-        if (host_of(W) == host_of(r))
+        if (remote != "tcp")
+            bad("rank " r " reached rank " W " over tcp, expected " remote " (" body ")")
+        else if (host_of(W) == host_of(r))
             bad("rank " r " reached rank " W " on its own host " name_of(host_of(r)) " over tcp (" body ")")
         else if (ip != addr_of(host_of(W)))
             bad("rank " r " reached rank " W " (" name_of(host_of(W)) ", " addr_of(host_of(W)) ") at " ip)
@@ -116,18 +129,19 @@ tb_check_decisions() {
     END {
         for (r = 0; r < np; r++) {
             if (nloc[r] != 1) bad("rank " r ": " (nloc[r] + 0) " locality lines, expected 1")
-            remote = 0
+            far = 0
             for (W = 0; W < np; W++) {
                 if (W == r) continue
-                if (host_of(W) != host_of(r)) remote = 1
+                if (host_of(W) != host_of(r)) far = 1
                 if (npeer[r, W] != 1) bad("rank " r ": " (npeer[r, W] + 0) " \"peer " W ":\" lines, expected 1")
             }
-            if (remote && nmach[r] != 1) bad("rank " r ": " (nmach[r] + 0) " \"ranks of the job share this machine\" lines, expected 1")
-            if (remote && nlisten[r] != 1) bad("rank " r ": " (nlisten[r] + 0) " \"tcp: listening on\" lines, expected 1")
+            if (far && nmach[r] != 1) bad("rank " r ": " (nmach[r] + 0) " \"ranks of the job share this machine\" lines, expected 1")
+            if (far && remote != "tcp" && nlisten[r] > 1) bad("rank " r ": " nlisten[r] " \"tcp: listening on\" lines, expected 1 at most")
+            if (far && remote == "tcp" && nlisten[r] != 1) bad("rank " r ": " (nlisten[r] + 0) " \"tcp: listening on\" lines, expected 1")
         }
-        if (nh > 1 && nreach == 0) bad("no \"tcp: rank W reached at\" line: nothing went over tcp")
+        if (nh > 1 && remote == "tcp" && nreach == 0) bad("no \"tcp: rank W reached at\" line: nothing went over tcp")
         if (want_algo && algo0 == 0) bad("rank 0 logged no \"allreduce: algorithm\" line")
-        printf "decisions: %d ranks on %d hosts (%s): %d shm and %d tcp peers, %d tcp connections checked, %d failed checks; algorithms:%s\n", np, nh, place, nshm, ntcp, nreach, nbad, names == "" ? " none logged" : names
+        printf "decisions: %d ranks on %d hosts (%s): %d shm and %d %s peers, %d tcp connections checked, %d failed checks; algorithms:%s\n", np, nh, place, nshm, nremote, remote, nreach, nbad, names == "" ? " none logged" : names
         exit nbad > 0
     }' "$log"
 }

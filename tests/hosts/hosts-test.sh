@@ -77,6 +77,16 @@ p2p() {
         $((nh * ppn)) "$B/tests/hosts/hosts_probe"
 }
 
+# The point-to-point jobs of the ucx scenario: p2p_test, then anymix_test
+# (ANY_SOURCE and ANY_TAG receives mixed with specific ones, every byte).
+p2p_mixed() {
+    local launcher=$1 nh=$2 ppn=$3 place=$4
+    CADRE_DEBUG=INFO P2P_TESTS=self,pingpong,order,fanin,outstanding,sendrecv_ring,truncate,blocking_order,background \
+        checked_job "$launcher" "$nh" "$ppn" "$place" '^p2p_test [a-z_]+ +ok ' 9 "$B/tests/ranks/p2p_test"
+    CADRE_DEBUG=INFO checked_job "$launcher" "$nh" "$ppn" "$place" '^anymix_test: rank [0-9]+ ok ' \
+        $((nh * ppn)) "$B/tests/ranks/anymix_test"
+}
+
 # One hosts_probe job under mpirun at 3x2 cyclic; sets T_JOB. The decoys
 # must not slow the start: within 2x the baseline + 5 s (a loaded machine).
 ifaces_job() {
@@ -97,10 +107,11 @@ ifaces_job() {
 # lost KIND LAUNCHER: 3 hosts x 2 ranks (block) loop on allreduces; then
 # every rank of host 2 is killed (KIND kill) or host 2's link is cut (cut).
 # Every survivor (hosts 1 and 3) must see its allreduce fail with
-# CADRE_ERR_PEER within 10 s, naming a lost rank and its host, then a
-# receive from a lost rank fail too within 10 s, then finalize and exit.
+# CADRE_ERR_PEER within 10 s (TB_LOST_WITHIN), naming a lost rank and its
+# host, then a receive from a lost rank fail too within that bound, then
+# finalize and exit.
 lost() {
-    local kind=$1 launcher=$2 nh=3 ppn=2 place=block victim=2 r
+    local kind=$1 launcher=$2 nh=3 ppn=2 place=block victim=2 r within=${TB_LOST_WITHIN:-10}
     local lost_ranks=() survivors=() vname
     vname=$(tb_name "$victim")
     for ((r = 0; r < nh * ppn; r++)); do
@@ -136,22 +147,24 @@ lost() {
     else
         tb_cut "$victim"
     fi
-    # Each survivor's lines, or 30 s.
-    for ((t = 0; t < 150; t++)); do
+    # Each survivor's lines, or 30 s (2 bounds and 10 s).
+    local wait_s=$((2 * within + 10))
+    for ((t = 0; t < wait_s * 5; t++)); do
         (($(grep -c '^hosts_lost: rank [0-9]* on .* done' "$JOB_LOG") >= ${#survivors[@]})) && break
         sleep 0.2
     done
-    local bad=() line when msg s
+    local bad=() line when msg s worst=0
     for s in "${survivors[@]}"; do
         line=$(grep "^hosts_lost: rank $s on .*: allreduce failed at " "$JOB_LOG" | head -1)
         if [[ -z $line ]]; then
-            bad+=("rank $s: no error within 30 s")
+            bad+=("rank $s: no error within $wait_s s")
             continue
         fi
         when=${line#*allreduce failed at }
         when=${when%% *}
         msg=${line#*: allreduce failed at * at iteration * }
-        if ! awk -v a="$t0" -v b="$when" 'BEGIN { exit !(b - a < 10) }'; then
+        worst=$(awk -v a="$t0" -v b="$when" -v m="$worst" 'BEGIN { d = b - a; printf "%.1f", (d > m ? d : m) }')
+        if ! awk -v a="$t0" -v b="$when" -v w="$within" 'BEGIN { exit !(b - a < w) }'; then
             bad+=("rank $s: the error came $(awk -v a="$t0" -v b="$when" 'BEGIN { printf "%.1f", b - a }') s after the $kind")
         fi
         [[ $line == *"(CADRE_ERR_PEER"* ]] || bad+=("rank $s: not CADRE_ERR_PEER: $line")
@@ -165,7 +178,7 @@ lost() {
         line=$(grep "^hosts_lost: rank $s on .*: recv from rank" "$JOB_LOG" | head -1)
         if [[ $line != *"(CADRE_ERR_PEER"* ]]; then
             bad+=("rank $s: the receive from lost rank ${lost_ranks[0]}: ${line:-no line}")
-        elif ! awk -v l="$line" 'BEGIN { sub(/.*failed after /, "", l); exit !(l + 0 < 10) }'; then
+        elif ! awk -v l="$line" -v w="$within" 'BEGIN { sub(/.*failed after /, "", l); exit !(l + 0 < w) }'; then
             bad+=("rank $s: $line")
         fi
         grep -q "^hosts_lost: rank $s on .* done" "$JOB_LOG" || bad+=("rank $s did not finalize")
@@ -178,7 +191,7 @@ lost() {
     done
     [[ -z $pids ]] || bad+=("survivor processes still running 10 s later: $(echo $pids)")
     if ((${#bad[@]} == 0)); then
-        report "$what" ok "every survivor's allreduce and receive failed within 10 s naming $vname; they exited"
+        report "$what" ok "every survivor's allreduce and receive failed within $within s (the last allreduce $worst s after the $kind) naming $vname; they exited"
     else
         report "$what" FAILED "$(printf '\n  %s' "${bad[@]}")"
     fi
@@ -257,6 +270,37 @@ lost-cut)
     tb_init 3
     lost cut mpirun
     ;;
+ucx)
+    # Issue 42: CADRE_TRANSPORT=shm,ucx with UCX_TLS=tcp between the hosts
+    # (no RDMA here: UCX's tcp transport, its verbs path never runs), shm
+    # within; check.sh holds every peer to that (TB_CHECK_REMOTE). coll_test
+    # and p2p_test at 2x2 and 3x2 under mpirun and srun, ANY_SOURCE mixed
+    # with specific receives, then a host killed (srun) and a link cut
+    # (mpirun, last: the cut host stays cut): errors within 15 s naming the
+    # host. UCX finds eth0 by itself (ucx_info -d in a host lists eth0 and
+    # lo; a lo address is never offered to another host); the srun half sets
+    # UCX_NET_DEVICES=eth0 as a cluster's recipe does (cadre-nodes(7)).
+    # TB_REMOTE=tcp runs the same jobs over cadre's tcp (the scenario's own
+    # check, where cadre has no UCX). Skipped (77) where cadre-info says ucx
+    # is not built or not usable.
+    remote=${TB_REMOTE:-ucx}
+    [[ $remote == ucx ]] && tb_need_ucx "$B"
+    tb_init 3
+    export CADRE_TRANSPORT=shm,$remote TB_CHECK_REMOTE=$remote TB_LOST_WITHIN=15
+    [[ $remote == ucx ]] && export UCX_TLS=tcp
+    coll mpirun 2 2 block
+    coll mpirun 3 2 cyclic
+    p2p_mixed mpirun 2 2 cyclic
+    p2p_mixed mpirun 3 2 block
+    tb_slurm_up
+    [[ $remote == ucx ]] && export UCX_NET_DEVICES=eth0
+    coll srun 2 2 cyclic
+    coll srun 3 2 block
+    p2p_mixed srun 2 2 block
+    p2p_mixed srun 3 2 cyclic
+    lost kill srun
+    lost cut mpirun
+    ;;
 hold)
     # For stale: makes one host, says so in file $2, and waits to be killed.
     tb_init 1
@@ -303,7 +347,7 @@ stale)
     rm -f "${TMPDIR:-/tmp}/cadre-testbed-stale.$$"
     ;;
 *)
-    echo "usage: $0 clean|mpirun-coll|srun-coll|mpirun-p2p|srun-p2p|ifaces|lost-kill|lost-cut|stale" >&2
+    echo "usage: $0 clean|mpirun-coll|srun-coll|mpirun-p2p|srun-p2p|rdv|ifaces|lost-kill|lost-cut|ucx|stale" >&2
     exit 2
     ;;
 esac

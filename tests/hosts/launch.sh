@@ -4,11 +4,12 @@
 # Both print the command line they run (README and cadre-nodes(7) show the same).
 
 # Variables the ranks get: mpirun passes only what -x names to remote hosts;
-# srun passes the whole environment.
+# srun passes the whole environment. UCX_* for the ucx transport (UCX_TLS,
+# UCX_NET_DEVICES), as a cluster's mpirun line passes them.
 tb_forward_env() {
     local v
     for v in $(compgen -e); do
-        case $v in CADRE_* | COLL_* | P2P_* | HOSTS_*) printf '%s\n' "$v" ;; esac
+        case $v in CADRE_* | COLL_* | P2P_* | HOSTS_* | UCX_*) printf '%s\n' "$v" ;; esac
     done
 }
 

@@ -283,6 +283,18 @@ tb_pids_of() {
     done
 }
 
+# tb_need_ucx BUILDDIR: exits 77 ("SKIP: why") unless cadre-info of that build
+# says the ucx transport is built and usable here (libucp loads).
+tb_need_ucx() {
+    local info row
+    info=$("$1/tools/cadre-info" 2>&1) || tb_skip "cadre-info failed: $(tail -1 <<<"$info")"
+    row=$(awk '$1 == "ucx"' <<<"$info")
+    [[ -n $row ]] || tb_skip "cadre-info has no ucx row: this cadre has no UCX transport"
+    read -r _ built usable <<<"$row"
+    [[ $built == yes ]] || tb_skip "cadre was built without UCX (cadre-info: $row)"
+    [[ $usable == yes* ]] || tb_skip "UCX is not usable here (cadre-info: $row)"
+}
+
 # ---- placement --------------------------------------------------------------
 # tb_host_of R NHOSTS PPN PLACEMENT: the host (1-based) of world rank R:
 # block fills host 1 first, cyclic deals ranks round-robin.

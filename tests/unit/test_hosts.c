@@ -95,6 +95,75 @@ static void test_teardown_status(void)
     }
 }
 
+/* check.sh's transport check (TB_CHECK_REMOTE, issue 42) on made-up INFO
+ * logs of 2 hosts x 2 ranks (block): shm within a host and the named
+ * transport between hosts passes; a peer on another host over the other
+ * transport, a peer of the same host over ucx, or a tcp connection in a ucx
+ * job fails, naming the ranks. Needs no root: it only reads the log. */
+static void test_check_remote(void)
+{
+    /* mk REMOTE SAME TCPLINES: the log; REMOTE the transport logged to the
+     * other host's ranks, SAME rank 0's to rank 1 (its own host), TCPLINES
+     * 1 to log tcp's listening and reached lines. */
+    static const char *mklog =
+        "mk() {\n"
+        "    local r w h nc m\n"
+        "    nc=$(getconf _NPROCESSORS_ONLN)\n"
+        "    m=\"not oversubscribed\"\n"
+        "    ((4 > nc)) && m=\"oversubscribed, waits yield\"\n"
+        "    for r in 0 1 2 3; do\n"
+        "        h=$((r / 2))\n"
+        "        echo \"[rank $r INFO P2P] locality: host $h of 2 (ctb7-n$((h + 1))), ranks on this "
+        "host: $((2 * h)),$((2 * h + 1))\"\n"
+        "        echo \"[rank $r INFO P2P] 4 ranks of the job share this machine's $nc cores (2 on "
+        "this host): $m\"\n"
+        "        (($3)) && echo \"[rank $r INFO P2P] tcp: listening on 10.213.7.$((h + 1)):4000 (eth0)\"\n"
+        "        for w in 0 1 2 3; do\n"
+        "            ((w == r)) && continue\n"
+        "            if ((w / 2 != h)); then\n"
+        "                echo \"[rank $r INFO P2P] peer $w: $1\"\n"
+        "                (($3)) && echo \"[rank $r INFO P2P] tcp: rank $w reached at "
+        "10.213.7.$((w / 2 + 1)):4000\"\n"
+        "            elif ((r == 0)); then\n"
+        "                echo \"[rank $r INFO P2P] peer $w: $2\"\n"
+        "            else\n"
+        "                echo \"[rank $r INFO P2P] peer $w: shm\"\n"
+        "            fi\n"
+        "        done\n"
+        "    done\n"
+        "}\n";
+    static const struct {
+        const char *env, *args;
+        int want;
+        const char *text;
+    } cases[] = {
+        {"TB_CHECK_REMOTE=ucx", "ucx shm 0", 0, "4 shm and 8 ucx peers, 0 tcp connections checked, 0 failed"},
+        {"", "tcp shm 1", 0, "4 shm and 8 tcp peers, 8 tcp connections checked, 0 failed"},
+        {"TB_CHECK_REMOTE=tcp", "tcp shm 1", 0, "4 shm and 8 tcp peers, 8 tcp connections checked, 0 failed"},
+        {"TB_CHECK_REMOTE=ucx", "tcp shm 1", 1, "rank 0 (ctb7-n1) uses tcp to rank 2 (ctb7-n2), expected ucx"},
+        {"TB_CHECK_REMOTE=ucx", "ucx shm 1", 1, "rank 0 reached rank 2 over tcp, expected ucx"},
+        {"TB_CHECK_REMOTE=ucx", "ucx ucx 0", 1, "rank 0 (ctb7-n1) uses ucx to rank 1 (ctb7-n1), expected shm"},
+        {"", "ucx shm 1", 1, "rank 0 (ctb7-n1) uses ucx to rank 2 (ctb7-n2), expected tcp"},
+        {"", "tcp shm 0", 1, "nothing went over tcp"},
+        {"TB_CHECK_REMOTE=rdma", "ucx shm 0", 1, "TB_CHECK_REMOTE=rdma: not tcp or ucx"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char script[4096];
+        snprintf(script, sizeof script,
+                 "%s. '%s'\nTB_K=7\nf=$(mktemp)\nmk %s >\"$f\"\n%s tb_check_decisions \"$f\" 2 2 "
+                 "block\nrc=$?\nrm -f \"$f\"\nexit $rc\n",
+                 mklog, src_path("tests/hosts/check.sh"), cases[i].args, cases[i].env);
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd("bash -s", script, 30, &r) == 0);
+        CHECK_MSG(r.exit_code == cases[i].want && strstr(r.out, cases[i].text),
+                  "check.sh, %s, log \"mk %s\": exit %d (want %d), output lacks \"%s\"\n--- stdout\n%s"
+                  "--- stderr\n%s",
+                  cases[i].env[0] ? cases[i].env : "TB_CHECK_REMOTE unset", cases[i].args,
+                  r.exit_code, cases[i].want, cases[i].text, r.out, r.err);
+        run_free(&r);
+    }
+}
+
 static void test_mpirun_coll(void) { run_scenario("mpirun-coll", 600); }
 static void test_srun_coll(void) { run_scenario("srun-coll", 400); }
 static void test_mpirun_p2p(void) { run_scenario("mpirun-p2p", 300); }
@@ -104,6 +173,7 @@ static void test_lost_kill(void) { run_scenario("lost-kill", 300); }
 static void test_lost_cut(void) { run_scenario("lost-cut", 200); }
 static void test_stale(void) { run_scenario("stale", 200); }
 static void test_rdv(void) { run_scenario("rdv", 300); }
+static void test_ucx(void) { run_scenario("ucx", 400); }
 
 void suite_hosts(void)
 {
@@ -120,4 +190,9 @@ void suite_hosts(void)
     CU_add_test(s, "lost host: its ranks killed (mpirun, srun), errors within 10 s", test_lost_kill);
     CU_add_test(s, "lost host: its link cut (mpirun), errors within 10 s", test_lost_cut);
     CU_add_test(s, "a dead run's slot is cleaned by the next run", test_stale);
+    CU_add_test(s, "check.sh: shm within a host, tcp or ucx between (TB_CHECK_REMOTE)",
+                test_check_remote);
+    CU_add_test(s, "ucx (UCX_TLS=tcp): coll_test, p2p_test, anymix_test at 2x2, 3x2 under mpirun and "
+                   "srun; a host killed, a link cut: errors within 15 s",
+                test_ucx);
 }

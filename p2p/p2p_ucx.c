@@ -1,0 +1,453 @@
+/*
+ * p2p_ucx.c - the UCX transport: off-host peers over UCP active messages,
+ * so that InfiniBand and RoCE (UCX's rc, dc, ud over verbs or mlx5) carry
+ * cadre's messages; tested over UCX's tcp.
+ *
+ * Choice (ucx_init): where CADRE_TRANSPORT names ucx it must start, and
+ * cadre_init fails naming why when it cannot (a forced transport is not
+ * replaced); by default it starts only where this node has an RDMA device
+ * and UCX offers an RDMA transport on it, else off-host peers take cadre's
+ * tcp and libucp is never loaded (p2p_ucx_load.c dlopens it). A pair uses
+ * ucx when both ranks published a worker address (bootstrap key "ucx") and
+ * are on different hosts; same-host pairs stay on shm. Each rank makes its
+ * endpoint to every such peer at its first progress after wireup, while
+ * every host is up (UCX's connect() toward a cut link blocks for tens of
+ * seconds: none is made later, toward a host found lost).
+ *
+ * Messages: one active message each, cadre's header inside ours (struct
+ * ucx_wire) with the pair's sequence number tseq: UCX may hand active
+ * messages over out of order, so the receiver delivers in tseq order
+ * (p2p_ucx_recv.c). EAGER payloads (up to UCX_EAGER) go from the caller's
+ * buffer when UCX completes the send at once (up to UCX_EAGER_IMM), else
+ * from a copy, by UCX's eager protocol or, above its rendezvous threshold,
+ * its rendezvous into the matching posted receive's buffer
+ * (cadre__p2p_eager_dest; a copy of ours when none is posted). Larger
+ * messages use cadre's RTS and CTS, then one DATA
+ * of up to UCX_MAX_PAYLOAD sent with UCX's rendezvous from the sender's
+ * buffer (zero copy; RDMA reads on InfiniBand) into the posted receive's
+ * buffer (cadre__p2p_data_dest); the send completes when UCX is done
+ * reading (CADRE_P2P_LATER, cadre__p2p_sent).
+ *
+ * Threads: the engine calls every transport function under its lock, from
+ * the application's threads and the progress thread, one at a time: UCX's
+ * UCS_THREAD_MODE_SERIALIZED, which is what that is (SINGLE would tie the
+ * worker to one thread; MULTI would add UCX's own lock to every call for
+ * nothing). UCX's callbacks (arrivals, completions, endpoint errors) run
+ * inside ucp_worker_progress and only record; the engine is entered after.
+ *
+ * Sleeping: the worker's event fd, armed by pollfds (a busy worker gives
+ * an fd that is always ready instead). Failure: endpoints with
+ * UCP_ERR_HANDLING_MODE_PEER; an endpoint's error fails the peer after
+ * UCX_BYE_WAIT, unless its BYE came (it finalized). UCX over tcp reports a
+ * cut link only after minutes, so each side also sends a heartbeat every
+ * quarter of CADRE_UCX_PEER_TIMEOUT to every peer it has an endpoint to,
+ * and fails a peer it has heard nothing from for that long (the progress
+ * thread sends them while the application computes).
+ *
+ * Finalize: the engine's BYE has gone out; endpoints are closed with a
+ * flush (at most UCX_CLOSE_WAIT), so the BYE arrives before the worker goes.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "p2p/p2p_ucx.h"
+
+#if HAVE_UCX
+
+struct ucx_state cadre__ucx_st = {.efd = -1};
+#define st (&cadre__ucx_st)
+#define U cadre__ucx
+
+static int ready_fd = -1; /* an eventfd kept readable: poll returns at once */
+
+static double ucx_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Whether this node has an RDMA device (InfiniBand, RoCE, iWARP): without
+ * one UCX offers no RDMA transport, and the default need not load it. */
+static int rdma_devices(void)
+{
+    DIR *d = opendir("/sys/class/infiniband");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void ucx_finalize(void);
+
+/* A failure of init: CADRE_ERR_UNSUPPORTED and why; the engine fails
+ * cadre_init when ucx was forced, else warns and goes on with tcp. */
+static int init_failed(const char *fmt, const char *what)
+{
+    ucx_finalize();
+    return cadre__error(CADRE_ERR_UNSUPPORTED, fmt, what);
+}
+
+static int ucx_init(void)
+{
+    ucx_finalize();
+    int forced = cadre__p2p_info.ucx_forced;
+    double pt = cadre__config_dbl(CADRE_CFG_UCX_PEER_TIMEOUT);
+    if (!(pt >= 1 && pt <= 3600))
+        return cadre__error(CADRE_ERR_ARG,
+                            "cadre_init: CADRE_UCX_PEER_TIMEOUT=%g out of range (1..3600 s)", pt);
+    /* A job on one node needs no network transport. */
+    if (!forced && (cadre__proc.local_size == cadre__proc.size &&
+                    !cadre__config_str(CADRE_CFG_HOSTID)[0]))
+        return CADRE_SUCCESS;
+    if (!forced && !rdma_devices()) {
+        CADRE_INFO(P2P, "ucx: not used: no RDMA device here (/sys/class/infiniband); off-host "
+                        "peers over tcp (CADRE_TRANSPORT=shm,ucx forces ucx)");
+        return CADRE_SUCCESS;
+    }
+    char why[512];
+    if (cadre__ucx_load(cadre__config_str(CADRE_CFG_UCX_LIB), why, sizeof why))
+        return init_failed("ucx: cannot load libucp: %s", why);
+    ucp_config_t *cfg;
+    ucs_status_t s = U.ucp_config_read(NULL, NULL, &cfg);
+    if (s != UCS_OK)
+        return init_failed("ucx: ucp_config_read: %s", U.ucs_status_string(s));
+    ucp_params_t prm = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+                        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+                        .mt_workers_shared = 0};
+    s = U.ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &prm, cfg, &st->ctx);
+    U.ucp_config_release(cfg);
+    if (s != UCS_OK) {
+        st->ctx = NULL;
+        return init_failed("ucx: ucp_init: %s (UCX_TLS, UCX_NET_DEVICES?)",
+                           U.ucs_status_string(s));
+    }
+    struct cadre_ucx_info info;
+    cadre__ucx_context_info(st->ctx, &info);
+    if (!forced && !info.rdma) {
+        CADRE_INFO(P2P, "ucx: not used: UCX %s offers no RDMA transport here (%s); off-host "
+                        "peers over tcp", info.version, info.resources);
+        ucx_finalize();
+        return CADRE_SUCCESS;
+    }
+    st->cuda = info.cuda;
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SERIALIZED};
+    s = U.ucp_worker_create(st->ctx, &wp, &st->worker);
+    if (s != UCS_OK) {
+        st->worker = NULL;
+        return init_failed("ucx: ucp_worker_create: %s", U.ucs_status_string(s));
+    }
+    ucp_am_handler_param_t ah = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+        .id = UCX_AM_ID,
+        .flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA,
+        .cb = cadre__ucx_am_cb,
+        .arg = NULL};
+    if ((s = U.ucp_worker_set_am_recv_handler(st->worker, &ah)) != UCS_OK)
+        return init_failed("ucx: ucp_worker_set_am_recv_handler: %s", U.ucs_status_string(s));
+    if ((s = U.ucp_worker_get_efd(st->worker, &st->efd)) != UCS_OK) {
+        st->efd = -1;
+        return init_failed("ucx: ucp_worker_get_efd: %s", U.ucs_status_string(s));
+    }
+    ready_fd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+    st->rank = cadre__proc.rank;
+    st->size = cadre__proc.size;
+    st->peer_timeout = pt;
+    st->hb_every = pt / 4;
+    st->peers = calloc((size_t)st->size, sizeof *st->peers);
+    if (!st->peers || ready_fd < 0)
+        return init_failed("ucx: %s", "out of memory or file descriptors");
+    if (gethostname(st->host, sizeof st->host - 1))
+        snprintf(st->host, sizeof st->host, "?");
+    ucp_address_t *addr;
+    size_t alen;
+    if ((s = U.ucp_worker_get_address(st->worker, &addr, &alen)) != UCS_OK)
+        return init_failed("ucx: ucp_worker_get_address: %s", U.ucs_status_string(s));
+    struct ucx_blob *b = calloc(1, sizeof *b + alen);
+    if (!b) {
+        U.ucp_worker_release_address(st->worker, addr);
+        return init_failed("ucx: %s", "out of memory");
+    }
+    b->magic = UCX_MAGIC;
+    b->version = UCX_BLOB_VERSION;
+    b->addrlen = (uint32_t)alen;
+    memcpy(b->host, st->host, sizeof b->host);
+    memcpy(b->addr, addr, alen);
+    U.ucp_worker_release_address(st->worker, addr);
+    int rc = cadre__bootstrap_put("ucx", b, sizeof *b + alen);
+    free(b);
+    if (rc != CADRE_SUCCESS) {
+        ucx_finalize();
+        return rc;
+    }
+    st->on = 1;
+    CADRE_INFO(P2P, "ucx: UCX %s, %s; transports: %s", info.version,
+               forced ? "forced (CADRE_TRANSPORT)" : "RDMA offered", info.resources);
+    CADRE_INFO(P2P, "ucx: device buffers staged through host memory (%s)",
+               st->cuda ? "UCX here takes CUDA memory, but cadre passes it host memory only"
+                        : "UCX here takes no CUDA memory");
+    return CADRE_SUCCESS;
+}
+
+/* Peers off this host that published an address. */
+static int ucx_wireup(void)
+{
+    if (!st->on)
+        return CADRE_SUCCESS;
+    st->cookie = cadre__p2p_info.job_cookie;
+    for (int w = 0; w < st->size; w++) {
+        struct ucx_peer *p = &st->peers[w];
+        if (w == st->rank || cadre__p2p_same_host(w))
+            continue;
+        void *data = NULL;
+        size_t len = 0;
+        if (cadre__bootstrap_get(w, "ucx", &data, &len) != CADRE_SUCCESS)
+            continue; /* it does not use ucx: tcp between us */
+        const struct ucx_blob *b = data;
+        if (len < sizeof *b || b->magic != UCX_MAGIC || b->version != UCX_BLOB_VERSION ||
+            len != sizeof *b + b->addrlen) {
+            free(data);
+            return cadre__error(CADRE_ERR_BOOTSTRAP, "ucx: rank %d published a bad endpoint "
+                                                     "(%zu bytes; another cadre version?)", w, len);
+        }
+        snprintf(p->host, sizeof p->host, "%.*s", (int)sizeof b->host - 1, b->host);
+        p->addr = malloc(b->addrlen);
+        if (!p->addr) {
+            free(data);
+            return cadre__error(CADRE_ERR_NOMEM, "ucx: out of memory for %d peers", st->size);
+        }
+        memcpy(p->addr, b->addr, b->addrlen);
+        p->addrlen = b->addrlen;
+        p->reachable = 1;
+        /* Its endpoint at the first progress, while every host is up:
+         * UCX's connect() blocks (tens of seconds) toward a host whose
+         * link was cut, so none is made later, when a failure notice goes
+         * to a peer on the lost host. */
+        p->want_ep = 1;
+        free(data);
+    }
+    return CADRE_SUCCESS;
+}
+
+static int ucx_reachable(int w)
+{
+    return st->on && w >= 0 && w < st->size && st->peers[w].reachable;
+}
+
+static size_t ucx_max_payload(int w)
+{
+    (void)w;
+    return UCX_MAX_PAYLOAD;
+}
+
+static size_t ucx_eager_limit(int w)
+{
+    (void)w;
+    return UCX_EAGER;
+}
+
+/* Heartbeats, silence, endpoints failed: at most every 0.1 s. */
+static void check_peers(double now)
+{
+    for (int w = 0; w < st->size; w++) {
+        struct ucx_peer *p = &st->peers[w];
+        if (p->want_ep && p->state == EP_NONE)
+            cadre__ucx_ep(w);
+        p->want_ep = 0;
+        if (p->state != EP_UP)
+            continue;
+        if (p->err_at && now - p->err_at > UCX_BYE_WAIT)
+            cadre__ucx_fail(w, "%s", p->err);
+        else if (p->bye || p->err_at)
+            continue;
+        else if (now - p->last_heard > st->peer_timeout)
+            cadre__ucx_fail(w, "unreachable: nothing heard from it for %.1f s "
+                               "(CADRE_UCX_PEER_TIMEOUT=%g)", now - p->last_heard,
+                            st->peer_timeout);
+        else if (now - p->last_sent >= st->hb_every)
+            cadre__ucx_heartbeat(w);
+    }
+}
+
+static int ucx_progress(void)
+{
+    st->events = 0;
+    ucx_progress_worker();
+    int events = st->events;
+    if (st->ops)
+        events += cadre__ucx_reap();
+    events += cadre__ucx_deliver();
+    double now = ucx_now();
+    if (now >= st->next_check) {
+        st->next_check = now + 0.1;
+        check_peers(now);
+    }
+    return events;
+}
+
+static int ucx_pollfds(struct pollfd *fds, int max)
+{
+    if (!st->on || max < 1)
+        return 0;
+    int ready = 0;
+    for (int w = 0; w < st->size && !ready; w++) {
+        const struct ucx_peer *p = &st->peers[w];
+        ready = p->in && p->in->w.tseq == p->recv_tseq + 1 && p->in->state != IN_RECV;
+    }
+    /* Armed: the fd wakes us for anything that comes; BUSY: something
+     * came already, look again at once. */
+    if (!ready && U.ucp_worker_arm(st->worker) == UCS_OK)
+        fds[0] = (struct pollfd){st->efd, POLLIN, 0};
+    else
+        fds[0] = (struct pollfd){ready_fd, POLLIN, 0};
+    return 1;
+}
+
+static void ucx_finalize(void)
+{
+    if (st->worker && st->peers) {
+        /* Flush and close every endpoint: what is queued (the BYE) goes. */
+        void *reqs[256];
+        int nreq = 0;
+        for (int w = 0; w < st->size; w++) {
+            struct ucx_peer *p = &st->peers[w];
+            if (!p->ep)
+                continue;
+            ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                                       .flags = p->state == EP_UP && !p->err_at
+                                                    ? 0
+                                                    : UCP_EP_CLOSE_FLAG_FORCE};
+            ucs_status_ptr_t sp = U.ucp_ep_close_nbx(p->ep, &prm);
+            p->ep = NULL;
+            if (UCS_PTR_IS_PTR(sp) && nreq < 256)
+                reqs[nreq++] = sp;
+        }
+        double until = ucx_now() + UCX_CLOSE_WAIT;
+        for (int i = 0; i < nreq; i++) {
+            while (U.ucp_request_check_status(reqs[i]) == UCS_INPROGRESS && ucx_now() < until)
+                U.ucp_worker_progress(st->worker);
+            U.ucp_request_free(reqs[i]);
+        }
+        ucx_progress_worker();
+        cadre__ucx_reap();
+        for (int w = 0; w < st->size; w++) {
+            cadre__ucx_in_settle(w);
+            cadre__ucx_in_drop(w);
+        }
+    }
+    while (st->ops) { /* not answered by now: left to UCX, which the worker takes */
+        struct ucx_op *op = st->ops;
+        st->ops = op->next;
+        free(op);
+    }
+    if (st->worker)
+        U.ucp_worker_destroy(st->worker);
+    if (st->ctx)
+        U.ucp_cleanup(st->ctx);
+    for (int w = 0; st->peers && w < st->size; w++)
+        free(st->peers[w].addr);
+    free(st->peers);
+    if (ready_fd >= 0)
+        close(ready_fd);
+    ready_fd = -1;
+    memset(st, 0, sizeof *st);
+    st->efd = -1;
+}
+
+const char *cadre__p2p_ucx_host(int w)
+{
+    if (!st->on || w < 0 || w >= st->size)
+        return NULL;
+    return w == st->rank ? st->host : st->peers[w].host[0] ? st->peers[w].host : NULL;
+}
+
+const struct cadre_p2p_transport cadre__p2p_ucx = {
+    .name = "ucx",
+    .init = ucx_init,
+    .wireup = ucx_wireup,
+    .reachable = ucx_reachable,
+    .max_payload = ucx_max_payload,
+    .eager_limit = ucx_eager_limit,
+    .send = cadre__ucx_send,
+    .progress = ucx_progress,
+    .pollfds = ucx_pollfds,
+    .release_dest = cadre__ucx_release_dest,
+    .peer_gone = cadre__ucx_peer_gone,
+    .finalize = ucx_finalize,
+};
+
+#else /* !HAVE_UCX: the transport is there, and says why it cannot start */
+
+static int ucx_init(void)
+{
+    if (!cadre__p2p_info.ucx_forced)
+        return CADRE_SUCCESS; /* the default: nothing to say */
+    char why[256];
+    cadre__ucx_load(NULL, why, sizeof why);
+    return cadre__error(CADRE_ERR_UNSUPPORTED, "ucx: %s", why);
+}
+
+const char *cadre__p2p_ucx_host(int w)
+{
+    (void)w;
+    return NULL;
+}
+
+static int ucx_none(void)
+{
+    return CADRE_SUCCESS;
+}
+
+static int ucx_reachable(int w)
+{
+    (void)w;
+    return 0;
+}
+
+static size_t ucx_max_payload(int w)
+{
+    (void)w;
+    return 0;
+}
+
+static int ucx_send(int w, const struct cadre_p2p_hdr *h, const void *payload)
+{
+    (void)h;
+    (void)payload;
+    return cadre__error(CADRE_ERR_INTERNAL, "ucx: not built, send to rank %d", w);
+}
+
+static int ucx_progress(void)
+{
+    return 0;
+}
+
+static void ucx_finalize(void)
+{
+}
+
+const struct cadre_p2p_transport cadre__p2p_ucx = {
+    .name = "ucx",
+    .init = ucx_init,
+    .wireup = ucx_none,
+    .reachable = ucx_reachable,
+    .max_payload = ucx_max_payload,
+    .send = ucx_send,
+    .progress = ucx_progress,
+    .finalize = ucx_finalize,
+};
+#endif

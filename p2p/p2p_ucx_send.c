@@ -1,0 +1,311 @@
+/* The UCX transport's sending side (p2p_ucx.c has the design): endpoints,
+ * made on first use with peer error handling; eager messages sent at once
+ * from the caller's buffer where UCX completes them immediately, else from
+ * a copy; DATA as one zero-copy rendezvous from the sender's buffer,
+ * reported to the engine when UCX is done reading it (CADRE_P2P_LATER);
+ * heartbeats; and the failure of a peer. May call: this folder, runtime/. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "p2p/p2p_ucx.h"
+
+#if HAVE_UCX
+
+#define st (&cadre__ucx_st)
+#define U cadre__ucx
+
+static double ucx_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* UCX calls it from progress (ours): the peer's endpoint failed. Its
+ * failure waits UCX_BYE_WAIT for what it sent last to be delivered, its
+ * BYE among it (a peer that finalized closed the endpoint: no failure). */
+static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    (void)ep;
+    int peer = (int)(intptr_t)arg;
+    struct ucx_peer *p = &st->peers[peer];
+    st->events++;
+    if (!p->err_at) {
+        p->err_at = ucx_now();
+        snprintf(p->err, sizeof p->err, "connection lost (UCX: %s)", U.ucs_status_string(status));
+    }
+}
+
+int cadre__ucx_ep(int peer)
+{
+    struct ucx_peer *p = &st->peers[peer];
+    if (p->state == EP_UP)
+        return CADRE_SUCCESS;
+    if (p->state == EP_FAILED)
+        return CADRE_ERR_PEER;
+    ucp_ep_params_t ep = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .address = p->addr,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = ep_err_cb, .arg = (void *)(intptr_t)peer},
+    };
+    ucs_status_t s = U.ucp_ep_create(st->worker, &ep, &p->ep);
+    if (s != UCS_OK) {
+        p->ep = NULL;
+        cadre__ucx_fail(peer, "cannot reach it (UCX ucp_ep_create: %s)", U.ucs_status_string(s));
+        return CADRE_ERR_PEER;
+    }
+    p->state = EP_UP;
+    p->last_heard = p->last_sent = ucx_now();
+    return CADRE_SUCCESS;
+}
+
+/* UCX completed a send (or canceled it: the endpoint closed): recorded,
+ * acted on by cadre__ucx_reap outside UCX's progress. */
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    struct ucx_op *op = user_data;
+    op->status = status;
+    op->req = NULL;
+    U.ucp_request_free(request);
+    st->events++;
+}
+
+static void op_unlink(struct ucx_op *op)
+{
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        st->ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    st->peers[op->peer].ops--;
+}
+
+int cadre__ucx_reap(void)
+{
+    int n = 0;
+    for (struct ucx_op *op = st->ops, *next; op; op = next) {
+        next = op->next;
+        if (op->req)
+            continue; /* in flight */
+        struct ucx_peer *p = &st->peers[op->peer];
+        if (op->status != UCS_OK && p->state != EP_FAILED) {
+            /* The peer is failing: its failure (ep_err_cb's wait, or now)
+             * comes first, so the send fails with the peer's record. */
+            if (!p->err_at) {
+                p->err_at = ucx_now();
+                snprintf(p->err, sizeof p->err, "sending to it failed (UCX: %s)",
+                         U.ucs_status_string(op->status));
+            }
+            continue;
+        }
+        op_unlink(op);
+        if (op->later)
+            cadre__p2p_sent(op->peer, op->w.h.sreq,
+                            op->status == UCS_OK ? CADRE_SUCCESS : CADRE_ERR_PEER);
+        free(op);
+        n++;
+    }
+    return n;
+}
+
+/* Sends header w with payload [buf, len): UCX's answer, the op tracked when
+ * it is in flight. */
+static ucs_status_ptr_t am_send(int peer, struct ucx_op *op, const void *buf, size_t len,
+                                uint32_t flags)
+{
+    ucp_request_param_t prm = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                        UCP_OP_ATTR_FIELD_FLAGS,
+        .cb = {.send = send_cb},
+        .user_data = op,
+        .flags = flags,
+    };
+    ucs_status_ptr_t sp = U.ucp_am_send_nbx(st->peers[peer].ep, UCX_AM_ID, &op->w, sizeof op->w,
+                                            buf, len, &prm);
+    if (sp && !UCS_PTR_IS_ERR(sp)) {
+        op->req = sp;
+        op->peer = peer;
+        op->prev = NULL;
+        op->next = st->ops;
+        if (st->ops)
+            st->ops->prev = op;
+        st->ops = op;
+        st->peers[peer].ops++;
+    }
+    return sp;
+}
+
+int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload)
+{
+    if (peer < 0 || peer >= st->size || !st->peers[peer].reachable)
+        return cadre__error(CADRE_ERR_INTERNAL, "ucx: send to rank %d, which it does not reach",
+                            peer);
+    struct ucx_peer *p = &st->peers[peer];
+    int rc = cadre__ucx_ep(peer);
+    if (rc != CADRE_SUCCESS)
+        return rc;
+    if (p->err_at) {
+        /* Gone: what it sent last (a BYE?) first, then its failure. */
+        cadre__ucx_deliver();
+        if (p->state != EP_FAILED)
+            cadre__ucx_fail(peer, "%s", p->err);
+        return CADRE_ERR_PEER;
+    }
+    size_t plen = cadre__p2p_has_payload(h->type) ? h->len : 0;
+    if (h->type < 1 || h->type > CADRE_P2P_TYPE_MAX || plen > UCX_MAX_PAYLOAD ||
+        (h->type == CADRE_P2P_EAGER && plen > UCX_EAGER))
+        return cadre__error(CADRE_ERR_INTERNAL,
+                            "ucx: send to rank %d: bad message (type %u, %zu bytes)", peer, h->type,
+                            plen);
+    struct ucx_wire w = {.cookie = st->cookie, .tseq = p->send_tseq + 1, .from = st->rank,
+                         .kind = UK_MSG, .h = *h};
+    ucs_status_ptr_t sp;
+    if (h->type == CADRE_P2P_DATA) {
+        /* Zero copy: UCX reads the sender's buffer until send_cb. */
+        struct ucx_op *op = calloc(1, sizeof *op);
+        if (!op)
+            return cadre__error(CADRE_ERR_NOMEM, "ucx: no memory for a send to rank %d", peer);
+        op->w = w;
+        op->later = 1;
+        sp = am_send(peer, op, payload, plen, UCP_AM_SEND_FLAG_RNDV);
+        if (!UCS_PTR_IS_PTR(sp) || !sp)
+            free(op);
+        if (sp && !UCS_PTR_IS_ERR(sp)) {
+            p->send_tseq++;
+            p->last_sent = ucx_now();
+            return CADRE_P2P_LATER;
+        }
+    } else {
+        /* From the caller's buffer when UCX is done with it at once (a
+         * short or buffered-copy eager send), else from a copy. */
+        struct ucx_op tmp = {.w = w};
+        ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS |
+                                                   UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
+                                   .flags = UCP_AM_SEND_FLAG_EAGER};
+        sp = plen > UCX_EAGER_IMM ? UCS_STATUS_PTR(UCS_ERR_NO_RESOURCE)
+                                  : U.ucp_am_send_nbx(p->ep, UCX_AM_ID, &tmp.w, sizeof tmp.w,
+                                                      payload, plen, &prm);
+        if (UCS_PTR_IS_ERR(sp) && UCS_PTR_STATUS(sp) == UCS_ERR_NO_RESOURCE) {
+            struct ucx_op *op = malloc(sizeof *op + plen);
+            if (!op)
+                return cadre__error(CADRE_ERR_NOMEM, "ucx: no memory for a send to rank %d",
+                                    peer);
+            memset(op, 0, sizeof *op);
+            op->w = w;
+            if (plen)
+                memcpy(op->bounce, payload, plen);
+            sp = am_send(peer, op, op->bounce, plen, 0);
+            if (!sp || UCS_PTR_IS_ERR(sp))
+                free(op);
+        } else if (UCS_PTR_IS_PTR(sp)) {
+            /* Not immediate after all: it reads our caller's buffer and
+             * header, so wait here (not expected with FORCE_IMM_CMPL). */
+            while (U.ucp_request_check_status(sp) == UCS_INPROGRESS)
+                U.ucp_worker_progress(st->worker);
+            ucs_status_t s = U.ucp_request_check_status(sp);
+            U.ucp_request_free(sp);
+            sp = s == UCS_OK ? NULL : UCS_STATUS_PTR(s);
+        }
+    }
+    if (UCS_PTR_IS_ERR(sp)) {
+        cadre__ucx_fail(peer, "sending to rank %d failed (UCX: %s)", peer,
+                        U.ucs_status_string(UCS_PTR_STATUS(sp)));
+        return CADRE_ERR_PEER;
+    }
+    p->send_tseq++;
+    p->last_sent = ucx_now();
+    return CADRE_P2P_SENT;
+}
+
+void cadre__ucx_heartbeat(int peer)
+{
+    struct ucx_peer *p = &st->peers[peer];
+    struct ucx_wire w = {.cookie = st->cookie, .from = st->rank, .kind = UK_HB};
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS |
+                                               UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL,
+                               .flags = UCP_AM_SEND_FLAG_EAGER};
+    ucs_status_ptr_t sp = U.ucp_am_send_nbx(p->ep, UCX_AM_ID, &w, sizeof w, NULL, 0, &prm);
+    /* NO_RESOURCE: the link is full of our messages, which say as much. */
+    if (!UCS_PTR_IS_ERR(sp))
+        p->last_sent = ucx_now();
+}
+
+void cadre__ucx_ep_force_close(int peer)
+{
+    struct ucx_peer *p = &st->peers[peer];
+    if (!p->ep)
+        return;
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                               .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    ucs_status_ptr_t sp = U.ucp_ep_close_nbx(p->ep, &prm);
+    p->ep = NULL;
+    double until = ucx_now() + UCX_CLOSE_WAIT;
+    if (UCS_PTR_IS_PTR(sp) && sp) {
+        while (U.ucp_request_check_status(sp) == UCS_INPROGRESS && ucx_now() < until)
+            U.ucp_worker_progress(st->worker);
+        U.ucp_request_free(sp);
+    }
+    /* What was in flight to it ends canceled. */
+    while (p->ops && ucx_now() < until)
+        if (!U.ucp_worker_progress(st->worker))
+            cadre__ucx_reap();
+}
+
+void cadre__ucx_peer_gone(int peer)
+{
+    struct ucx_peer *p = &st->peers[peer];
+    if (!st->on || peer < 0 || peer >= st->size || p->state == EP_GOING)
+        return;
+    p->state = EP_GOING; /* once */
+    cadre__ucx_ep_force_close(peer);
+    cadre__ucx_in_settle(peer);
+    cadre__ucx_in_drop(peer);
+    /* Report what UCX still holds (canceled, or never answered: the
+     * endpoint is closed, nothing reads those buffers now). */
+    for (struct ucx_op *op = st->ops, *next; op; op = next) {
+        next = op->next;
+        if (op->peer != peer)
+            continue;
+        if (op->req)
+            continue; /* UCX's own, freed with the worker; left as it is */
+        op_unlink(op);
+        if (op->later)
+            cadre__p2p_sent(peer, op->w.h.sreq, CADRE_ERR_PEER);
+        free(op);
+    }
+    for (struct ucx_op *op = st->ops; op; op = op->next)
+        if (op->peer == peer && op->later && op->req) {
+            CADRE_INFO(P2P, "ucx: a send to rank %d was not canceled by UCX", peer);
+            op->later = 0;
+            cadre__p2p_sent(peer, op->w.h.sreq, CADRE_ERR_PEER);
+        }
+    p->state = EP_FAILED;
+}
+
+void cadre__ucx_fail(int peer, const char *fmt, ...)
+{
+    struct ucx_peer *p = &st->peers[peer];
+    if (p->state == EP_FAILED || p->state == EP_GOING)
+        return;
+    char why[400];
+    int l = snprintf(why, sizeof why, "(host %s) ", p->host[0] ? p->host : "?");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why + l, sizeof why - (size_t)l, fmt, ap);
+    va_end(ap);
+    CADRE_INFO(P2P, "ucx: rank %d failed: %s", peer, why);
+    /* The engine calls peer_gone (cadre__ucx_peer_gone) before it fails
+     * the peer's requests; if it knew the peer gone already, it does not. */
+    cadre__p2p_peer_failed(peer, why);
+    cadre__ucx_peer_gone(peer);
+}
+
+#endif /* HAVE_UCX */

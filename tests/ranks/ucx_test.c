@@ -1,0 +1,176 @@
+/* The ucx transport on fake hosts of this machine (issue 42), run by the
+ * ucx suite (unit/test_ucx.c) with CADRE_TRANSPORT=shm,ucx and UCX_TLS=tcp;
+ * FAKE_HOSTS gives each rank its CADRE_HOSTID (fake_hosts.h). UCXTEST
+ * picks the case:
+ *   data (default): every pair exchanges messages of odd sizes, eager and
+ *     rendezvous up to 64 MiB + 13, checked byte by byte; rank 0 then takes
+ *     messages from every rank with CADRE_ANY_SOURCE receives mixed with
+ *     specific ones (each sender's messages in the order sent).
+ *   kill, stop: the last rank, alone on its fake host, starts a 64 MiB
+ *     send to every other rank and then SIGKILLs (kill) or SIGSTOPs (stop:
+ *     nothing closes, only cadre's heartbeats can tell) itself; every
+ *     survivor's receive of the message that never comes fails with
+ *     CADRE_ERR_PEER naming the rank and its host within 15 s. Rank 0 then
+ *     SIGKILLs the stopped rank. Run with cadrerun --keep-going.
+ * Each rank prints "ucx_test: rank R ok". */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "cadre.h"
+#include "fake_hosts.h"
+#include "rank_util.h"
+
+#define W CADRE_COMM_WORLD
+
+static const size_t sizes[] = {0, 1, 7, 4095, 32768, 32769, 100003, (size_t)1 << 20,
+                               ((size_t)64 << 20) + 13};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+/* Every ordered pair, every size; nonblocking both ways at once. */
+static void pairs(int me, int np)
+{
+    size_t big = sizes[NSIZES - 1];
+    unsigned char *out = malloc(big), *in = malloc(big);
+    for (int d = 1; d < np; d++) {
+        int to = (me + d) % np, from = (me - d + np) % np;
+        for (size_t k = 0; k < NSIZES; k++) {
+            size_t n = sizes[k];
+            ru_fill(out, n, me, to, k);
+            memset(in, 0xee, n);
+            cadre_request_t r[2];
+            cadre_status_t st[2];
+            OK(cadre_irecv(in, n, CADRE_UINT8, from, (int)k, W, &r[0]));
+            OK(cadre_isend(out, n, CADRE_UINT8, to, (int)k, W, &r[1]));
+            OK(cadre_waitall(2, r, st));
+            size_t bad = ru_check(in, n, from, me, k);
+            EXPECT(bad == n, "%zu bytes from rank %d: byte %zu wrong", n, from, bad);
+            EXPECT(st[0].source == from && st[0].count == n, "status: source %d count %zu",
+                   st[0].source, (size_t)st[0].count);
+        }
+    }
+    free(out);
+    free(in);
+}
+
+/* Rank 0 takes M messages of every other rank, ANY_SOURCE and specific
+ * receives alternating; each sender's arrive in its order (the payload
+ * says which). */
+static void any_source(int me, int np)
+{
+    enum { M = 40 };
+    if (me != 0) {
+        for (int i = 0; i < M; i++) {
+            int32_t v[3] = {me, i, me * 1000 + i};
+            size_t n = i % 5 == 4 ? 20000 : 3; /* some rendezvous */
+            int32_t *b = calloc(n, sizeof *b);
+            memcpy(b, v, sizeof v);
+            OK(cadre_send(b, n, CADRE_INT32, 0, 9, W));
+            free(b);
+        }
+        return;
+    }
+    int next[64] = {0};
+    int32_t *b = malloc(20000 * sizeof *b);
+    for (int k = 0; k < M * (np - 1); k++) {
+        cadre_status_t st;
+        int src = k % 3 == 1 ? 1 + k % (np - 1) : CADRE_ANY_SOURCE;
+        if (src != CADRE_ANY_SOURCE && next[src] == M)
+            src = CADRE_ANY_SOURCE;
+        OK(cadre_recv(b, 20000, CADRE_INT32, src, 9, W, &st));
+        int s = st.source;
+        EXPECT(s > 0 && s < np && (src == CADRE_ANY_SOURCE || s == src), "source %d (asked %d)",
+               s, src);
+        if (s <= 0 || s >= np)
+            continue;
+        EXPECT(b[0] == s && b[1] == next[s] && b[2] == s * 1000 + next[s],
+               "from rank %d: message %d/%d, expected %d", s, b[1], b[2], next[s]);
+        EXPECT(st.count == (next[s] % 5 == 4 ? 20000u : 3u), "count %zu", (size_t)st.count);
+        next[s]++;
+    }
+    free(b);
+}
+
+static void lost(int me, int np, int stop)
+{
+    int victim = np - 1;
+    size_t n = (size_t)64 << 20;
+    unsigned char *buf = calloc(1, n);
+    int pid = (int)getpid();
+    if (me == victim) {
+        cadre_request_t r[64];
+        /* Every survivor answers: the pid reached it (a send that
+         * returned may still sit in UCX's queue when the process stops). */
+        for (int i = 0; i < victim; i++)
+            OK(cadre_send(&pid, 1, CADRE_INT32, i, 1, W));
+        for (int i = 0, ack; i < victim; i++)
+            OK(cadre_recv(&ack, 1, CADRE_INT32, i, 1, W, CADRE_STATUS_IGNORE));
+        for (int i = 0; i < victim; i++)
+            OK(cadre_isend(buf, n, CADRE_UINT8, i, 2, W, &r[i]));
+        usleep(20 * 1000);
+        raise(stop ? SIGSTOP : SIGKILL);
+        return; /* not reached */
+    }
+    OK(cadre_recv(&pid, 1, CADRE_INT32, victim, 1, W, CADRE_STATUS_IGNORE));
+    OK(cadre_send(&me, 1, CADRE_INT32, victim, 1, W));
+    cadre_request_t r;
+    OK(cadre_irecv(buf, n, CADRE_UINT8, victim, 2, W, &r));
+    double t0 = ru_now();
+    int rc = cadre_wait(&r, CADRE_STATUS_IGNORE); /* whole, or failed */
+    EXPECT(rc == CADRE_SUCCESS || rc == CADRE_ERR_PEER, "64 MiB receive: %s",
+           cadre_last_error());
+    int x = 0;
+    rc = cadre_recv(&x, 1, CADRE_INT32, victim, 3, W, CADRE_STATUS_IGNORE);
+    double t = ru_now() - t0;
+    char want[32];
+    snprintf(want, sizeof want, "rank %d", victim);
+    EXPECT(rc == CADRE_ERR_PEER && strstr(cadre_last_error(), want) &&
+               strstr(cadre_last_error(), "host "),
+           "receive from the lost rank: %s: %s", cadre_error_string(rc), cadre_last_error());
+    EXPECT(t < 15.0, "CADRE_ERR_PEER after %.1f s", t);
+    printf("ucx_test: rank %d saw CADRE_ERR_PEER after %.1f s\n", me, t);
+    /* The others carry on. */
+    if (victim > 1) {
+        int peer = me == 0 ? 1 : me == 1 ? 0 : -1;
+        if (peer >= 0) {
+            int y = me;
+            OK(cadre_sendrecv(&y, 1, peer, 4, &x, 1, peer, 4, CADRE_INT32, W,
+                              CADRE_STATUS_IGNORE));
+            EXPECT(x == peer, "rank %d sent %d", peer, x);
+        }
+    }
+    if (stop && me == 0)
+        kill((pid_t)pid, SIGKILL);
+    free(buf);
+}
+
+int main(int argc, char **argv)
+{
+    fake_hosts_setenv();
+    int me, np;
+    OK(cadre_init(&argc, &argv));
+    if (ru_failures)
+        return 1;
+    OK(cadre_comm_rank(W, &me));
+    OK(cadre_comm_size(W, &np));
+    ru_rank = me;
+    const char *what = getenv("UCXTEST");
+    if (!what || !strcmp(what, "data")) {
+        pairs(me, np);
+        any_source(me, np);
+        OK(cadre_barrier(W));
+    } else if (!strcmp(what, "kill") || !strcmp(what, "stop")) {
+        lost(me, np, !strcmp(what, "stop"));
+    } else {
+        fprintf(stderr, "ucx_test: unknown UCXTEST=%s\n", what);
+        return 2;
+    }
+    OK(cadre_finalize());
+    if (!ru_failures)
+        printf("ucx_test: rank %d ok\n", me);
+    return ru_failures ? 1 : 0;
+}

@@ -1,0 +1,196 @@
+/* The ucx transport (issue 42) on fake hosts of this machine: ranks with
+ * different CADRE_HOSTID reach each other over UCX (UCX_TLS=tcp here: no
+ * RDMA on this machine), ranks of one fake host over shared memory. Every
+ * case logs each rank's transport per peer (INFO "peer W: ucx|shm"), which
+ * is checked, and checks its data itself (p2p_test, coll_test, ucx_test).
+ * A rank killed, and one stopped (only cadre's heartbeats can tell), fail
+ * the survivors' operations naming it and its host within 15 s. UCX that
+ * cannot load: forced, cadre_init fails naming why; by default, tcp. The
+ * namespace test bed (tests/hosts) runs the same over real links. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ranks/fake_hosts.h"
+#include "config.h"
+#include "testutil.h"
+
+#define SHOWW(r, w) "no \"%s\"; exit %d%s\n--- stdout\n%s--- stderr\n%s", (w), (r).exit_code, \
+                    (r).timed_out ? " (timed out)" : "", (r).out, (r).err
+/* Loopback only: the fake hosts share it, and interfaces that come and go
+ * (other jobs' namespaces, bridges) stay out of the workers' addresses. */
+#define UCX_ENV "CADRE_TRANSPORT=shm,ucx UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n"
+#define MISSING "/nonexistent/cadre-test/libucp.so.0"
+
+/* prog at n ranks under cadrerun, FAKE_HOSTS=spec giving each its
+ * CADRE_HOSTID (a program that does not read FAKE_HOSTS gets it from sh). */
+static void run_fake(struct run_result *r, const char *spec, int n, const char *env,
+                     const char *opts, const char *prog, double limit)
+{
+    /* fake_host_name's rule for block:H and cyclic:H, in sh. */
+    char host[128];
+    int nh = atoi(strchr(spec, ':') + 1);
+    if (!strncmp(spec, "block:", 6))
+        snprintf(host, sizeof host, "h$((CADRE_RANK * %d / CADRE_WORLD_SIZE))", nh);
+    else
+        snprintf(host, sizeof host, "h$((CADRE_RANK %% %d))", nh);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "env CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P FAKE_HOSTS=%s %s %s %s -n %d sh -c "
+             "'CADRE_HOSTID=%s exec %s'",
+             spec, env, CADRERUN, opts, n, host, build_path(prog));
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, limit, r) == 0);
+}
+
+/* Every rank's line for every peer: `across` between fake hosts, shm within. */
+static void check_peers(const struct run_result *r, const char *spec, int n, const char *across)
+{
+    setenv("FAKE_HOSTS", spec, 1);
+    for (int w = 0; w < n; w++)
+        for (int v = 0; v < n; v++) {
+            if (v == w)
+                continue;
+            char want[128];
+            snprintf(want, sizeof want, "[rank %d INFO P2P] peer %d: %s", w, v,
+                     fake_host_of(v, n) == fake_host_of(w, n) ? "shm" : across);
+            CHECK_MSG(count_lines(r->err, want) == 1, SHOWW(*r, want));
+        }
+    unsetenv("FAKE_HOSTS");
+}
+
+static void check_oks(const struct run_result *r, const char *fmt, int n)
+{
+    for (int w = 0; w < n; w++) {
+        char want[128];
+        snprintf(want, sizeof want, fmt, w);
+        CHECK_MSG(count_lines(r->out, want) == 1, SHOWW(*r, want));
+    }
+}
+
+/* p2p_test, coll_test and ucx_test's data case at 2 hosts x 2 ranks and 3
+ * hosts x 2 (and 5 ranks on 2 hosts of 3 and 2, for ucx_test); anymix_test
+ * at 2 x 2, cyclic. */
+static void test_programs_on_ucx(void)
+{
+    if (!HAVE_UCX)
+        return;
+    static const struct {
+        const char *prog, *spec, *env, *ok;
+        int n;
+    } cases[] = {
+        {"tests/ranks/p2p_test", "block:2", "", NULL, 4},
+        {"tests/ranks/p2p_test", "cyclic:3", "", NULL, 6},
+        {"tests/ranks/coll_test", "block:2", "COLL_BIG=100003", NULL, 4},
+        {"tests/ranks/coll_test", "cyclic:3", "COLL_BIG=100003", NULL, 6},
+        {"tests/ranks/ucx_test", "block:2", "", "ucx_test: rank %d ok", 4},
+        {"tests/ranks/ucx_test", "cyclic:2", "", "ucx_test: rank %d ok", 5},
+        /* UCX's own rendezvous for cadre's eager messages from 8 KiB (its
+         * default over tcp is higher): into the posted receive's buffer. */
+        {"tests/ranks/ucx_test", "block:2", "UCX_RNDV_THRESH=8k", "ucx_test: rank %d ok", 4},
+        {"tests/ranks/p2p_test", "block:2", "UCX_RNDV_THRESH=8k", NULL, 4},
+        /* Wildcard and specific receives mixed, shm and ucx peers
+         * alternating (the hosts scenario's 2x2 cyclic job). */
+        {"tests/ranks/anymix_test", "cyclic:2", "", NULL, 4},
+        {"tests/ranks/anymix_test", "cyclic:2", "UCX_RNDV_THRESH=8k", NULL, 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct run_result r;
+        char env[256];
+        snprintf(env, sizeof env, "%s %s", UCX_ENV, cases[i].env);
+        test_progress("%s at %d ranks, FAKE_HOSTS=%s", cases[i].prog + 12, cases[i].n,
+                      cases[i].spec);
+        run_fake(&r, cases[i].spec, cases[i].n, env, "", cases[i].prog, 120 + 40.0 * cases[i].n);
+        CHECK_MSG(r.exit_code == 0 && !r.timed_out, SHOWW(r, "exit 0"));
+        check_peers(&r, cases[i].spec, cases[i].n, "ucx");
+        if (cases[i].ok)
+            check_oks(&r, cases[i].ok, cases[i].n);
+        run_free(&r);
+    }
+}
+
+/* The last of 3 ranks, alone on its fake host, killed or stopped while it
+ * sends 64 MiB to each: ucx_test checks the survivors' failure (naming the
+ * rank and its host, within 15 s). */
+static void test_rank_lost(void)
+{
+    if (!HAVE_UCX)
+        return;
+    const char *cases[] = {"UCXTEST=kill", "UCXTEST=stop"};
+    for (int i = 0; i < 2; i++) {
+        struct run_result r;
+        char env[256];
+        snprintf(env, sizeof env, "%s %s", UCX_ENV, cases[i]);
+        run_fake(&r, "block:2", 3, env, "--keep-going", "tests/ranks/ucx_test", 120);
+        CHECK_MSG(r.exit_code == 137 && !r.timed_out, SHOWW(r, cases[i]));
+        check_oks(&r, "ucx_test: rank %d ok", 2);
+        for (int w = 0; w < 2; w++) {
+            char want[128];
+            snprintf(want, sizeof want, "[rank %d INFO P2P] peer 2: ucx", w);
+            CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
+        }
+        if (i == 1) /* nothing closed: the heartbeats found it */
+            CHECK_MSG(count_matching(r.err, "unreachable: nothing heard from it for") >= 2,
+                      SHOWW(r, "unreachable: nothing heard"));
+        run_free(&r);
+    }
+}
+
+/* libucp that does not load: forced, every rank's cadre_init fails naming
+ * ucx and the cause; by default (no RDMA here) the job runs on tcp between
+ * hosts and never loads it. */
+static void test_unavailable(void)
+{
+    struct run_result r;
+    run_fake(&r, "block:2", 2, "CADRE_TRANSPORT=shm,ucx CADRE_UCX_LIB=" MISSING, "",
+             "tests/ranks/init_basic", 60);
+    CHECK_MSG(r.exit_code != 0 && !r.timed_out, SHOWW(r, "a failed start"));
+    const char *want = HAVE_UCX ? "cannot load libucp: " MISSING ": cannot open shared object"
+                                : "ucx: not built";
+    CHECK_MSG(count_matching(r.err, "CADRE_TRANSPORT=\"shm,ucx\" asks for ucx, which cannot "
+                                    "start on rank ") >= 1 &&
+                  count_matching(r.err, want) >= 1,
+              SHOWW(r, want));
+    run_free(&r);
+    run_fake(&r, "block:2", 4, "CADRE_UCX_LIB=" MISSING, "", "tests/ranks/ucx_test", 180);
+    CHECK_MSG(r.exit_code == 0 && !r.timed_out, SHOWW(r, "exit 0"));
+    check_peers(&r, "block:2", 4, "tcp");
+    check_oks(&r, "ucx_test: rank %d ok", 4);
+    if (HAVE_UCX)
+        CHECK_MSG(count_matching(r.err, "INFO P2P] ucx: not used: no RDMA device here") == 4,
+                  SHOWW(r, "ucx: not used"));
+    CHECK_MSG(count_matching(r.err, "WARN") == 0, SHOWW(r, "no warning"));
+    run_free(&r);
+}
+
+/* cadre-info's ucx row: built or not, usable or why not, what UCX offers. */
+static void test_info_row(void)
+{
+    struct run_result r;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "env UCX_TLS=tcp %s --transports", build_path("tools/cadre-info"));
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+    const char *want = HAVE_UCX ? "ucx        yes    yes                          off-host peers "
+                                  "over UCX 1."
+                                : "ucx        no     no: not built";
+    CHECK_MSG(r.exit_code == 0 && count_matching(r.out, want) == 1, SHOWW(r, want));
+    if (HAVE_UCX)
+        CHECK_MSG(count_matching(r.out, "transports: tcp/") == 1 &&
+                      count_matching(r.out, "CUDA memory: ") == 1,
+                  SHOWW(r, "transports: tcp/..., CUDA memory"));
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "env CADRE_UCX_LIB=%s %s --transports", MISSING,
+             build_path("tools/cadre-info"));
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+    want = HAVE_UCX ? "ucx        yes    no: libucp unusable" : "ucx        no     no: not built";
+    CHECK_MSG(r.exit_code == 0 && count_matching(r.out, want) == 1, SHOWW(r, want));
+    run_free(&r);
+}
+
+void suite_ucx(void)
+{
+    CU_pSuite s = CU_add_suite("ucx", NULL, NULL);
+    CU_add_test(s, "cadre-info's ucx row", test_info_row);
+    CU_add_test(s, "UCX missing: forced fails, default on tcp", test_unavailable);
+    CU_add_test(s, "p2p, collectives, ANY_SOURCE, 64 MiB over ucx", test_programs_on_ucx);
+    CU_add_test(s, "a rank killed or stopped: survivors fail within 15 s", test_rank_lost);
+}
