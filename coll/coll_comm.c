@@ -86,18 +86,6 @@ static int new_comm(int rank, int size, const int *world, struct ctx_claim *cl,
     return CADRE_SUCCESS;
 }
 
-/* The failure of a collective a constructor ran on its parent, as fn's:
- * "fn: what failed: the collective's message". A failure whose diagnosis
- * block is out already (a timeout) is not warned of again. */
-static int rewrap(int rc, const char *fn, const char *what)
-{
-    int shown = cadre__error_was_shown();
-    rc = cadre__error(rc, "%s: %s failed: %s", fn, what, cadre_last_error());
-    if (shown)
-        cadre__error_shown();
-    return rc;
-}
-
 /* Everyone's (color, key, next_ctx) over parent. */
 static int exchange(const char *fn, cadre_comm_t parent, struct cadre_comm *p, int64_t color,
                     int64_t key, struct entry **out)
@@ -112,7 +100,8 @@ static int exchange(const char *fn, cadre_comm_t parent, struct cadre_comm *p, i
     int rc = cadre_allgather(&mine, all, 4, CADRE_INT64, parent);
     if (rc != CADRE_SUCCESS) {
         free(all);
-        return rewrap(rc, fn, "exchanging with the other ranks");
+        return cadre__error(rc, "%s: exchanging with the other ranks failed: %s", fn,
+                            cadre_last_error());
     }
     *out = all;
     return CADRE_SUCCESS;
@@ -139,7 +128,8 @@ static int agree_claims(const char *fn, cadre_comm_t parent, int *ok, struct ctx
     int rc = cadre_allreduce(&mine, &least, 1, CADRE_INT32, CADRE_MIN, parent);
     if (rc != CADRE_SUCCESS) {
         cadre__ctx_unclaim(cl);
-        return rewrap(rc, fn, "agreeing on the new context");
+        return cadre__error(rc, "%s: agreeing on the new context failed: %s", fn,
+                            cadre_last_error());
     }
     *ok = least;
     if (least == 1)

@@ -36,9 +36,6 @@
  *                   never failing: the job is stopped from outside
  *   barrier_skip    the last rank skips a barrier (it computes meanwhile);
  *                   the others fail naming it
- *   split_skip      barrier_skip with cadre_comm_split: one line per rank
- *                   (its diagnosis block; the warning of the split's failure
- *                   repeated it)
  *   cond_stuck      (2 ranks) rank 0 probes for tag 7 from rank 1, rank 1
  *                   waits in cadre_waitany on a receive of tag 8 from rank
  *                   0: neither is ever sent; both fail by CADRE_TIMEOUT
@@ -198,16 +195,10 @@ static void cond_stuck(void)
     OK(cadre_barrier(W));
 }
 
-static void barrier_skip(int split)
+static void barrier_skip(void)
 {
     if (me == np - 1) {
         sleep((unsigned)(timeout_s + 3));
-        return;
-    }
-    if (split) {
-        cadre_comm_t c = CADRE_COMM_NULL;
-        FAILS(cadre_comm_split(W, 0, me, &c), CADRE_ERR_TIMEOUT, "made no progress");
-        expect_text("cadre_comm_split: exchanging with the other ranks failed: ");
         return;
     }
     FAILS(cadre_barrier(W), CADRE_ERR_TIMEOUT, "made no progress");
@@ -263,8 +254,8 @@ int main(void)
         any_finalized();
     } else if (!strcmp(what, "deadlock") || !strcmp(what, "deadlock_wait")) {
         deadlock(!strcmp(what, "deadlock"));
-    } else if (!strcmp(what, "barrier_skip") || !strcmp(what, "split_skip")) {
-        barrier_skip(!strcmp(what, "split_skip"));
+    } else if (!strcmp(what, "barrier_skip")) {
+        barrier_skip();
     } else if (!strcmp(what, "cond_stuck")) {
         cond_stuck();
     } else {
