@@ -210,8 +210,9 @@ static void test_ifname_select(void)
               !strcmp(got, "eth0 veth1a2b virbr0 ib0 br-5e1f"));
     CU_ASSERT(pick("lo,eth0", host, n, got, err) == 2 && !strcmp(got, "lo eth0"));
     /* Nothing selected: an error naming the variable and what there is. */
-    const char *none[] = {"=eth", "wlan", "^e,d,v,i,b,l", "^=lo,eth0,eth0:1,docker0,veth1a2b,"
-                                                         "virbr0,ib0,br-5e1f"};
+    const char *none[] = {"=eth", "wlan", "^e,d,v,i,b,l",
+                          ("^=lo,eth0,eth0:1,docker0,veth1a2b,"
+                           "virbr0,ib0,br-5e1f")};
     for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
         CHECK_MSG(pick(none[i], host, n, got, err) == -1 && strstr(err, "CADRE_SOCKET_IFNAME") &&
                       strstr(err, none[i]) && strstr(err, "eth0 10.0.0.1") &&
