@@ -116,6 +116,26 @@ static uint32_t agreed_ctx(const struct entry *all, int n)
     return (uint32_t)m;
 }
 
+/* What the ranks' lowest answer `least` (of agree_claims or group_agree)
+ * means for this rank, whose own answer was `mine`: 1 done; otherwise its
+ * claim given back, and an error for no memory (here or at another `who`)
+ * or past CTX_ROUNDS rounds, else another round. */
+static int claims_outcome(const char *fn, int mine, int least, const char *who,
+                          struct ctx_claim *cl, int *rounds)
+{
+    if (least == 1)
+        return CADRE_SUCCESS;
+    cadre__ctx_unclaim(cl);
+    if (least < 0)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory %s%s", fn,
+                            mine < 0 ? "here" : "at another ", mine < 0 ? "" : who);
+    if (++*rounds >= CTX_ROUNDS)
+        return cadre__error(CADRE_ERR_INTERNAL,
+                            "%s: no context id agreed after %d rounds (other threads keep making "
+                            "communicators)", fn, *rounds);
+    return CADRE_SUCCESS;
+}
+
 /* The second round over parent: whether every rank's claim held (*ok: 1
  * this rank's did or it claimed nothing, 0 it lost to another creation of
  * its process, -1 no memory). Returns with *ok the lowest of the ranks',
@@ -132,17 +152,7 @@ static int agree_claims(const char *fn, cadre_comm_t parent, int *ok, struct ctx
                             cadre_last_error());
     }
     *ok = least;
-    if (least == 1)
-        return CADRE_SUCCESS;
-    cadre__ctx_unclaim(cl);
-    if (least < 0)
-        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory %s", fn,
-                            mine < 0 ? "here" : "at another rank");
-    if (++*rounds >= CTX_ROUNDS)
-        return cadre__error(CADRE_ERR_INTERNAL,
-                            "%s: no context id agreed after %d rounds (other threads keep making "
-                            "communicators)", fn, *rounds);
-    return CADRE_SUCCESS;
+    return claims_outcome(fn, mine, least, "rank", cl, rounds);
 }
 
 static struct cadre_comm *get_parent(const char *fn, cadre_comm_t comm, int *rc)
@@ -423,17 +433,7 @@ static int group_agree(const char *fn, struct cadre_comm *p, int n, const int *r
     for (int i = 0; i < n; i++)
         if (oks[i] < *ok)
             *ok = (int)oks[i];
-    if (*ok == 1)
-        return CADRE_SUCCESS;
-    cadre__ctx_unclaim(cl);
-    if (*ok < 0)
-        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory %s", fn,
-                            mine < 0 ? "here" : "at another member");
-    if (++*rounds >= CTX_ROUNDS)
-        return cadre__error(CADRE_ERR_INTERNAL,
-                            "%s: no context id agreed after %d rounds (other threads keep making "
-                            "communicators)", fn, *rounds);
-    return CADRE_SUCCESS;
+    return claims_outcome(fn, mine, *ok, "member", cl, rounds);
 }
 
 int cadre_comm_create_group(cadre_comm_t comm, int n, const int ranks[], int tag,
