@@ -187,6 +187,14 @@ void cadre__coll_sigq_in(int peer, const struct cadre_p2p_hdr *h);
 void cadre__coll_stray_in(int peer, const struct cadre_p2p_hdr *h);
 void cadre__coll_peer_died(int w);
 
+/* cadre_allgather and cadre_allreduce run for another call of the library
+ * (a communicator constructor's exchange): fn names that call in every
+ * message and diagnosis, as the user made it, not the collective inside. */
+int cadre__allgather_as(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
+                        cadre_datatype_t dt, cadre_comm_t comm);
+int cadre__allreduce_as(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
+                        cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm);
+
 /* The next collective sequence number on comm, used as the tag. */
 int32_t cadre__coll_next_tag(struct cadre_comm *c);
 

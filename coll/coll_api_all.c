@@ -120,6 +120,11 @@ int cadre_iallgather(const void *sendbuf, void *recvbuf, size_t count, cadre_dat
 {
     return allgather_impl("cadre_iallgather", sendbuf, recvbuf, count, dt, comm, req, 1);
 }
+int cadre__allgather_as(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
+                        cadre_datatype_t dt, cadre_comm_t comm)
+{
+    return allgather_impl(fn, sendbuf, recvbuf, count, dt, comm, NULL, 0);
+}
 
 /* ---- alltoall(v) ------------------------------------------------------------------------- */
 /* ch: the choice alltoall_impl made (NULL: choose here). */

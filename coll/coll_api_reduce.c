@@ -103,6 +103,11 @@ int cadre_allreduce(const void *sendbuf, void *recvbuf, size_t count, cadre_data
 {
     return allreduce_impl("cadre_allreduce", sendbuf, recvbuf, count, dt, op, comm, NULL, 0);
 }
+int cadre__allreduce_as(const char *fn, const void *sendbuf, void *recvbuf, size_t count,
+                        cadre_datatype_t dt, cadre_op_t op, cadre_comm_t comm)
+{
+    return allreduce_impl(fn, sendbuf, recvbuf, count, dt, op, comm, NULL, 0);
+}
 int cadre_iallreduce(const void *sendbuf, void *recvbuf, size_t count, cadre_datatype_t dt,
                      cadre_op_t op, cadre_comm_t comm, cadre_request_t *req)
 {

@@ -86,6 +86,15 @@ static int new_comm(int rank, int size, const int *world, struct ctx_claim *cl,
     return CADRE_SUCCESS;
 }
 
+/* The error of a collective the constructor fn ran as itself
+ * (cadre__allgather_as), without its leading "fn: ". */
+static const char *inner_error(const char *fn)
+{
+    const char *e = cadre_last_error();
+    size_t k = strlen(fn);
+    return strncmp(e, fn, k) == 0 && e[k] == ':' && e[k + 1] == ' ' ? e + k + 2 : e;
+}
+
 /* Everyone's (color, key, next_ctx) over parent. */
 static int exchange(const char *fn, cadre_comm_t parent, struct cadre_comm *p, int64_t color,
                     int64_t key, struct entry **out)
@@ -97,11 +106,11 @@ static int exchange(const char *fn, cadre_comm_t parent, struct cadre_comm *p, i
     struct entry *all = malloc((size_t)p->size * sizeof *all);
     if (!all)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
-    int rc = cadre_allgather(&mine, all, 4, CADRE_INT64, parent);
+    int rc = cadre__allgather_as(fn, &mine, all, 4, CADRE_INT64, parent);
     if (rc != CADRE_SUCCESS) {
         free(all);
         return cadre__error(rc, "%s: exchanging with the other ranks failed: %s", fn,
-                            cadre_last_error());
+                            inner_error(fn));
     }
     *out = all;
     return CADRE_SUCCESS;
@@ -145,11 +154,11 @@ static int agree_claims(const char *fn, cadre_comm_t parent, int *ok, struct ctx
                         int *rounds)
 {
     int32_t mine = *ok, least = 0;
-    int rc = cadre_allreduce(&mine, &least, 1, CADRE_INT32, CADRE_MIN, parent);
+    int rc = cadre__allreduce_as(fn, &mine, &least, 1, CADRE_INT32, CADRE_MIN, parent);
     if (rc != CADRE_SUCCESS) {
         cadre__ctx_unclaim(cl);
         return cadre__error(rc, "%s: agreeing on the new context failed: %s", fn,
-                            cadre_last_error());
+                            inner_error(fn));
     }
     *ok = least;
     return claims_outcome(fn, mine, least, "rank", cl, rounds);

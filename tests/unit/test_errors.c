@@ -171,10 +171,10 @@ static void test_quiet_results(void)
 }
 
 /* A split whose allgather inside times out, then an allreduce: each rank
- * that waited writes one line per call, naming the call it made (not the
- * allgather, the point-to-point or the wait inside). The allreduce's line
- * is its diagnosis block's, which names it: the warning does not repeat it
- * (the split's warning stays, as the block names the allgather). */
+ * that waited writes its diagnosis block, naming the call it made (not the
+ * allgather, the point-to-point or the wait inside), and one warning line
+ * per call. The allreduce's warning is its block's line, not repeated; the
+ * split's warning stays, saying which step of the split failed. */
 static void test_reported_once(void)
 {
     const int n = 3;
@@ -188,6 +188,12 @@ static void test_reported_once(void)
         char head[64];
         snprintf(head, sizeof head, "rank %d: cadre_allreduce: ", i);
         CHECK_MSG(count_shaped(r.err, head, "made no progress", "") == 1, SHOW(r));
+        /* The split's diagnosis block names the split, the call the
+         * program made, not the allgather it runs inside. */
+        snprintf(head, sizeof head, "rank %d: cadre_comm_split: ", i);
+        CHECK_MSG(count_shaped(r.err, head, "made no progress", "") == 1, SHOW(r));
+        snprintf(head, sizeof head, "rank %d: cadre_allgather: ", i);
+        CHECK_MSG(count_shaped(r.err, head, "", "") == 0, SHOW(r));
     }
     CHECK_MSG(count_matching(r.err, REPORT) == n - 1, SHOW(r));
     run_free(&r);
