@@ -221,6 +221,12 @@ void cadre__p2p_peer_finalized(int peer);
 const char *cadre__p2p_tcp_host(int peer);
 /* The same from the UCX transport's endpoint (NULL: not reached by ucx). */
 const char *cadre__p2p_ucx_host(int peer);
+/* cadre_init, after the fence that follows the transports' wireup
+ * (cadre__shm_agree's): a pair uses ucx only where both ranks started it
+ * and wired up (each publishes a verdict in its wireup), else tcp, said in
+ * an INFO line; where ucx is forced (CADRE_TRANSPORT, `list`), an error
+ * naming the rank whose ucx failed and why. */
+int cadre__p2p_ucx_agree(const char *list);
 /* The hostname of world rank `peer` from whichever transport reaches it
  * (tcp's, else ucx's); NULL when neither published one. */
 const char *cadre__p2p_host(int peer);

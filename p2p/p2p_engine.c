@@ -283,7 +283,8 @@ int cadre__p2p_init(void)
             wired[i] = 0;
             if (cand[i] == &cadre__p2p_shm)
                 continue; /* its segment stays until the peers have taken theirs */
-            CADRE_WARN(P2P, "transport %s disabled: %s", cand[i]->name, cadre_last_error());
+            if (cand[i] != &cadre__p2p_ucx || !cadre__p2p_info.ucx_forced) /* forced: fails below */
+                CADRE_WARN(P2P, "transport %s disabled: %s", cand[i]->name, cadre_last_error());
             cand[i]->finalize();
             ok[i] = 0;
         }
@@ -300,6 +301,10 @@ int cadre__p2p_init(void)
             cand[0]->finalize();
             ok[0] = 0;
         }
+        /* ucx likewise, after the same fence: a pair uses it only where
+         * both ranks wired it up (or cadre_init fails, where forced). */
+        if (rc == CADRE_SUCCESS)
+            rc = cadre__p2p_ucx_agree(list);
         if (rc != CADRE_SUCCESS) {
             for (int i = 0; i < NTP; i++)
                 if (ok[i])

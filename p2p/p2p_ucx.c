@@ -7,9 +7,15 @@
  * cadre_init fails naming why when it cannot (a forced transport is not
  * replaced); by default it starts only where this node has an RDMA device
  * and UCX offers an RDMA transport on it, else off-host peers take cadre's
- * tcp and libucp is never loaded (p2p_ucx_load.c dlopens it). A pair uses
- * ucx when both ranks published a worker address (bootstrap key "ucx") and
- * are on different hosts; same-host pairs stay on shm. Each rank makes its
+ * tcp and libucp is never loaded (p2p_ucx_load.c dlopens it); where the
+ * default chose ucx and it cannot start (libucp missing, ucp_init or the
+ * worker failing), the engine warns once and the rank goes on with tcp.
+ * A pair uses ucx when both ranks published a worker address (bootstrap
+ * key "ucx": a rank whose ucx did not start published none) and a positive
+ * verdict after wireup ("ucx.ok", read by cadre__p2p_ucx_agree after the
+ * engine's agreement fence), and are on different hosts: both sides of a
+ * pair see the same, or one would send over ucx to a rank listening on tcp
+ * only. Same-host pairs stay on shm. Each rank makes its
  * endpoint to every such peer at its first progress after wireup, while
  * every host is up (UCX's connect() toward a cut link blocks for tens of
  * seconds: none is made later, toward a host found lost).
@@ -67,6 +73,7 @@ struct ucx_state cadre__ucx_st = {.efd = -1};
 #define U cadre__ucx
 
 static int ready_fd = -1; /* an eventfd kept readable: poll returns at once */
+static char own_why[384];  /* this rank's failure to wire up (ucx_wireup), for the forced case */
 
 static double ucx_now(void)
 {
@@ -103,6 +110,7 @@ static int init_failed(const char *fmt, const char *what)
 static int ucx_init(void)
 {
     ucx_finalize();
+    own_why[0] = '\0';
     int forced = cadre__p2p_info.ucx_forced;
     double pt = cadre__config_dbl(CADRE_CFG_UCX_PEER_TIMEOUT);
     if (!(pt >= 1 && pt <= 3600))
@@ -204,10 +212,8 @@ static int ucx_init(void)
 }
 
 /* Peers off this host that published an address. */
-static int ucx_wireup(void)
+static int wire_peers(void)
 {
-    if (!st->on)
-        return CADRE_SUCCESS;
     st->cookie = cadre__p2p_info.job_cookie;
     for (int w = 0; w < st->size; w++) {
         struct ucx_peer *p = &st->peers[w];
@@ -239,6 +245,66 @@ static int ucx_wireup(void)
          * to a peer on the lost host. */
         p->want_ep = 1;
         free(data);
+    }
+    return CADRE_SUCCESS;
+}
+
+/* Whether this rank's ucx wired up, published after wireup ("ucx.ok") by
+ * every rank that published an endpoint; the engine's agreement fence
+ * (cadre__shm_agree's) carries it, and cadre__p2p_ucx_agree reads it. */
+struct ucx_verdict {
+    int32_t ok;
+    int32_t reserved;
+    char why[384]; /* else why not, naming the rank */
+};
+
+static int ucx_wireup(void)
+{
+    if (!st->on)
+        return CADRE_SUCCESS;
+    int rc = wire_peers();
+    struct ucx_verdict v = {.ok = rc == CADRE_SUCCESS};
+    if (!v.ok)
+        snprintf(own_why, sizeof own_why, "rank %d: %s", st->rank, cadre_last_error());
+    snprintf(v.why, sizeof v.why, "%s", own_why);
+    int prc = cadre__bootstrap_put("ucx.ok", &v, sizeof v);
+    if (rc != CADRE_SUCCESS)
+        return cadre__error(rc, "%s", own_why);
+    if (prc != CADRE_SUCCESS)
+        snprintf(own_why, sizeof own_why, "rank %d: %s", st->rank, cadre_last_error());
+    return prc;
+}
+
+int cadre__p2p_ucx_agree(const char *list)
+{
+    int forced = cadre__p2p_info.ucx_forced;
+    if (forced && own_why[0])
+        return cadre__error(CADRE_ERR_UNSUPPORTED, "cadre_init: CADRE_TRANSPORT=\"%s\" asks for "
+                            "ucx, which cannot start on %s", list, own_why);
+    for (int w = 0; st->on && w < st->size; w++) {
+        struct ucx_peer *p = &st->peers[w];
+        if (!p->reachable)
+            continue;
+        void *data = NULL;
+        size_t len = 0;
+        struct ucx_verdict v = {.ok = 0};
+        if (cadre__bootstrap_get(w, "ucx.ok", &data, &len) != CADRE_SUCCESS)
+            snprintf(v.why, sizeof v.why, "rank %d published no verdict on ucx", w);
+        else if (len != sizeof v)
+            snprintf(v.why, sizeof v.why, "rank %d published a %zu-byte verdict on ucx, not "
+                     "%zu (another cadre version?)", w, len, sizeof v);
+        else
+            memcpy(&v, data, sizeof v);
+        free(data);
+        if (v.ok)
+            continue;
+        v.why[sizeof v.why - 1] = '\0';
+        if (forced)
+            return cadre__error(CADRE_ERR_UNSUPPORTED, "cadre_init: CADRE_TRANSPORT=\"%s\" asks "
+                                "for ucx, which cannot start on %s", list, v.why);
+        /* Both sides drop the pair: that rank has no ucx at all. */
+        p->reachable = p->want_ep = 0;
+        CADRE_INFO(P2P, "ucx: not used with rank %d (%s): tcp between us", w, v.why);
     }
     return CADRE_SUCCESS;
 }
@@ -405,6 +471,12 @@ const char *cadre__p2p_ucx_host(int w)
 {
     (void)w;
     return NULL;
+}
+
+int cadre__p2p_ucx_agree(const char *list)
+{
+    (void)list;
+    return CADRE_SUCCESS;
 }
 
 static int ucx_none(void)

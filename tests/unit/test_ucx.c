@@ -5,7 +5,8 @@
  * is checked, and checks its data itself (p2p_test, coll_test, ucx_test).
  * A rank killed, and one stopped (only cadre's heartbeats can tell), fail
  * the survivors' operations naming it and its host within 15 s. UCX that
- * cannot load: forced, cadre_init fails naming why; by default, tcp. The
+ * cannot load: forced, cadre_init fails naming why; by default, tcp, also
+ * where a fake RDMA device makes the default choose ucx. The
  * namespace test bed (tests/hosts) runs the same over real links. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,6 +163,93 @@ static void test_unavailable(void)
     run_free(&r);
 }
 
+/* The default's choice where this node has an RDMA device and UCX offers an
+ * RDMA transport: made true here by a private mount namespace with a fake
+ * /sys/class/infiniband/mlx5_0 (fake_rdma.sh) and a libucp stand-in whose
+ * resources include rc_verbs (ucp_shim.c, UCPSHIM=rdma; the data still goes
+ * over UCX_TLS=tcp). UCX that starts: ucx between hosts. UCX that cannot
+ * (libucp missing, ucp_init failing): one WARN per rank saying why, tcp
+ * between hosts, the job correct. UCX failing on rank 0 only: rank 0 on
+ * tcp with everyone, the others on ucx among themselves (both sides of
+ * every pair agree, or the job would hang). Forced, the same failure fails
+ * cadre_init naming it. */
+static void test_default_choice(void)
+{
+    if (!HAVE_UCX)
+        return;
+    struct run_result r;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "sh %s true", src_path("tests/unit/fake_rdma.sh"));
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
+    int can = r.exit_code == 0;
+    run_free(&r);
+    if (!can) {
+        test_progress("skipped: no mount namespace here (fake_rdma.sh needs root)");
+        return;
+    }
+    char shim[512];
+    snprintf(shim, sizeof shim, "%s", build_path("tests/unit/.libs/libucpshim.so"));
+    static const struct {
+        const char *env, *across, *want;
+        int warns, forced;
+    } cases[] = {
+        {"UCPSHIM=rdma", "ucx", "INFO P2P] ucx: UCX 1.", 0, 0},
+        {"UCPSHIM=rdma CADRE_UCX_LIB=" MISSING, "tcp",
+         "WARN P2P] transport ucx disabled: ucx: cannot load libucp: " MISSING, 4, 0},
+        {"UCPSHIM=rdma,fail_init", "tcp",
+         "WARN P2P] transport ucx disabled: ucx: ucp_init: No such device", 4, 0},
+        {"UCPSHIM=rdma,fail_init UCPSHIM_RANKS=0", "ucx-but-0",
+         "[rank 0 WARN P2P] transport ucx disabled: ucx: ucp_init: No such device", 1, 0},
+        {"UCPSHIM=rdma,fail_init CADRE_TRANSPORT=shm,ucx", NULL, "ucp_init: No such device", 0,
+         1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char env[1024];
+        snprintf(env, sizeof env, "UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n "
+                 "CADRE_UCX_LIB=%s %s sh %s", shim, cases[i].env,
+                 src_path("tests/unit/fake_rdma.sh"));
+        test_progress("default choice with RDMA offered: %s", cases[i].env);
+        run_fake(&r, "block:2", 4, env, "", "tests/ranks/ucx_test", 180);
+        if (cases[i].forced) {
+            CHECK_MSG(r.exit_code != 0 && !r.timed_out &&
+                          count_matching(r.err, "CADRE_TRANSPORT=\"shm,ucx\" asks for ucx, which "
+                                                "cannot start on rank ") >= 1 &&
+                          count_matching(r.err, cases[i].want) >= 1,
+                      SHOWW(r, cases[i].want));
+            run_free(&r);
+            continue;
+        }
+        CHECK_MSG(r.exit_code == 0 && !r.timed_out, SHOWW(r, "exit 0"));
+        check_oks(&r, "ucx_test: rank %d ok", 4);
+        if (!strcmp(cases[i].across, "ucx-but-0")) {
+            /* Hosts h0 (ranks 0, 1) and h1 (2, 3). */
+            static const char *const want[] = {
+                "[rank 0 INFO P2P] peer 2: tcp", "[rank 0 INFO P2P] peer 3: tcp",
+                "[rank 2 INFO P2P] peer 0: tcp", "[rank 3 INFO P2P] peer 0: tcp",
+                "[rank 1 INFO P2P] peer 2: ucx", "[rank 1 INFO P2P] peer 3: ucx",
+                "[rank 2 INFO P2P] peer 1: ucx", "[rank 3 INFO P2P] peer 1: ucx"};
+            for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+                CHECK_MSG(count_lines(r.err, want[k]) == 1, SHOWW(r, want[k]));
+        } else {
+            check_peers(&r, "block:2", 4, cases[i].across);
+        }
+        int nwant = cases[i].warns ? cases[i].warns : 4;
+        CHECK_MSG(count_matching(r.err, cases[i].want) == nwant, SHOWW(r, cases[i].want));
+        if (!cases[i].warns) {
+            CHECK_MSG(count_matching(r.err, "RDMA offered; transports: ") == 4 &&
+                          count_matching(r.err, "rc_verbs/mlx5_0:1") == 4,
+                      SHOWW(r, "RDMA offered; transports: ...rc_verbs/mlx5_0:1"));
+            /* Each process decides and says how device buffers go: Debian's
+             * UCX takes no CUDA memory, so staged through host memory. */
+            const char *staged = "INFO P2P] ucx: device buffers staged through host memory "
+                                 "(UCX here takes no CUDA memory)";
+            CHECK_MSG(count_matching(r.err, staged) == 4, SHOWW(r, staged));
+        }
+        CHECK_MSG(count_matching(r.err, "WARN") == cases[i].warns, SHOWW(r, "WARN lines"));
+        run_free(&r);
+    }
+}
+
 /* cadre-info's ucx row: built or not, usable or why not, what UCX offers. */
 static void test_info_row(void)
 {
@@ -191,6 +279,8 @@ void suite_ucx(void)
     CU_pSuite s = CU_add_suite("ucx", NULL, NULL);
     CU_add_test(s, "cadre-info's ucx row", test_info_row);
     CU_add_test(s, "UCX missing: forced fails, default on tcp", test_unavailable);
+    CU_add_test(s, "RDMA offered: the default takes ucx, or tcp when it cannot start",
+                test_default_choice);
     CU_add_test(s, "p2p, collectives, ANY_SOURCE, 64 MiB over ucx", test_programs_on_ucx);
     CU_add_test(s, "a rank killed or stopped: survivors fail within 15 s", test_rank_lost);
 }
