@@ -109,6 +109,8 @@ struct proc_blob {
     uint64_t cookie; /* rank 0's is the job's */
     struct cadre_host_id host; /* p2p_host.c */
     struct cadre_agree agree;  /* runtime_config.c: compared with every peer's */
+    int32_t shm;               /* takes part in shared memory: publishes a verdict */
+    int32_t reserved;
 };
 
 /* ---- init / finalize ------------------------------------------------------------ */
@@ -180,7 +182,9 @@ int cadre__p2p_init(void)
     /* Named, ucx must start; by default it starts where RDMA is offered. */
     cadre__p2p_info.ucx_forced = list[0] && transport_allowed("ucx");
 
-    struct proc_blob pb = {.pid = (int32_t)getpid(), .node_id = cadre__proc.node_id};
+    int shm_tried = nr > 1 && transport_allowed("shm");
+    struct proc_blob pb = {.pid = (int32_t)getpid(), .node_id = cadre__proc.node_id,
+                           .shm = shm_tried};
     cadre__p2p_host_self(&pb.host);
     cadre__config_agree(&pb.agree);
     CADRE_CHECK(cadre__p2p_hosts_begin(nr));
@@ -194,7 +198,6 @@ int cadre__p2p_init(void)
     const struct cadre_p2p_transport *cand[NTP] = {&cadre__p2p_shm, &cadre__p2p_ucx,
                                                    &cadre__p2p_tcp};
     int ok[NTP] = {0, 0, 0};
-    int shm_tried = nr > 1 && transport_allowed("shm");
     cadre__shm_agree_free();
     for (int i = 0; i < NTP; i++) {
         if (nr == 1 || !transport_allowed(cand[i]->name))
@@ -221,6 +224,7 @@ int cadre__p2p_init(void)
         if (w == me) {
             p->pid = getpid();
             p->same_node = 1;
+            p->shm_tried = shm_tried;
             cadre__p2p_hosts_set(w, &pb.host);
             continue;
         }
@@ -241,6 +245,7 @@ int cadre__p2p_init(void)
         if (w == 0)
             cadre__p2p_info.job_cookie = peer.cookie;
         p->pid = peer.pid;
+        p->shm_tried = peer.shm != 0;
         p->same_node = peer.node_id == cadre__proc.node_id; /* and the same host, below */
         cadre__p2p_hosts_set(w, &peer.host);
     }

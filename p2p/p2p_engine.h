@@ -29,6 +29,9 @@ struct cadre_peer {
     const struct cadre_p2p_transport *tp;
     int state;
     int same_node;
+    /* It takes part in shared memory (CADRE_TRANSPORT allows it): it
+     * publishes a verdict (cadre__shm_agree); one that does not, none. */
+    int shm_tried;
     pid_t pid;
     int pidfd;
     size_t frag;  /* largest DATA payload */

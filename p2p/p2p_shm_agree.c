@@ -110,11 +110,13 @@ int cadre__shm_agree(int tried, int ok, int tcp)
         return CADRE_SUCCESS;
     }
     for (int w = 0; w < nr; w++) {
-        if (w == me || !cadre__eng.peers[w].same_node)
+        /* A rank that did not take part (CADRE_TRANSPORT) published none:
+         * asking for its verdict anyway waited out the bootstrap's lookup
+         * timeout (2 s a peer under cadrerun) before the miss came. */
+        if (w == me || !cadre__eng.peers[w].same_node || !cadre__eng.peers[w].shm_tried)
             continue;
         void *data;
         size_t len;
-        /* A rank that did not take part (CADRE_TRANSPORT) published none. */
         if (cadre__bootstrap_get(w, "shm.ok", &data, &len) != CADRE_SUCCESS)
             continue;
         struct shm_verdict v = {.ok = 1};

@@ -89,7 +89,12 @@ static void set(void *b, cadre_datatype_t dt, size_t i, double v)
 
 /* Rank r's input element i for (dt, op): small values so that sums and
  * products of up to 5 ranks are exact in every type (products use 1 and 2,
- * and signed types see negative values). */
+ * and signed types see negative values). It depends on i only through
+ * i mod 2, 3 and 23: every INPUT_PERIOD elements it repeats, and so does any
+ * reference computed from it element by element (coll_test.c tabulates one
+ * period instead of reducing every rank's input for each of a million
+ * elements; input_periodic checks the claim). */
+#define INPUT_PERIOD 138 /* 2 * 3 * 23 */
 static double input(int r, size_t i, cadre_datatype_t dt, int op)
 {
     int sign = (dt == CADRE_UINT8 || dt == CADRE_UINT32 || dt == CADRE_UINT64) ? 1
@@ -98,6 +103,21 @@ static double input(int r, size_t i, cadre_datatype_t dt, int op)
     if (op == CADRE_PROD)
         return (double)(sign * (int)(1 + (i + (size_t)r) % 2));
     return (double)(sign * (int)((i * 7 + (size_t)r * 13) % 23));
+}
+
+/* Whether input() repeats every INPUT_PERIOD elements for rank r, over the
+ * first periods and around element n (the large counts'). */
+static inline int input_periodic(int r, size_t n)
+{
+    for (int dt = 0; dt < (int)(sizeof dts / sizeof dts[0]); dt++)
+        for (int op = 0; op <= CADRE_AVG; op++)
+            for (size_t i = 0; i < 4 * INPUT_PERIOD; i++) {
+                size_t far = n + i;
+                if (input(r, i, dts[dt], op) != input(r, i % INPUT_PERIOD, dts[dt], op) ||
+                    input(r, far, dts[dt], op) != input(r, far % INPUT_PERIOD, dts[dt], op))
+                    return 0;
+            }
+    return 1;
 }
 
 static double combine(double a, double b, int op)

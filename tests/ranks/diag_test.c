@@ -41,10 +41,21 @@
  *                   0: neither is ever sent; both fail by CADRE_TIMEOUT
  *                   (the waits on a condition, which CADRE_STUCK_WARN's
  *                   warning skipped)
- * Prints "diag: rank R ok" when its checks passed. */
+ * Prints "diag: rank R ok" when its checks passed.
+ *
+ * A rank that stays out of cadre while the others time out and ask about it
+ * (rest) stays until every other rank is done or rests too, not a fixed
+ * while: each marks it with a file in the job's temp dir (cadrerun's
+ * PMIX_SERVER_TMPDIR), "done" at the end of main before cadre_finalize,
+ * "rest" as it starts resting. The fixed sleeps (CADRE_TIMEOUT + 4 s and
+ * the like) stay as the limit; they were idle time once the others were
+ * done, about 4 s a job, and on a loaded machine could end before a slow
+ * rank had asked. Without that directory it sleeps them out. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rank_util.h"
@@ -53,6 +64,48 @@
 
 static int me, np;
 static double timeout_s;
+
+/* Writes the mark `what` ("done", "rest") of this rank. */
+static void mark(const char *what)
+{
+    const char *dir = getenv("PMIX_SERVER_TMPDIR");
+    if (!dir)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/diag-%s.%d", dir, what, me);
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+}
+
+static int marked(const char *what, int r)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/diag-%s.%d", getenv("PMIX_SERVER_TMPDIR"), what, r);
+    return stat(path, &st) == 0;
+}
+
+/* Out of cadre until every other rank is done or rests too, at most
+ * limit_s seconds (the fixed sleep this replaces). */
+static void rest(double limit_s)
+{
+    if (!getenv("PMIX_SERVER_TMPDIR")) {
+        sleep((unsigned)limit_s);
+        return;
+    }
+    mark("rest");
+    double t0 = ru_now();
+    while (ru_now() - t0 < limit_s) {
+        int waiting = 0;
+        for (int r = 0; r < np && !waiting; r++)
+            waiting = r != me && !marked("done", r) && !marked("rest", r);
+        if (!waiting)
+            return;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
 
 static void expect_text(const char *text)
 {
@@ -67,7 +120,7 @@ static void sleeper(cadre_comm_t comm, int sleeper_rank)
     OK(cadre_comm_size(comm, &n));
     if (r == sleeper_rank) {
         /* Computing, never joining: the others give up meanwhile. */
-        sleep((unsigned)(timeout_s + 4));
+        rest(timeout_s + 4);
         return;
     }
     int64_t x = r, sum = -1;
@@ -94,7 +147,7 @@ static void recv_stuck(void)
         expect_text("a deadlock: rank 1 waits for this rank too (in cadre_recv from rank 0 (tag 778) "
                     "on WORLD for ");
         /* Out of cadre while rank 1 times out and asks about us. */
-        sleep(3);
+        rest(3);
     } else if (me == 1) {
         sleep(1);
         FAILS(cadre_recv(&x, 1, CADRE_INT32, 0, 778, W, CADRE_STATUS_IGNORE), CADRE_ERR_TIMEOUT,
@@ -115,7 +168,7 @@ static void waitall_stuck(void)
               "from rank 1 (tag 777) on WORLD made no progress");
         expect_text("rank 1 waits for this rank too (in cadre_waitall on cadre_irecv from rank 0 "
                     "(tag 778) on WORLD for ");
-        sleep(3);
+        rest(3);
     } else if (me == 1) {
         sleep(1);
         cadre_request_t r[3];
@@ -137,14 +190,14 @@ static void any_finalized(void)
     if (me == 0) {
         OK(cadre_send(&x, 1, CADRE_INT32, 2, 4, W));
         OK(cadre_finalize());
-        sleep((unsigned)(timeout_s + 3));
+        rest(timeout_s + 3);
     } else if (me == 2) {
         OK(cadre_recv(&x, 1, CADRE_INT32, 0, 4, W, CADRE_STATUS_IGNORE));
         FAILS(cadre_recv(&x, 1, CADRE_INT32, CADRE_ANY_SOURCE, 5, W, CADRE_STATUS_IGNORE),
               CADRE_ERR_TIMEOUT, "from any rank (tag 5) on WORLD made no progress");
         expect_text("; rank 0 has called cadre_finalize; rank 1 is not in cadre for ");
     } else {
-        sleep((unsigned)(timeout_s + 3));
+        rest(timeout_s + 3);
     }
 }
 
@@ -174,7 +227,7 @@ static void deadlock(int expect_fail)
            cadre_last_error());
     /* Out of cadre while rank 1 times out and asks. */
     if (me == 0)
-        sleep(3);
+        rest(3);
 }
 
 static void cond_stuck(void)
@@ -198,7 +251,7 @@ static void cond_stuck(void)
 static void barrier_skip(void)
 {
     if (me == np - 1) {
-        sleep((unsigned)(timeout_s + 3));
+        rest(timeout_s + 3);
         return;
     }
     FAILS(cadre_barrier(W), CADRE_ERR_TIMEOUT, "made no progress");
@@ -238,7 +291,7 @@ int main(void)
         /* sub_freer: the rank that gave up stays, out of cadre, while the
          * others time out and ask it about the communicator it freed. */
         if (!strcmp(what, "sub_freer") && me == 1)
-            sleep(5);
+            rest(5);
     } else if (!strcmp(what, "recv_stuck")) {
         recv_stuck();
     } else if (!strcmp(what, "waitall_stuck")) {
@@ -264,6 +317,7 @@ int main(void)
     if (!ru_failures)
         printf("diag: rank %d ok\n", me);
     fflush(stdout);
+    mark("done");
     int init = 0;
     cadre_initialized(&init);
     if (init)

@@ -1,7 +1,10 @@
 /* Runs every multi-rank program of tests/ranks/ranks.list through cadrerun
  * (or without a launcher, LAUNCH=rdv).
- * A line is: name nranks [VAR=VALUE ...]; each program checks its own results
- * and exits non-zero (saying why) on any mismatch. */
+ * A line is: name nranks [VAR=VALUE ...] [nosan]; each program checks its own
+ * results and exits non-zero (saying why) on any mismatch. With
+ * CADRE_TEST_RANKS=san (.ci/run's sanitizer step) the lines ending in the
+ * word nosan are left out (ranks.list's header has the rule); the word is
+ * never passed to the program. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +18,54 @@ static double limit_for(int n)
     return 60 + 15.0 * n;
 }
 
+/* The rule of the nosan lines: every program, and every CADRE_TRANSPORT a
+ * line sets (none included), keeps a line that the sanitizers run. */
+struct san_key {
+    char key[300];
+    int san; /* a line without nosan has it */
+};
+
+static void san_note(struct san_key *keys, int *nkeys, int max, const char *key, int san)
+{
+    for (int i = 0; i < *nkeys; i++)
+        if (!strcmp(keys[i].key, key)) {
+            keys[i].san |= san;
+            return;
+        }
+    if (*nkeys < max) {
+        snprintf(keys[*nkeys].key, sizeof keys[*nkeys].key, "%s", key);
+        keys[(*nkeys)++].san = san;
+    }
+}
+
+/* Takes a trailing "nosan" off env; whether it was there. */
+static int strip_nosan(char *env)
+{
+    size_t len = strlen(env);
+    while (len && (env[len - 1] == ' ' || env[len - 1] == '\t'))
+        env[--len] = '\0';
+    if (len >= 5 && !strcmp(env + len - 5, "nosan") &&
+        (len == 5 || env[len - 6] == ' ' || env[len - 6] == '\t')) {
+        len -= 5;
+        env[len] = '\0';
+        while (len && (env[len - 1] == ' ' || env[len - 1] == '\t'))
+            env[--len] = '\0';
+        return 1;
+    }
+    return 0;
+}
+
 static void test_ranks_list(void)
 {
     FILE *f = fopen(src_path("tests/ranks/ranks.list"), "r");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     char line[1024];
-    int ran = 0;
+    int ran = 0, skipped = 0;
+    const char *sel = getenv("CADRE_TEST_RANKS");
+    int san_only = sel && !strcmp(sel, "san");
+    enum { MAXKEYS = 256 };
+    static struct san_key keys[MAXKEYS];
+    int nkeys = 0;
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
         char *p = line + strspn(line, " \t");
@@ -33,6 +78,20 @@ static void test_ranks_list(void)
             continue;
         }
         snprintf(env, sizeof env, "%s", p + off);
+        int nosan = strip_nosan(env);
+        char key[300];
+        snprintf(key, sizeof key, "program %s", name);
+        san_note(keys, &nkeys, MAXKEYS, key, !nosan);
+        const char *tp = strstr(env, "CADRE_TRANSPORT=");
+        snprintf(key, sizeof key, "CADRE_TRANSPORT=%.*s", tp ? (int)strcspn(tp + 16, " \t") : 0,
+                 tp ? tp + 16 : "");
+        san_note(keys, &nkeys, MAXKEYS, key, !nosan);
+        if (san_only && nosan) {
+            fprintf(stderr, "\n    %-40s n=%d %s%s: skipped (nosan, CADRE_TEST_RANKS=san)", name,
+                    n, env[0] ? "env " : "", env);
+            skipped++;
+            continue;
+        }
         char cmd[4096];
         /* LAUNCH=rdv: started without a launcher, as torchrun or a shell
          * loop does (tests/rdv_run.sh). */
@@ -59,6 +118,14 @@ static void test_ranks_list(void)
     }
     fclose(f);
     CU_ASSERT(ran > 0);
+    CHECK_MSG(nkeys < MAXKEYS, "ranks.list: more than %d programs and transports", MAXKEYS - 1);
+    for (int i = 0; i < nkeys; i++)
+        CHECK_MSG(keys[i].san, "ranks.list: every line of %s says nosan: the sanitizers would "
+                  "never run it (keep one line of each program and transport without nosan)",
+                  keys[i].key);
+    if (san_only)
+        fprintf(stderr, "\n    CADRE_TEST_RANKS=san: %d lines run, %d nosan lines left out", ran,
+                skipped);
 }
 
 /* A rank killed while streaming to rank 0: rank 0 gets CADRE_ERR_PEER within

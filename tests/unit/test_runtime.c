@@ -267,6 +267,34 @@ static void test_config_agree(void)
     }
 }
 
+/* A rank that does not take part in shared memory (CADRE_TRANSPORT=tcp)
+ * publishes no verdict on it (p2p_shm_agree.c), and its peers must not ask
+ * for one: each such lookup waited out the bootstrap's timeout before the
+ * miss came (2 s a peer: 4 s for a 3-rank hello over tcp, 0.3 without),
+ * and CADRE_DEBUG=TRACE logged it as "PMIx_Get(rank 1, cadre.shm.ok)
+ * failed". All ranks on tcp, then rank 1 alone (its peers publish theirs,
+ * which it reads; they ask it nothing). */
+static void test_config_transport_verdict(void)
+{
+    static const char *const which[] = {"", "if [ \"$CADRE_RANK\" = 1 ]; then "};
+    for (size_t k = 0; k < sizeof which / sizeof which[0]; k++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "CADRE_TIMEOUT=20 CADRE_DEBUG=TRACE %s -n 3 --timeout 30 sh -c '%sexport "
+                 "CADRE_TRANSPORT=tcp%s; exec %s' 2>&1",
+                 CADRERUN, which[k], k ? "; fi" : "", build_path("examples/hello"));
+        struct run_result r;
+        CU_ASSERT_FATAL(run_cmd(cmd, NULL, 60, &r) == 0);
+        int hellos = count_matching(r.out, "hello from rank ");
+        int asked = count_matching(r.out, "shm.ok");
+        CHECK_MSG(r.exit_code == 0 && hellos == 3 && asked == 0,
+                  "CADRE_TRANSPORT=tcp at %s: want 3 hellos and no lookup of a shared-memory "
+                  "verdict that was never published; exit %d, %d hellos, %d lookups, output:\n%s",
+                  k ? "rank 1" : "every rank", r.exit_code, hellos, asked, r.out);
+        run_free(&r);
+    }
+}
+
 void suite_runtime(void)
 {
     CU_pSuite s = CU_add_suite("runtime", NULL, NULL);
@@ -279,4 +307,6 @@ void suite_runtime(void)
     CU_add_test(s, "CADRE_DEBUG values that mean nothing", test_config_debug_bad);
     CU_add_test(s, "CADRE_TIMEOUT of 0 or less", test_config_timeout);
     CU_add_test(s, "tunables every rank must set alike", test_config_agree);
+    CU_add_test(s, "CADRE_TRANSPORT=tcp: no lookup of a verdict never published",
+                test_config_transport_verdict);
 }
