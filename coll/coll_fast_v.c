@@ -44,6 +44,7 @@
 
 #define VS_MSG (1ull << 63)
 #define VS_ERRLEN 256
+#define VS_INLINE 32 /* ranks whose `msg` needs no malloc (the small calls) */
 
 struct vx {
     const char *fn;
@@ -62,9 +63,8 @@ struct vx {
     char *rbuf;
     const size_t *rcnt, *rdsp;
     const char *own;
-    size_t own_bytes;
     /* What came marked VS_MSG: bytes published per rank (0: none). */
-    size_t *msg;
+    size_t *msg, msg_in[VS_INLINE];
     int nmsg;
     int err;
     char errmsg[VS_ERRLEN];
@@ -189,10 +189,16 @@ static int vx_alloc(struct vx *v, struct cadre_comm *c, const char *fn, size_t e
     v->es = es;
     v->me = c->rank;
     v->n = c->size;
-    v->msg = calloc((size_t)c->size, sizeof *v->msg);
+    v->msg = c->size <= VS_INLINE ? v->msg_in : calloc((size_t)c->size, sizeof *v->msg);
     if (!v->msg)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", fn);
     return CADRE_SUCCESS;
+}
+
+static void vx_free(struct vx *v)
+{
+    if (v->msg != v->msg_in)
+        free(v->msg);
 }
 
 int cadre__fast_gatherv(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
@@ -218,7 +224,7 @@ int cadre__fast_gatherv(struct cadre_comm *c, const char *fn, uint64_t sig, cons
     int32_t tag = 0;
     int rc = cadre__fast_exchange_fill(c, fn, sig, vx_fill, is_root, -1, vx_take, &v, &tag);
     rc = vx_messages(&v, c, tag, sig, rc, root, 0);
-    free(v.msg);
+    vx_free(&v);
     return rc;
 }
 
@@ -247,7 +253,7 @@ int cadre__fast_scatterv(struct cadre_comm *c, const char *fn, uint64_t sig, con
     int32_t tag = 0;
     int rc = cadre__fast_exchange_fill(c, fn, sig, vx_fill, 1, root, vx_take, &v, &tag);
     rc = vx_messages(&v, c, tag, sig, rc, -1, 0);
-    free(v.msg);
+    vx_free(&v);
     return rc;
 }
 
@@ -273,7 +279,7 @@ int cadre__fast_alltoallv(struct cadre_comm *c, const char *fn, uint64_t sig, co
             if (scounts[i] && (sdispls[i] + scounts[i]) * es > hi)
                 hi = (sdispls[i] + scounts[i]) * es;
         if (!(copy = malloc(hi ? hi : 1))) {
-            free(v.msg);
+            vx_free(&v);
             return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for the in-place copy", fn);
         }
         memcpy(copy, sbuf, hi);
@@ -289,6 +295,6 @@ int cadre__fast_alltoallv(struct cadre_comm *c, const char *fn, uint64_t sig, co
     int rc = cadre__fast_exchange_fill(c, fn, sig, vx_fill, 1, -1, vx_take, &v, &tag);
     rc = vx_messages(&v, c, tag, sig, rc, -1, 1);
     free(copy);
-    free(v.msg);
+    vx_free(&v);
     return rc;
 }
