@@ -418,6 +418,23 @@ static void test_log_lines(void)
     CHECK_MSG(count_matching(r.err, "allreduce: algorithm") == 6, "%s", r.err);
     run_free(&r);
 
+    /* gatherv, scatterv, alltoallv: blocking, the slots under the v rule;
+     * igatherv, linear. */
+    snprintf(cmd, sizeof cmd, "SELECT_V=1 CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=COLL %s -n 3 %s",
+             CADRERUN, prog);
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, &r) == 0);
+    CHECK_MSG(r.exit_code == 0, "exit %d\n%s", r.exit_code, r.err);
+    const char *const vlines[] = {"gather: algorithm slots (", "scatter: algorithm slots (",
+                                  "alltoall: algorithm slots ("};
+    for (int i = 0; i < 3; i++) {
+        char line[160];
+        snprintf(line, sizeof line, "%s", vlines[i]);
+        CHECK_MSG(count_matching(r.err, line) == 3, "%s\n%s", line, r.err);
+    }
+    CHECK_MSG(count_matching(r.err, "rule 3: blocking, host, slots, v-variant") == 9, "%s", r.err);
+    CHECK_MSG(count_matching(r.err, "gather: algorithm linear (") == 3, "%s", r.err);
+    run_free(&r);
+
     /* Without INFO for COLL, nothing. */
     snprintf(cmd, sizeof cmd, "CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P %s -n 2 %s", CADRERUN, prog);
     CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, &r) == 0);
