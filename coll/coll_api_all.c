@@ -171,6 +171,13 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
         cadre__coll_choose(&c, &in, &mine);
         ch = &mine;
     }
+    uint64_t sig = cadre__sig(SIG_ALLTOALLV, dt, SIG_NO_OP, algo_code(&in, ch), SIG_NO_ROOT, 0);
+    /* The v rule (no size: the ranks do not know each other's counts);
+     * each rank's size decides how its blocks move (coll_fast_v.c). */
+    if (ch->algo == COLL_ALGO_SLOTS)
+        return cadre__fast_alltoallv(c.comm, fn, sig, in_place ? rbuf : sbuf, scounts, sdispls,
+                                     rbuf, rcounts, rdispls, c.es,
+                                     cadre__coll_slots_max(COLL_ALLTOALL, c.n));
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
     if (in_place) {
@@ -189,7 +196,7 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
     }
     /* The vectors are read at build time only. */
     int rc = cadre__algo_alltoallv_pairwise(&s, sbuf, scounts, sdispls, rbuf, rcounts, rdispls);
-    s.sig = cadre__sig(SIG_ALLTOALLV, dt, SIG_NO_OP, algo_code(&in, ch), SIG_NO_ROOT, 0);
+    s.sig = sig;
     return finish(&s, rc, req);
 }
 int cadre_alltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],

@@ -107,13 +107,17 @@ static int gatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void
     if (c.me == root && !in_place)
         CADRE_CHECK(check_apart(&c, sbuf, sbytes, (char *)rbuf + lo, hi - lo, NULL));
     int v = vector_variant(fn);
-    /* Only the counts of gather are known alike on every rank: the slots,
-     * which every rank must choose alike, serve gather alone. */
+    /* Only gather's counts are known alike on every rank: gatherv's rule
+     * for the slots asks no size, and each rank's size decides only how
+     * its block moves (coll_fast_v.c). */
     struct coll_in in = {.kind = COLL_GATHER, .nb = nb, .equal = !v, .bytes = sbytes};
     struct coll_choice ch;
     cadre__coll_choose(&c, &in, &ch);
     uint64_t sig = cadre__sig(v ? SIG_GATHERV : SIG_GATHER, dt, SIG_NO_OP, algo_code(&in, &ch),
                               root, v ? 0 : sendcount);
+    if (ch.algo == COLL_ALGO_SLOTS && v)
+        return cadre__fast_gatherv(c.comm, fn, sig, sbuf, sendcount, rbuf, counts, displs, c.es,
+                                   root, cadre__coll_slots_max(COLL_GATHER, c.n));
     if (ch.algo == COLL_ALGO_SLOTS) {
         /* Every rank publishes its block; the root alone reads them. */
         struct block_take t = {.rbuf = rbuf, .counts = counts, .displs = displs, .es = c.es};
@@ -200,14 +204,17 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
     if (c.me == root && !in_place)
         CADRE_CHECK(check_apart(&c, (const char *)sbuf + lo, hi - lo, rbuf, rbytes, NULL));
     int v = vector_variant(fn);
-    /* As for gather: the slots serve scatter alone, where every rank knows
-     * the size of the root's buffer (`bytes`). */
+    /* As for gather: scatter's rule reads the size of the root's buffer,
+     * which every rank knows (`bytes`); scatterv's asks none. */
     struct coll_in in = {.kind = COLL_SCATTER, .nb = nb, .equal = !v,
                          .bytes = rbytes * (size_t)c.n};
     struct coll_choice ch;
     cadre__coll_choose(&c, &in, &ch);
     uint64_t sig = cadre__sig(v ? SIG_SCATTERV : SIG_SCATTER, dt, SIG_NO_OP, algo_code(&in, &ch),
                               root, v ? 0 : recvcount);
+    if (ch.algo == COLL_ALGO_SLOTS && v)
+        return cadre__fast_scatterv(c.comm, fn, sig, sbuf, counts, displs, rbuf, recvcount, c.es,
+                                    root, cadre__coll_slots_max(COLL_SCATTER, c.n));
     if (ch.algo == COLL_ALGO_SLOTS) {
         /* The root publishes its whole buffer (equal counts: block i at
          * displs[i] = i * count); every rank copies its block. */

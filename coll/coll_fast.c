@@ -450,23 +450,32 @@ int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig)
     return end(F, c, f, rc);
 }
 
-/* Every rank publishes `len` bytes from `in`; then for every rank q whose
- * part this rank needs, take(q, data of q) runs (rank order). The pattern of
- * allgather(v), gather, scatter, reduce_scatter and alltoall. */
-int cadre__fast_exchange(struct cadre_comm *c, const char *fn, uint64_t sig, const void *in,
-                         size_t len, int reader, int only_from,
-                         void (*take)(void *arg, int q, const unsigned char *data), void *arg)
+/* Every rank publishes `len` bytes from `in` (or, with `fill`, what fill
+ * writes into its slot buffer); then for every rank q whose part this rank
+ * needs, take(q, data of q) runs (rank order). *tag: the call's collective
+ * number, for messages of the same call (coll_fast_v.c). */
+static int exchange(struct cadre_comm *c, const char *fn, uint64_t sig, const void *in, size_t len,
+                    void (*fill)(void *arg, unsigned char *dst), int reader, int only_from,
+                    void (*take)(void *arg, int q, const unsigned char *data), void *arg,
+                    int32_t *tag)
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
     uint32_t f = begin(c, F, &w);
+    if (tag)
+        *tag = w.tag;
     if (w.rc != CADRE_SUCCESS)
         return end(F, c, f, w.rc);
     int rc = CADRE_SUCCESS;
     if (only_from < 0 || only_from == F->me) {
         if ((rc = wait_free(F, f, &w)) != CADRE_SUCCESS)
             return end(F, c, f, rc);
-        publish(F, f, sig, in, len);
+        if (fill) {
+            fill(arg, F->peer[F->me]->buf[f & 1].data);
+            announce(F, f, sig, 0);
+        } else {
+            publish(F, f, sig, in, len);
+        }
     }
     if (!reader)
         return end(F, c, f, CADRE_SUCCESS);
@@ -479,4 +488,21 @@ int cadre__fast_exchange(struct cadre_comm *c, const char *fn, uint64_t sig, con
         take(arg, q, d);
     }
     return end(F, c, f, CADRE_SUCCESS);
+}
+
+/* The pattern of allgather(v), gather, scatter, reduce_scatter and alltoall. */
+int cadre__fast_exchange(struct cadre_comm *c, const char *fn, uint64_t sig, const void *in,
+                         size_t len, int reader, int only_from,
+                         void (*take)(void *arg, int q, const unsigned char *data), void *arg)
+{
+    return exchange(c, fn, sig, in, len, NULL, reader, only_from, take, arg, NULL);
+}
+
+int cadre__fast_exchange_fill(struct cadre_comm *c, const char *fn, uint64_t sig,
+                              void (*fill)(void *arg, unsigned char *dst), int reader,
+                              int only_from,
+                              void (*take)(void *arg, int q, const unsigned char *data),
+                              void *arg, int32_t *tag)
+{
+    return exchange(c, fn, sig, NULL, 0, fill, reader, only_from, take, arg, tag);
 }

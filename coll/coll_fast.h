@@ -76,5 +76,29 @@ int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig);
 int cadre__fast_exchange(struct cadre_comm *c, const char *fn, uint64_t sig, const void *in,
                          size_t len, int reader, int only_from,
                          void (*take)(void *arg, int q, const unsigned char *data), void *arg);
+/* cadre__fast_exchange where fill(arg, dst) writes this rank's part into
+ * its slot buffer (FAST_BYTES at most); *tag gets the call's collective
+ * number (also when it fails), for messages of the same call. */
+int cadre__fast_exchange_fill(struct cadre_comm *c, const char *fn, uint64_t sig,
+                              void (*fill)(void *arg, unsigned char *dst), int reader,
+                              int only_from,
+                              void (*take)(void *arg, int q, const unsigned char *data),
+                              void *arg, int32_t *tag);
+
+/* The v-variants through the slots (coll_fast_v.c): blocking calls, host
+ * memory, a communicator with slots; in place and the checks of the
+ * arguments resolved by the caller (coll_api_*.c). es: the element size;
+ * kind_max: the most bytes the equal-count call keeps in the slots
+ * (cadre__coll_slots_max). */
+int cadre__fast_gatherv(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                        size_t sendcount, void *rbuf, const size_t *counts, const size_t *displs,
+                        size_t es, int root, size_t kind_max);
+int cadre__fast_scatterv(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                         const size_t *counts, const size_t *displs, void *rbuf,
+                         size_t recvcount, size_t es, int root, size_t kind_max);
+int cadre__fast_alltoallv(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                          const size_t *scounts, const size_t *sdispls, void *rbuf,
+                          const size_t *rcounts, const size_t *rdispls, size_t es,
+                          size_t kind_max);
 
 #endif

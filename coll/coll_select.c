@@ -29,6 +29,7 @@ enum {
     R_POW2 = 32,    /* a power-of-two number of ranks */
     R_FEW = 64,     /* fewer elements than ranks */
     R_ANYWAY = 128, /* holds under CADRE_ALGO too */
+    R_VECTOR = 256, /* the v-variant (gatherv, scatterv, alltoallv) */
 };
 enum ranks_cond { RK_ANY, RK_2, RK_NOT2, RK_GT2, RK_LE2, RK_GT8 };
 static const char *const rk_text[] = {"", "ranks=2", "ranks!=2", "ranks>2", "ranks<=2", "ranks>8"};
@@ -68,6 +69,12 @@ struct table {
  * one message each way is as quick from 4 KiB on. */
 #define SLOTS_2 {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS, RK_2, M_BYTES, 0, 4 * KiB, 0}
 #define SLOTS_N {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS, RK_NOT2, M_BYTES, 0, MiB, 0}
+/* gatherv, scatterv, alltoallv: a rank knows its own counts only, so every
+ * rank must choose without them: the slots for every blocking call, and
+ * each writer moves its part by message within the call where it is over
+ * what the equal-count rules above it keep in the slots (coll_fast_v.c,
+ * cadre__coll_slots_max). */
+#define SLOTS_V {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_VECTOR, RK_ANY, M_BYTES, 0, ANY, 0}
 /* scan, exscan: recursive doubling on more than 8 ranks up to this size. */
 #define SCAN_RD_MAX (64 * KiB)
 #define OTHERWISE(a) {a, 0, RK_ANY, M_BYTES, 0, ANY, 0}
@@ -108,15 +115,15 @@ static const struct table tables[COLL_NKINDS] = {
                          {COLL_ALGO_RD, 0, RK_LE2, M_BYTES, 0, 64 * KiB, 0},
                          {COLL_ALGO_RD, R_FEW, RK_ANY, M_BYTES, 0, ANY, 0},
                          OTHERWISE(COLL_ALGO_RING)}},
-    /* gather and scatter (not their v-variants: R_EQUAL) through the slots
-     * as allgather does: no message, no request (issue 45's standard loop). */
+    /* gather and scatter through the slots as allgather does: no message,
+     * no request (issue 45's standard loop); their v-variants too (SLOTS_V). */
     [COLL_GATHER] = {"gather", "this rank's block",
                      {ALWAYS(COLL_ALGO_LINEAR)},
                      {{COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_2, M_BYTES, 0,
                        4 * KiB, 0},
                       {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_NOT2, M_BYTES,
                        0, MiB, 0},
-                      OTHERWISE(COLL_ALGO_LINEAR)}},
+                      SLOTS_V, OTHERWISE(COLL_ALGO_LINEAR)}},
     /* Direct on two ranks: one process_vm_readv of the peer's half is ahead
      * of the pipelined messages from 2 MiB (bench/HISTORY.md, 2026-11-24);
      * more ranks keep the messages (not measured). */
@@ -137,7 +144,7 @@ static const struct table tables[COLL_NKINDS] = {
                         8 * KiB, 0},
                        {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_NOT2, M_BYTES,
                         0, MiB, 0},
-                       OTHERWISE(COLL_ALGO_LINEAR)}},
+                       SLOTS_V, OTHERWISE(COLL_ALGO_LINEAR)}},
     [COLL_REDUCE_SCATTER] = {"reduce_scatter", "the input, every rank's block",
                              {ALWAYS(COLL_ALGO_RING),
                               {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},
@@ -151,7 +158,7 @@ static const struct table tables[COLL_NKINDS] = {
                          4 * KiB, 0},
                         {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_NOT2, M_BYTES,
                          0, MiB, 0},
-                        OTHERWISE(COLL_ALGO_PAIRWISE)}},
+                        SLOTS_V, OTHERWISE(COLL_ALGO_PAIRWISE)}},
     /* Recursive doubling takes log2(n) rounds and sends the vector in each;
      * the chain (linear, in segments) takes n-1 steps and sends it once. The
      * chain was as fast or faster at 3, 4 and 8 ranks from 1 KiB to 4 MiB
@@ -310,7 +317,8 @@ static int share_fits(const struct coll_in *in, size_t most)
 static int holds(struct coll_in *in, unsigned need, enum ranks_cond rk, size_t share_max)
 {
     if (((need & R_BLOCKING) && in->nb) || ((need & R_HOST) && in->device) ||
-        ((need & R_EQUAL) && !in->equal) || ((need & R_POW2) && (in->n & (in->n - 1))) ||
+        ((need & R_EQUAL) && !in->equal) || ((need & R_VECTOR) && in->equal) ||
+        ((need & R_POW2) && (in->n & (in->n - 1))) ||
         ((need & R_FEW) && in->count >= (size_t)in->n) || !ranks_hold(rk, in->n) ||
         (share_max && !share_fits(in, share_max)))
         return 0;
@@ -332,6 +340,17 @@ static int first_rule(struct coll_in *in, const struct table *t, unsigned skip)
     while (t->rules[i + 1].algo && ((t->rules[i].need & skip) || !rule_holds(in, &t->rules[i])))
         i++;
     return i;
+}
+
+size_t cadre__coll_slots_max(enum coll_kind k, int n)
+{
+    const struct table *t = &tables[k];
+    for (int i = 0; i < NRULES && t->rules[i].algo; i++) {
+        const struct rule *r = &t->rules[i];
+        if (r->algo == COLL_ALGO_SLOTS && (r->need & R_EQUAL) && ranks_hold(r->ranks, n))
+            return r->max;
+    }
+    return 0;
 }
 
 void cadre__coll_select(struct coll_in *in, enum coll_algo forced, struct coll_choice *out)
@@ -371,7 +390,8 @@ void cadre__coll_select(struct coll_in *in, enum coll_algo forced, struct coll_c
 static size_t need_text(char *buf, size_t len, unsigned need, enum ranks_cond rk, size_t share_max)
 {
     static const char *const words[] = {"blocking", "host", "slots", "local", "equal counts",
-                                        "power-of-two ranks", "count<ranks"};
+                                        "power-of-two ranks", "count<ranks", NULL,
+                                        "v-variant (a part over the equal rule's bytes: messages)"};
     size_t n = 0;
     buf[0] = '\0';
 #define ADD(...)                                                                           \
@@ -380,7 +400,7 @@ static size_t need_text(char *buf, size_t len, unsigned need, enum ranks_cond rk
             n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__);                          \
     } while (0)
     for (unsigned i = 0; i < sizeof words / sizeof *words; i++)
-        if (need & (1u << i))
+        if ((need & (1u << i)) && words[i])
             ADD("%s%s", n ? ", " : "", words[i]);
     if (rk != RK_ANY)
         ADD("%s%s", n ? ", " : "", rk_text[rk]);

@@ -50,7 +50,7 @@ struct coll_in {
     int hosts;       /* hosts it spans */
     int nb;          /* nonblocking call */
     int device;      /* memory kind: a GPU is bound, buffers may be device memory */
-    int equal;       /* allgather, alltoall: equal counts (not the v-variant) */
+    int equal;       /* equal counts (not the v-variant) */
     size_t bytes;    /* the size the rules compare */
     size_t block;    /* allgather(v): the largest block */
     size_t count, elsize; /* allreduce: elements and their size */
@@ -71,6 +71,10 @@ void cadre__coll_select(struct coll_in *in, enum coll_algo forced, struct coll_c
 /* "rule 3: blocking, slots, ranks!=2, bytes<=1048576" or "CADRE_ALGO" (...). */
 void cadre__coll_select_why(const struct coll_in *in, const struct coll_choice *ch, char *buf,
                             size_t len);
+/* The most bytes the equal-count call of k (gather, scatter, alltoall: its
+ * `bytes`) keeps in the shared-memory slots on n ranks, 0 where none: what a
+ * rank of the v-variant keeps in the slots (coll_fast_v.c). */
+size_t cadre__coll_slots_max(enum coll_kind k, int n);
 /* The number of algorithm a in the call signature (coll_sig.h): its place
  * in the collective's list from 1, and 7 for the slots. */
 int cadre__coll_algo_code(enum coll_kind k, enum coll_algo a);

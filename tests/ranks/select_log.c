@@ -6,7 +6,9 @@
  * it after cadre_init (which refuses ranks set otherwise) and before its
  * first collective, which reads it: one 16 MiB allreduce must fail with a
  * mismatch on every rank (the rank that finds it says the ranks chose
- * different algorithms). */
+ * different algorithms). SELECT_V: the v-variants instead (run_v). */
+#include <string.h>
+
 #include "rank_util.h"
 
 static void run(size_t count, int me, int n)
@@ -27,6 +29,46 @@ static void run(size_t count, int me, int n)
     }
     free(in);
     free(out);
+}
+
+/* SELECT_V: a gatherv, scatterv and alltoallv of a few elements (rank r
+ * sends r + 1 to each rank), blocking (the slots) and an igatherv (the
+ * messages), every result checked. */
+static void run_v(int me, int n)
+{
+    size_t un = (size_t)n, *cnt = calloc(un, sizeof *cnt), *dis = calloc(un, sizeof *dis);
+    size_t *sc = calloc(un, sizeof *sc), *sd = calloc(un, sizeof *sd), t = 0;
+    int32_t in[64], out[64 * 8];
+    if (!cnt || !dis || !sc || !sd || n > 8)
+        exit(1);
+    for (int r = 0; r < n; r++)
+        cnt[r] = (size_t)r + 1, dis[r] = t, t += cnt[r], sc[r] = (size_t)me + 1,
+        sd[r] = (size_t)r * sc[r];
+    for (int i = 0; i < 64; i++)
+        in[i] = me * 100 + i;
+    for (int nb = 0; nb < 2; nb++) {
+        cadre_request_t rq = CADRE_REQUEST_NULL;
+        memset(out, 0, sizeof out);
+        OK(nb ? cadre_igatherv(in, (size_t)me + 1, out, cnt, dis, CADRE_INT32, 0,
+                               CADRE_COMM_WORLD, &rq)
+              : cadre_gatherv(in, (size_t)me + 1, out, cnt, dis, CADRE_INT32, 0,
+                              CADRE_COMM_WORLD));
+        if (nb)
+            OK(cadre_wait(&rq, NULL));
+        for (int r = 0; me == 0 && r < n; r++)
+            for (size_t i = 0; i < cnt[r]; i++)
+                EXPECT(out[dis[r] + i] == r * 100 + (int)i, "gatherv nb=%d from %d [%zu]", nb, r,
+                       i);
+    }
+    OK(cadre_scatterv(in, cnt, dis, out, (size_t)me + 1, CADRE_INT32, 0, CADRE_COMM_WORLD));
+    for (int i = 0; i <= me; i++)
+        EXPECT(out[i] == (int)dis[me] + i, "scatterv [%d]", i);
+    OK(cadre_alltoallv(in, sc, sd, out, cnt, dis, CADRE_INT32, CADRE_COMM_WORLD));
+    for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < cnt[r]; i++)
+            EXPECT(out[dis[r] + i] == r * 100 + (int)(me * cnt[r] + i), "alltoallv from %d [%zu]",
+                   r, i);
+    free(cnt), free(dis), free(sc), free(sd);
 }
 
 int main(int argc, char **argv)
@@ -50,6 +92,14 @@ int main(int argc, char **argv)
         free(in);
         free(out);
         cadre_finalize();
+        if (ru_failures)
+            return 1;
+        printf("select_log: rank %d ok\n", me);
+        return 0;
+    }
+    if (getenv("SELECT_V")) {
+        run_v(me, n);
+        OK(cadre_finalize());
         if (ru_failures)
             return 1;
         printf("select_log: rank %d ok\n", me);

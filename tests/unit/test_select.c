@@ -115,6 +115,8 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
     case COLL_ALLTOALL:
         if (o->equal && !o->nb && !a && bytes <= old_fast_limit(n) && shm)
             return *algo = COLL_ALGO_SLOTS, 7;
+        if (!o->equal && !o->nb && !a && shm) /* alltoallv: see gather */
+            return *algo = COLL_ALGO_SLOTS, 7;
         return *algo = COLL_ALGO_PAIRWISE, 1;
     case COLL_SCAN:
     case COLL_EXSCAN: /* not in a92c487: recursive doubling on more than 8
@@ -124,12 +126,20 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
         return *algo = old_algos[o->kind][a - 1], a;
     /* Added after a92c487 (issue 45): gather and scatter (equal counts,
      * blocking) through the slots; scatter's bytes are the root's buffer. */
+    /* Added later (issue 45): their v-variants and alltoallv, blocking,
+     * through the slots whatever the size (a rank knows its own counts
+     * only; each moves what is over the equal call's bound by message
+     * within the call, coll_fast_v.c). */
     case COLL_GATHER:
         if (o->equal && !o->nb && !a && bytes <= old_fast_limit(n) && shm)
+            return *algo = COLL_ALGO_SLOTS, 7;
+        if (!o->equal && !o->nb && !a && shm)
             return *algo = COLL_ALGO_SLOTS, 7;
         return *algo = COLL_ALGO_LINEAR, 1;
     case COLL_SCATTER:
         if (o->equal && !o->nb && !a && bytes <= (n == 2 ? (size_t)8 << 10 : (size_t)1 << 20) && shm)
+            return *algo = COLL_ALGO_SLOTS, 7;
+        if (!o->equal && !o->nb && !a && shm)
             return *algo = COLL_ALGO_SLOTS, 7;
         return *algo = COLL_ALGO_LINEAR, 1;
     default:
@@ -261,7 +271,9 @@ static void test_examples(void)
 }
 
 /* The slots hold FAST_BYTES per rank: no input above it takes them, and no
- * split share above it (the barrier moves no data). */
+ * split share above it (the barrier moves no data). The v-variants' rule
+ * asks no size: each writer keeps at most cadre__coll_slots_max there
+ * (test_vector_slots). */
 static void test_slots_capacity(void)
 {
     for (int k = COLL_BARRIER + 1; k < COLL_NKINDS; k++)
@@ -278,6 +290,41 @@ static void test_slots_capacity(void)
             cadre__coll_select(&in, COLL_ALGO_SPLIT, &ch);
             CU_ASSERT(ch.algo != COLL_ALGO_SPLIT);
         }
+}
+
+/* gatherv, scatterv, alltoallv: the slots for every blocking call on a
+ * communicator with slots whatever the size (no rank knows the others'
+ * counts, so no size may decide), never for a nonblocking one; what one
+ * writer keeps in its slot is the equal call's bound, at most a slot. */
+static void test_vector_slots(void)
+{
+    const enum coll_kind ks[] = {COLL_GATHER, COLL_SCATTER, COLL_ALLTOALL};
+    const size_t big[] = {0, 1, 4097, (size_t)1 << 20, ((size_t)1 << 20) + 1, (size_t)1 << 34};
+    for (size_t k = 0; k < 3; k++)
+        for (int n = 1; n <= 9; n++)
+            for (size_t b = 0; b < sizeof big / sizeof *big; b++)
+                for (int nb = 0; nb < 2; nb++) {
+                    struct coll_in in = {.kind = ks[k], .n = n, .hosts = 1, .nb = nb,
+                                         .bytes = big[b], .block = big[b], .slots = 1,
+                                         .local = 1, .elsize = 1};
+                    struct coll_choice ch;
+                    cadre__coll_select(&in, COLL_ALGO_NONE, &ch);
+                    CHECK_MSG((ch.algo == COLL_ALGO_SLOTS) == !nb,
+                              "%sv n=%d bytes=%zu nb=%d: %s", cadre__coll_kind_name(ks[k]), n,
+                              big[b], nb, cadre__coll_algo_name(ch.algo));
+                    in.slots = 0;
+                    cadre__coll_select(&in, COLL_ALGO_NONE, &ch);
+                    CU_ASSERT(ch.algo != COLL_ALGO_SLOTS);
+                }
+    CU_ASSERT_EQUAL(cadre__coll_slots_max(COLL_GATHER, 2), 4096);
+    CU_ASSERT_EQUAL(cadre__coll_slots_max(COLL_GATHER, 3), (size_t)1 << 20);
+    CU_ASSERT_EQUAL(cadre__coll_slots_max(COLL_SCATTER, 2), 8192);
+    CU_ASSERT_EQUAL(cadre__coll_slots_max(COLL_SCATTER, 5), (size_t)1 << 20);
+    CU_ASSERT_EQUAL(cadre__coll_slots_max(COLL_ALLTOALL, 2), 4096);
+    CU_ASSERT_EQUAL(cadre__coll_slots_max(COLL_ALLTOALL, 4), (size_t)1 << 20);
+    for (int k = 0; k < COLL_NKINDS; k++)
+        for (int n = 1; n <= 9; n++)
+            CU_ASSERT(cadre__coll_slots_max(k, n) <= FAST_BYTES);
 }
 
 /* The facts are asked only by a rule that needs them: a nonblocking call
@@ -369,6 +416,23 @@ static void test_log_lines(void)
                                     "CADRE_ALGO=allreduce=ring)") == 3,
               "%s", r.err);
     CHECK_MSG(count_matching(r.err, "allreduce: algorithm") == 6, "%s", r.err);
+    run_free(&r);
+
+    /* gatherv, scatterv, alltoallv: blocking, the slots under the v rule;
+     * igatherv, linear. */
+    snprintf(cmd, sizeof cmd, "SELECT_V=1 CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=COLL %s -n 3 %s",
+             CADRERUN, prog);
+    CU_ASSERT_FATAL(run_cmd(cmd, NULL, 120, &r) == 0);
+    CHECK_MSG(r.exit_code == 0, "exit %d\n%s", r.exit_code, r.err);
+    const char *const vlines[] = {"gather: algorithm slots (", "scatter: algorithm slots (",
+                                  "alltoall: algorithm slots ("};
+    for (int i = 0; i < 3; i++) {
+        char line[160];
+        snprintf(line, sizeof line, "%s", vlines[i]);
+        CHECK_MSG(count_matching(r.err, line) == 3, "%s\n%s", line, r.err);
+    }
+    CHECK_MSG(count_matching(r.err, "rule 3: blocking, host, slots, v-variant") == 9, "%s", r.err);
+    CHECK_MSG(count_matching(r.err, "gather: algorithm linear (") == 3, "%s", r.err);
     run_free(&r);
 
     /* Without INFO for COLL, nothing. */
@@ -472,6 +536,7 @@ void suite_select(void)
     CU_add_test(s, "the tables choose as a92c487 did", test_same_as_before);
     CU_add_test(s, "examples", test_examples);
     CU_add_test(s, "no slot rule passes a slot's size", test_slots_capacity);
+    CU_add_test(s, "the v-variants: the slots at every size", test_vector_slots);
     CU_add_test(s, "facts asked only when a rule needs them", test_facts_asked_late);
     CU_add_test(s, "CADRE_ALGO parsing and signature numbers", test_parse);
     CU_add_test(s, "COLL INFO line: once per class, CADRE_ALGO", test_log_lines);
