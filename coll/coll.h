@@ -67,6 +67,11 @@ struct coll_sched {
     int nreqs, reqcap;
     int error;
     char errmsg[256];
+    /* A receive whose message was longer or shorter than it: the counts
+     * differ. The schedule runs on to its end (its partners' messages all
+     * come; leaving early would leave them waiting), then fails with it. */
+    int count_error;
+    char count_msg[256];
     double waited_since, ask_after; /* the round's wait, for cadre__coll_sigq */
     /* after the last round: AVG division (scale_buf != NULL) */
     void *scale_buf;

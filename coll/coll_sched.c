@@ -416,7 +416,8 @@ static int advance(struct coll_sched *s, int *finished)
         for (int i = 0; i < s->nreqs; i++) {
             if (!atomic_load_explicit(&s->reqs[i]->done, memory_order_acquire))
                 pending = 1;
-            else if (s->reqs[i]->error != CADRE_SUCCESS)
+            else if (s->reqs[i]->error != CADRE_SUCCESS &&
+                     s->reqs[i]->error != CADRE_ERR_TRUNCATE)
                 failed = 1;
         }
         if (pending && !failed) {
@@ -427,8 +428,26 @@ static int advance(struct coll_sched *s, int *finished)
             struct cadre_request *r = s->reqs[i];
             if (!atomic_load_explicit(&r->done, memory_order_acquire))
                 continue;
-            if (r->error != CADRE_SUCCESS && !s->error) {
-                s->error = r->error == CADRE_ERR_TRUNCATE ? CADRE_ERR_MISMATCH : r->error;
+            /* A schedule posts each receive for exactly what its partner
+             * sends when the ranks agree on the counts: a shorter message
+             * would leave part of the result stale, a longer one is cut. */
+            if (r->kind == REQ_RECV && !s->count_error &&
+                ((r->error == CADRE_SUCCESS && r->msg_len < r->bytes) ||
+                 r->error == CADRE_ERR_TRUNCATE)) {
+                s->count_error = CADRE_ERR_MISMATCH;
+                if (r->error == CADRE_ERR_TRUNCATE)
+                    snprintf(s->count_msg, sizeof s->count_msg,
+                             "%s: rank %d sent more data than this rank expects (do the ranks "
+                             "agree on count and datatype?)",
+                             s->op_name, r->status.source);
+                else
+                    snprintf(s->count_msg, sizeof s->count_msg,
+                             "%s: rank %d sent %zu bytes where this rank expects %zu (do the "
+                             "ranks agree on count and datatype?)",
+                             s->op_name, r->status.source, (size_t)r->msg_len, r->bytes);
+            }
+            if (r->error != CADRE_SUCCESS && r->error != CADRE_ERR_TRUNCATE && !s->error) {
+                s->error = r->error;
                 if (r->error == CADRE_ERR_MISMATCH && r->peer_sig) {
                     cadre__sig_mismatch(s->op_name, r->status.source, r->peer_sig,
                                         s->comm->rank, s->sig);
@@ -439,12 +458,7 @@ static int advance(struct coll_sched *s, int *finished)
                     /* The peer left after it told why: that is the error. */
                 } else if (r->error == CADRE_ERR_PEER && r->peer >= 0) {
                     peer_failure(s, r->peer, r->errmsg);
-                } else if (r->error == CADRE_ERR_TRUNCATE)
-                    snprintf(s->errmsg, sizeof s->errmsg,
-                             "%s: rank %d sent more data than this rank expects (do the ranks "
-                             "agree on count and datatype?)",
-                             s->op_name, r->status.source);
-                else
+                } else
                     snprintf(s->errmsg, sizeof s->errmsg, "%s", r->errmsg);
             }
         }
@@ -464,6 +478,10 @@ static int advance(struct coll_sched *s, int *finished)
     if (s->scale_buf) {
         cadre__coll_scale(s->scale_buf, s->scale_n, s->dt, s->scale_div);
         s->scale_buf = NULL;
+    }
+    if (s->count_error && !s->error) {
+        s->error = s->count_error;
+        snprintf(s->errmsg, sizeof s->errmsg, "%s", s->count_msg);
     }
     *finished = 1;
     return events;
