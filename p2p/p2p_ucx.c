@@ -143,6 +143,9 @@ static int ucx_init(void)
         return CADRE_SUCCESS;
     }
     st->cuda = info.cuda;
+    /* Over UCX's tcp, EAGER messages by UCX's eager protocol, unless the
+     * user chose a rendezvous threshold (p2p_ucx.h, UCX_EAGER). */
+    st->eager_proto = !info.rdma && !getenv("UCX_RNDV_THRESH");
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = UCS_THREAD_MODE_SERIALIZED};
     s = U.ucp_worker_create(st->ctx, &wp, &st->worker);

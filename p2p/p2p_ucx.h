@@ -21,9 +21,16 @@
 #define UCX_BLOB_VERSION 1u
 #define UCX_AM_ID 17                  /* cadre's active message */
 /* Largest EAGER payload; larger: cadre's RTS and CTS, then DATA. An EAGER
- * message is one active message whose protocol UCX picks: eager (copies)
- * or, above UCX's rendezvous threshold, its own rendezvous into the posted
- * receive (cadre__p2p_eager_dest), one round trip fewer than RTS/CTS. */
+ * message is one active message. Over RDMA its protocol is UCX's choice:
+ * eager (copies) or, above UCX's rendezvous threshold, its own rendezvous
+ * into the posted receive (cadre__p2p_eager_dest), one round trip fewer
+ * than RTS/CTS. Over UCX's tcp (no RDMA in the context) it is UCX's eager
+ * protocol (st->eager_proto) unless the user set UCX_RNDV_THRESH: there UCX's rendezvous (from 20 KiB in UCX
+ * 1.13) is a put emulated over the same socket, which saves one copy at
+ * the price of a round trip, and the receiver can run one EAGER
+ * rendezvous at a time per peer (one claim), so that a stream of 64 KiB
+ * messages paid a round trip (and under load a wakeup of each side) per
+ * message. */
 #define UCX_EAGER (256u << 10)
 #define UCX_EAGER_IMM (16u << 10)     /* larger EAGER payloads: no try at once, a copy */
 #define UCX_MAX_PAYLOAD (64u << 20)   /* largest DATA payload: one rendezvous */
@@ -116,6 +123,10 @@ struct ucx_state {
     int efd;
     int armed;        /* the worker's fd was armed by pollfds */
     int cuda;         /* UCX takes CUDA memory here */
+    /* EAGER messages take UCX's eager protocol (UCX_EAGER): UCX offers no
+     * RDMA transport here (every endpoint is UCX's tcp) and the user did
+     * not set UCX_RNDV_THRESH (which then decides, as over RDMA). */
+    int eager_proto;
     char host[UCX_HOST_MAX];
     struct ucx_peer *peers;
     struct ucx_op *ops;   /* in flight, a list */

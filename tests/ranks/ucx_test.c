@@ -3,7 +3,9 @@
  * FAKE_HOSTS gives each rank its CADRE_HOSTID (fake_hosts.h). UCXTEST
  * picks the case:
  *   data (default): every pair exchanges messages of odd sizes, eager and
- *     rendezvous up to 64 MiB + 13, checked byte by byte; rank 0 then takes
+ *     rendezvous up to 64 MiB + 13, checked byte by byte; then a window of
+ *     sends to the next rank at every protocol threshold, received posted
+ *     and unexpected; rank 0 then takes
  *     messages from every rank with CADRE_ANY_SOURCE receives mixed with
  *     specific ones (each sender's messages in the order sent).
  *   kill, stop: the last rank, alone on its fake host, starts a 64 MiB
@@ -55,6 +57,58 @@ static void pairs(int me, int np)
     }
     free(out);
     free(in);
+}
+
+/* A window of messages to the next rank, sizes at and around the protocol
+ * thresholds (UCX's short/zero-copy switch near 8 KiB with cadre's header,
+ * UCX_EAGER_IMM 16 KiB, UCX's rendezvous near 20 KiB over tcp, cadre's
+ * eager limit UCX_EAGER 256 KiB, RTS/CTS and DATA above, several DATA
+ * rendezvous receives running at once): every send started at once, the
+ * receives posted before the sends (round 0) or after (round 1: the
+ * messages wait unexpected), each checked byte by byte. */
+static void window(int me, int np)
+{
+    static const size_t ws[] = {8100, 8128, 8192, 8193, 16383, 16384, 16385, 20400,
+                                20480, 65536, 262143, 262144, 262145, 300000,
+                                ((size_t)1 << 20) + 3, (size_t)4 << 20, 262144, 1};
+    enum { NW = sizeof ws / sizeof ws[0] };
+    int to = (me + 1) % np, from = (me - 1 + np) % np;
+    unsigned char *out[NW], *in[NW];
+    for (int k = 0; k < NW; k++) {
+        out[k] = malloc(ws[k]);
+        in[k] = malloc(ws[k]);
+    }
+    for (int round = 0; round < 2; round++) {
+        cadre_request_t r[2 * NW];
+        cadre_status_t st[2 * NW];
+        for (int k = 0; k < NW; k++) {
+            ru_fill(out[k], ws[k], me, to, 100 + 10 * k + round);
+            memset(in[k], 0xee, ws[k]);
+        }
+        if (round == 0)
+            for (int k = 0; k < NW; k++)
+                OK(cadre_irecv(in[k], ws[k], CADRE_UINT8, from, 50, W, &r[NW + k]));
+        OK(cadre_barrier(W));
+        for (int k = 0; k < NW; k++)
+            OK(cadre_isend(out[k], ws[k], CADRE_UINT8, to, 50, W, &r[k]));
+        if (round == 1) {
+            OK(cadre_barrier(W)); /* every message sent, or its RTS */
+            for (int k = 0; k < NW; k++)
+                OK(cadre_irecv(in[k], ws[k], CADRE_UINT8, from, 50, W, &r[NW + k]));
+        }
+        OK(cadre_waitall(2 * NW, r, st));
+        for (int k = 0; k < NW; k++) {
+            size_t bad = ru_check(in[k], ws[k], from, me, 100 + 10 * k + round);
+            EXPECT(bad == ws[k], "window round %d: message %d (%zu bytes) from rank %d: "
+                   "byte %zu wrong", round, k, ws[k], from, bad);
+            EXPECT(st[NW + k].count == ws[k], "window round %d: message %d: count %zu, "
+                   "expected %zu", round, k, (size_t)st[NW + k].count, ws[k]);
+        }
+    }
+    for (int k = 0; k < NW; k++) {
+        free(out[k]);
+        free(in[k]);
+    }
 }
 
 /* Rank 0 takes M messages of every other rank, ANY_SOURCE and specific
@@ -161,6 +215,7 @@ int main(int argc, char **argv)
     const char *what = getenv("UCXTEST");
     if (!what || !strcmp(what, "data")) {
         pairs(me, np);
+        window(me, np);
         any_source(me, np);
         OK(cadre_barrier(W));
     } else if (!strcmp(what, "kill") || !strcmp(what, "stop")) {
