@@ -121,6 +121,11 @@ static void rndv_cb(void *request, ucs_status_t status, size_t length, void *use
     struct ucx_in *in = user_data;
     in->status = status;
     in->state = IN_READY;
+    /* Its data came: it is alive, though its heartbeats may wait behind
+     * that data (a window of large sends can keep the link full for longer
+     * than CADRE_UCX_PEER_TIMEOUT under load). */
+    if (status == UCS_OK)
+        st->peers[in->w.from].last_heard = ucx_now();
     U.ucp_request_free(request);
     st->events++;
 }

@@ -73,6 +73,10 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
     struct ucx_op *op = user_data;
     op->status = status;
     op->req = NULL;
+    /* A rendezvous ends when the peer has taken the data: it is alive
+     * (its heartbeats may be queued behind our data, as ours behind its). */
+    if (status == UCS_OK && op->later)
+        st->peers[op->peer].last_heard = ucx_now();
     U.ucp_request_free(request);
     st->events++;
 }
