@@ -100,6 +100,27 @@ static int init_failed(const char *fmt, const char *what)
     return cadre__error(CADRE_ERR_UNSUPPORTED, fmt, what);
 }
 
+/* UCX's own timers must not fail a live peer that cadre's heartbeats
+ * (CADRE_UCX_PEER_TIMEOUT, pt) would keep: over UD, UCX acknowledges in
+ * software, so a peer process that is stopped or descheduled for
+ * UCX_UD_TIMEOUT (30 s) is failed by UCX; where pt is longer and the user
+ * did not set it, UCX_UD_TIMEOUT becomes 2 pt (read by ucp_init, like every
+ * UCX variable). The others need nothing: RC and DC are acknowledged by
+ * the adapter (RNR retries infinite), and UCX's tcp relies on the kernel's
+ * keepalive, which the peer's kernel answers; UCX reports every tcp
+ * connection that ends (a peer that closed it, or died) as "Endpoint
+ * timeout". */
+static void ucx_timeouts(double pt)
+{
+    if (2 * pt > 30 && !getenv("UCX_UD_TIMEOUT") && !getenv("UCX_UD_VERBS_TIMEOUT") &&
+        !getenv("UCX_UD_MLX5_TIMEOUT")) {
+        char v[32];
+        snprintf(v, sizeof v, "%.0fs", 2 * pt);
+        setenv("UCX_UD_TIMEOUT", v, 0);
+        CADRE_INFO(P2P, "ucx: UCX_UD_TIMEOUT=%s (2 x CADRE_UCX_PEER_TIMEOUT)", v);
+    }
+}
+
 static int ucx_init(void)
 {
     ucx_finalize();
@@ -120,6 +141,7 @@ static int ucx_init(void)
     char why[512];
     if (cadre__ucx_load(cadre__config_str(CADRE_CFG_UCX_LIB), why, sizeof why))
         return init_failed("ucx: cannot load libucp: %s", why);
+    ucx_timeouts(pt);
     ucp_config_t *cfg;
     ucs_status_t s = U.ucp_config_read(NULL, NULL, &cfg);
     if (s != UCS_OK)

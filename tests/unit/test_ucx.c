@@ -157,6 +157,34 @@ static void test_rank_revived(void)
     run_free(&r);
 }
 
+/* UCX's UD timeout (30 s, software acknowledgements: a stopped peer's go
+ * silent) below cadre's budget: raised to 2 x CADRE_UCX_PEER_TIMEOUT,
+ * unless the user set it. */
+static void test_ud_timeout(void)
+{
+    if (!HAVE_UCX)
+        return;
+    static const struct {
+        const char *env;
+        int lines;
+    } cases[] = {
+        {"CADRE_UCX_PEER_TIMEOUT=20", 2},
+        {"CADRE_UCX_PEER_TIMEOUT=15", 0},
+        {"CADRE_UCX_PEER_TIMEOUT=20 UCX_UD_TIMEOUT=25s", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct run_result r;
+        char env[256];
+        snprintf(env, sizeof env, "%s UCXTEST=bulk UCXBULK=1 %s", UCX_ENV, cases[i].env);
+        run_fake(&r, "block:2", 2, env, "", "tests/ranks/ucx_test", 120);
+        CHECK_MSG(r.exit_code == 0 && !r.timed_out, SHOWW(r, "exit 0"));
+        CHECK_MSG(count_matching(r.err, "INFO P2P] ucx: UCX_UD_TIMEOUT=40s (2 x "
+                                        "CADRE_UCX_PEER_TIMEOUT)") == cases[i].lines,
+                  SHOWW(r, cases[i].env));
+        run_free(&r);
+    }
+}
+
 /* libucp that does not load: forced, every rank's cadre_init fails naming
  * ucx and the cause; by default (no RDMA here) the job runs on tcp between
  * hosts and never loads it. */
@@ -217,4 +245,5 @@ void suite_ucx(void)
     CU_add_test(s, "a rank killed or stopped: survivors fail within 15 s", test_rank_lost);
     CU_add_test(s, "a rank failed by the others while stopped: its receive fails on resuming",
                 test_rank_revived);
+    CU_add_test(s, "UCX_UD_TIMEOUT from CADRE_UCX_PEER_TIMEOUT", test_ud_timeout);
 }
