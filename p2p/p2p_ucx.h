@@ -34,6 +34,7 @@
 #define UCX_EAGER (256u << 10)
 #define UCX_EAGER_IMM (16u << 10)     /* larger EAGER payloads: no try at once, a copy */
 #define UCX_MAX_PAYLOAD (64u << 20)   /* largest DATA payload: one rendezvous */
+#define UCX_RNDV_AHEAD 2              /* DATA rendezvous receives at once per peer */
 #define UCX_BYE_WAIT 0.5              /* s to read a failed peer's last messages (its BYE) */
 #define UCX_CLOSE_WAIT 2.0            /* s for the endpoints' flush at finalize */
 #define UCX_HOST_MAX 64

@@ -202,15 +202,25 @@ int cadre__ucx_deliver(void)
             in_free(in);
         }
         /* DATA further on: its receive is known (its CTS went out), so its
-         * rendezvous starts now, in parallel with those before it, not one
-         * round trip after another (a window of large sends, RTS/CTS each);
-         * delivery stays in tseq order. */
-        if (p->state != EP_FAILED && p->state != EP_GOING)
-            for (in = p->in; in; in = in->next)
-                if (in->rndv && in->state == IN_WAIT && in->w.h.type == CADRE_P2P_DATA) {
-                    rndv_start(w, in);
-                    events++;
-                }
+         * rendezvous may start before those ahead of it are done: up to
+         * UCX_RNDV_AHEAD at once, so that the next one's handshake overlaps
+         * the transfer before it instead of following it (a window of large
+         * sends). Not more: UCX splits concurrent rendezvous into fragments
+         * that share the link, so they would all end together, late, and
+         * the ends of transfers are this peer's signs of life while its
+         * heartbeats wait behind its data (rndv_cb). Delivery stays in
+         * tseq order. */
+        int running = 0;
+        for (in = p->in; in; in = in->next)
+            running += in->state == IN_RECV;
+        for (in = p->in; in && running < UCX_RNDV_AHEAD && p->state != EP_FAILED &&
+                         p->state != EP_GOING;
+             in = in->next)
+            if (in->rndv && in->state == IN_WAIT && in->w.h.type == CADRE_P2P_DATA) {
+                rndv_start(w, in);
+                running += in->state == IN_RECV;
+                events++;
+            }
     }
     return events;
 }
