@@ -282,7 +282,10 @@ static size_t ucx_max_payload(int w)
 static size_t ucx_eager_limit(int w)
 {
     (void)w;
-    return UCX_EAGER;
+    /* Over UCX's tcp, larger messages take RTS/CTS and DATA, whose
+     * rendezvous receives overlap (UCX_RNDV_AHEAD): an EAGER one through
+     * UCX's rendezvous runs one at a time per peer (p2p_ucx.h). */
+    return st->eager_proto ? UCX_TCP_EAGER : UCX_EAGER;
 }
 
 /* Heartbeats, silence, endpoints failed: at most every 0.1 s. */

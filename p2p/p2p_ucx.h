@@ -30,9 +30,16 @@
  * the price of a round trip, and the receiver can run one EAGER
  * rendezvous at a time per peer (one claim), so that a stream of 64 KiB
  * messages paid a round trip (and under load a wakeup of each side) per
- * message. */
+ * message; up to UCX_TCP_EAGER. */
 #define UCX_EAGER (256u << 10)
 #define UCX_EAGER_IMM (16u << 10)     /* larger EAGER payloads: no try at once, a copy */
+/* Over UCX's tcp (st->eager_proto), EAGER payloads up to this take UCX's
+ * eager protocol; larger ones UCX's choice (its rendezvous): measured on
+ * the namespace test bed, UCX 1.13, one way: 32 KiB 140 us against 354 by
+ * UCX's rendezvous, 128 KiB 431 against 633, but 256 KiB 1996 against 1177
+ * (UCX's eager over tcp in many fragments is slow there: ucx_perftest
+ * alone showed the same). */
+#define UCX_TCP_EAGER (128u << 10)
 #define UCX_MAX_PAYLOAD (64u << 20)   /* largest DATA payload: one rendezvous */
 #define UCX_RNDV_AHEAD 2              /* DATA rendezvous receives at once per peer */
 #define UCX_BYE_WAIT 0.5              /* s to read a failed peer's last messages (its BYE) */

@@ -209,7 +209,8 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
             /* Over RDMA UCX's choice (its rendezvous into the posted
              * receive above its threshold); over tcp its eager protocol
              * (p2p_ucx.h, UCX_EAGER). */
-            sp = am_send(peer, op, op->bounce, plen, st->eager_proto ? UCP_AM_SEND_FLAG_EAGER : 0);
+            sp = am_send(peer, op, op->bounce, plen,
+                         st->eager_proto && plen <= UCX_TCP_EAGER ? UCP_AM_SEND_FLAG_EAGER : 0);
             if (!sp || UCS_PTR_IS_ERR(sp))
                 free(op);
         } else if (UCS_PTR_IS_PTR(sp)) {

@@ -66,14 +66,17 @@ static void pairs(int me, int np)
 /* A window of messages to the next rank, sizes at and around the protocol
  * thresholds (UCX's short/zero-copy switch near 8 KiB with cadre's header,
  * UCX_EAGER_IMM 16 KiB, UCX's rendezvous near 20 KiB over tcp, cadre's
- * eager limit UCX_EAGER 256 KiB, RTS/CTS and DATA above, several DATA
+ * eager limits UCX_TCP_EAGER 128 KiB (over UCX's tcp, unless
+ * UCX_RNDV_THRESH is set) and UCX_EAGER 256 KiB, RTS/CTS and DATA above,
+ * several DATA
  * rendezvous receives running at once): every send started at once, the
  * receives posted before the sends (round 0) or after (round 1: the
  * messages wait unexpected), each checked byte by byte. */
 static void window(int me, int np)
 {
     static const size_t ws[] = {8100, 8128, 8192, 8193, 16383, 16384, 16385, 20400,
-                                20480, 65536, 262143, 262144, 262145, 300000,
+                                20480, 65536, 131071, 131072, 131073, 262143,
+                                262144, 262145, 300000,
                                 ((size_t)1 << 20) + 3, (size_t)4 << 20, 262144, 1};
     enum { NW = sizeof ws / sizeof ws[0] };
     int to = (me + 1) % np, from = (me - 1 + np) % np;
