@@ -107,6 +107,27 @@ static int init_failed(const char *fmt, const char *what)
     return cadre__error(CADRE_ERR_UNSUPPORTED, fmt, what);
 }
 
+/* UCX's own timers must not fail a live peer that cadre's heartbeats
+ * (CADRE_UCX_PEER_TIMEOUT, pt) would keep: over UD, UCX acknowledges in
+ * software, so a peer process that is stopped or descheduled for
+ * UCX_UD_TIMEOUT (30 s) is failed by UCX; where pt is longer and the user
+ * did not set it, UCX_UD_TIMEOUT becomes 2 pt (read by ucp_init, like every
+ * UCX variable). The others need nothing: RC and DC are acknowledged by
+ * the adapter (RNR retries infinite), and UCX's tcp relies on the kernel's
+ * keepalive, which the peer's kernel answers; UCX reports every tcp
+ * connection that ends (a peer that closed it, or died) as "Endpoint
+ * timeout". */
+static void ucx_timeouts(double pt)
+{
+    if (2 * pt > 30 && !getenv("UCX_UD_TIMEOUT") && !getenv("UCX_UD_VERBS_TIMEOUT") &&
+        !getenv("UCX_UD_MLX5_TIMEOUT")) {
+        char v[32];
+        snprintf(v, sizeof v, "%.0fs", 2 * pt);
+        setenv("UCX_UD_TIMEOUT", v, 0);
+        CADRE_INFO(P2P, "ucx: UCX_UD_TIMEOUT=%s (2 x CADRE_UCX_PEER_TIMEOUT)", v);
+    }
+}
+
 static int ucx_init(void)
 {
     ucx_finalize();
@@ -128,6 +149,7 @@ static int ucx_init(void)
     char why[512];
     if (cadre__ucx_load(cadre__config_str(CADRE_CFG_UCX_LIB), why, sizeof why))
         return init_failed("ucx: cannot load libucp: %s", why);
+    ucx_timeouts(pt);
     ucp_config_t *cfg;
     ucs_status_t s = U.ucp_config_read(NULL, NULL, &cfg);
     if (s != UCS_OK)
@@ -151,6 +173,9 @@ static int ucx_init(void)
         return CADRE_SUCCESS;
     }
     st->cuda = info.cuda;
+    /* Over UCX's tcp, EAGER messages by UCX's eager protocol, unless the
+     * user chose a rendezvous threshold (p2p_ucx.h, UCX_EAGER). */
+    st->eager_proto = !info.rdma && !getenv("UCX_RNDV_THRESH");
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = UCS_THREAD_MODE_SERIALIZED};
     s = U.ucp_worker_create(st->ctx, &wp, &st->worker);
@@ -323,7 +348,10 @@ static size_t ucx_max_payload(int w)
 static size_t ucx_eager_limit(int w)
 {
     (void)w;
-    return UCX_EAGER;
+    /* Over UCX's tcp, larger messages take RTS/CTS and DATA, whose
+     * rendezvous receives overlap (UCX_RNDV_AHEAD): an EAGER one through
+     * UCX's rendezvous runs one at a time per peer (p2p_ucx.h). */
+    return st->eager_proto ? UCX_TCP_EAGER : UCX_EAGER;
 }
 
 /* Heartbeats, silence, endpoints failed: at most every 0.1 s. */

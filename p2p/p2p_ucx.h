@@ -21,12 +21,27 @@
 #define UCX_BLOB_VERSION 1u
 #define UCX_AM_ID 17                  /* cadre's active message */
 /* Largest EAGER payload; larger: cadre's RTS and CTS, then DATA. An EAGER
- * message is one active message whose protocol UCX picks: eager (copies)
- * or, above UCX's rendezvous threshold, its own rendezvous into the posted
- * receive (cadre__p2p_eager_dest), one round trip fewer than RTS/CTS. */
+ * message is one active message. Over RDMA its protocol is UCX's choice:
+ * eager (copies) or, above UCX's rendezvous threshold, its own rendezvous
+ * into the posted receive (cadre__p2p_eager_dest), one round trip fewer
+ * than RTS/CTS. Over UCX's tcp (no RDMA in the context) it is UCX's eager
+ * protocol (st->eager_proto) unless the user set UCX_RNDV_THRESH: there UCX's rendezvous (from 20 KiB in UCX
+ * 1.13) is a put emulated over the same socket, which saves one copy at
+ * the price of a round trip, and the receiver can run one EAGER
+ * rendezvous at a time per peer (one claim), so that a stream of 64 KiB
+ * messages paid a round trip (and under load a wakeup of each side) per
+ * message; up to UCX_TCP_EAGER. */
 #define UCX_EAGER (256u << 10)
 #define UCX_EAGER_IMM (16u << 10)     /* larger EAGER payloads: no try at once, a copy */
+/* Over UCX's tcp (st->eager_proto), EAGER payloads up to this take UCX's
+ * eager protocol; larger ones UCX's choice (its rendezvous): measured on
+ * the namespace test bed, UCX 1.13, one way: 32 KiB 140 us against 354 by
+ * UCX's rendezvous, 128 KiB 431 against 633, but 256 KiB 1996 against 1177
+ * (UCX's eager over tcp in many fragments is slow there: ucx_perftest
+ * alone showed the same). */
+#define UCX_TCP_EAGER (128u << 10)
 #define UCX_MAX_PAYLOAD (64u << 20)   /* largest DATA payload: one rendezvous */
+#define UCX_RNDV_AHEAD 2              /* DATA rendezvous receives at once per peer */
 #define UCX_BYE_WAIT 0.5              /* s to read a failed peer's last messages (its BYE) */
 #define UCX_CLOSE_WAIT 2.0            /* s for the endpoints' flush at finalize */
 #define UCX_HOST_MAX 64
@@ -116,6 +131,10 @@ struct ucx_state {
     int efd;
     int armed;        /* the worker's fd was armed by pollfds */
     int cuda;         /* UCX takes CUDA memory here */
+    /* EAGER messages take UCX's eager protocol (UCX_EAGER): UCX offers no
+     * RDMA transport here (every endpoint is UCX's tcp) and the user did
+     * not set UCX_RNDV_THRESH (which then decides, as over RDMA). */
+    int eager_proto;
     char host[UCX_HOST_MAX];
     struct ucx_peer *peers;
     struct ucx_op *ops;   /* in flight, a list */

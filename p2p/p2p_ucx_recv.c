@@ -121,6 +121,11 @@ static void rndv_cb(void *request, ucs_status_t status, size_t length, void *use
     struct ucx_in *in = user_data;
     in->status = status;
     in->state = IN_READY;
+    /* Its data came: it is alive, though its heartbeats may wait behind
+     * that data (a window of large sends can keep the link full for longer
+     * than CADRE_UCX_PEER_TIMEOUT under load). */
+    if (status == UCS_OK)
+        st->peers[in->w.from].last_heard = ucx_now();
     U.ucp_request_free(request);
     st->events++;
 }
@@ -196,17 +201,34 @@ int cadre__ucx_deliver(void)
             cadre__p2p_incoming_wire(w, h, in->rndv ? in->buf : in->data, &ucx_framing);
             in_free(in);
         }
+        /* DATA further on: its receive is known (its CTS went out), so its
+         * rendezvous may start before those ahead of it are done: up to
+         * UCX_RNDV_AHEAD at once, so that the next one's handshake overlaps
+         * the transfer before it instead of following it (a window of large
+         * sends). Not more: UCX splits concurrent rendezvous into fragments
+         * that share the link, so they would all end together, late, and
+         * the ends of transfers are this peer's signs of life while its
+         * heartbeats wait behind its data (rndv_cb). Delivery stays in
+         * tseq order. */
+        int running = 0;
+        for (in = p->in; in; in = in->next)
+            running += in->state == IN_RECV;
+        for (in = p->in; in && running < UCX_RNDV_AHEAD && p->state != EP_FAILED &&
+                         p->state != EP_GOING;
+             in = in->next)
+            if (in->rndv && in->state == IN_WAIT && in->w.h.type == CADRE_P2P_DATA) {
+                rndv_start(w, in);
+                running += in->state == IN_RECV;
+                events++;
+            }
     }
     return events;
 }
 
-void cadre__ucx_release_dest(int peer, const char *buf, size_t len)
+/* A rendezvous of `in` (started, not delivered) lands in [buf, buf+len)
+ * of a receive that is done or given up. */
+static void release_one(int peer, struct ucx_in *in)
 {
-    if (!st->on || peer < 0 || peer >= st->size)
-        return;
-    struct ucx_in *in = st->peers[peer].in;
-    if (!in || in->state != IN_RECV || in->own || in->buf < buf || in->buf >= buf + len)
-        return;
     /* A rendezvous writes into that buffer: UCX cannot be stopped, so let
      * it finish (or the peer fail: liveness bounds the wait). */
     double until = ucx_now() + st->peer_timeout;
@@ -232,6 +254,21 @@ void cadre__ucx_release_dest(int peer, const char *buf, size_t len)
     in->buf = NULL; /* DATA delivered with no payload: its receive is gone */
     in->len = 0;
     in->w.h.len = 0;
+}
+
+void cadre__ucx_release_dest(int peer, const char *buf, size_t len)
+{
+    if (!st->on || peer < 0 || peer >= st->size)
+        return;
+    /* Any of the peer's messages may be started (DATA runs ahead of the
+     * stream, cadre__ucx_deliver), running or done and waiting its turn. */
+    for (struct ucx_in *in = st->peers[peer].in; in; in = in->next)
+        if (in->rndv && in->state != IN_WAIT && in->buf && !in->own && in->buf >= buf &&
+            in->buf < buf + len) {
+            release_one(peer, in);
+            if (st->peers[peer].state == EP_FAILED || st->peers[peer].state == EP_GOING)
+                return;
+        }
 }
 
 void cadre__ucx_in_settle(int peer)

@@ -73,6 +73,10 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
     struct ucx_op *op = user_data;
     op->status = status;
     op->req = NULL;
+    /* A rendezvous ends when the peer has taken the data: it is alive
+     * (its heartbeats may be queued behind our data, as ours behind its). */
+    if (status == UCS_OK && op->later)
+        st->peers[op->peer].last_heard = ucx_now();
     U.ucp_request_free(request);
     st->events++;
 }
@@ -202,7 +206,11 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
             op->w = w;
             if (plen)
                 memcpy(op->bounce, payload, plen);
-            sp = am_send(peer, op, op->bounce, plen, 0);
+            /* Over RDMA UCX's choice (its rendezvous into the posted
+             * receive above its threshold); over tcp its eager protocol
+             * (p2p_ucx.h, UCX_EAGER). */
+            sp = am_send(peer, op, op->bounce, plen,
+                         st->eager_proto && plen <= UCX_TCP_EAGER ? UCP_AM_SEND_FLAG_EAGER : 0);
             if (!sp || UCS_PTR_IS_ERR(sp))
                 free(op);
         } else if (UCS_PTR_IS_PTR(sp)) {

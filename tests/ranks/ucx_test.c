@@ -3,7 +3,9 @@
  * FAKE_HOSTS gives each rank its CADRE_HOSTID (fake_hosts.h). UCXTEST
  * picks the case:
  *   data (default): every pair exchanges messages of odd sizes, eager and
- *     rendezvous up to 64 MiB + 13, checked byte by byte; rank 0 then takes
+ *     rendezvous up to 64 MiB + 13, checked byte by byte; then a window of
+ *     sends to the next rank at every protocol threshold, received posted
+ *     and unexpected; rank 0 then takes
  *     messages from every rank with CADRE_ANY_SOURCE receives mixed with
  *     specific ones (each sender's messages in the order sent).
  *   kill, stop: the last rank, alone on its fake host, starts a 64 MiB
@@ -12,6 +14,10 @@
  *     survivor's receive of the message that never comes fails with
  *     CADRE_ERR_PEER naming the rank and its host within 15 s. Rank 0 then
  *     SIGKILLs the stopped rank. Run with cadrerun --keep-going.
+ *   bulk: rank 0 sends rank 1 a window of large messages that keeps the
+ *     link busy for longer than CADRE_UCX_PEER_TIMEOUT (1 s).
+ *   revive: the last rank stops until the others fail it, then continues;
+ *     its pending receive must fail soon after (--keep-going).
  * Each rank prints "ucx_test: rank R ok". */
 #include <signal.h>
 #include <stdint.h>
@@ -55,6 +61,61 @@ static void pairs(int me, int np)
     }
     free(out);
     free(in);
+}
+
+/* A window of messages to the next rank, sizes at and around the protocol
+ * thresholds (UCX's short/zero-copy switch near 8 KiB with cadre's header,
+ * UCX_EAGER_IMM 16 KiB, UCX's rendezvous near 20 KiB over tcp, cadre's
+ * eager limits UCX_TCP_EAGER 128 KiB (over UCX's tcp, unless
+ * UCX_RNDV_THRESH is set) and UCX_EAGER 256 KiB, RTS/CTS and DATA above,
+ * several DATA
+ * rendezvous receives running at once): every send started at once, the
+ * receives posted before the sends (round 0) or after (round 1: the
+ * messages wait unexpected), each checked byte by byte. */
+static void window(int me, int np)
+{
+    static const size_t ws[] = {8100, 8128, 8192, 8193, 16383, 16384, 16385, 20400,
+                                20480, 65536, 131071, 131072, 131073, 262143,
+                                262144, 262145, 300000,
+                                ((size_t)1 << 20) + 3, (size_t)4 << 20, 262144, 1};
+    enum { NW = sizeof ws / sizeof ws[0] };
+    int to = (me + 1) % np, from = (me - 1 + np) % np;
+    unsigned char *out[NW], *in[NW];
+    for (int k = 0; k < NW; k++) {
+        out[k] = malloc(ws[k]);
+        in[k] = malloc(ws[k]);
+    }
+    for (int round = 0; round < 2; round++) {
+        cadre_request_t r[2 * NW];
+        cadre_status_t st[2 * NW];
+        for (int k = 0; k < NW; k++) {
+            ru_fill(out[k], ws[k], me, to, 100 + 10 * k + round);
+            memset(in[k], 0xee, ws[k]);
+        }
+        if (round == 0)
+            for (int k = 0; k < NW; k++)
+                OK(cadre_irecv(in[k], ws[k], CADRE_UINT8, from, 50, W, &r[NW + k]));
+        OK(cadre_barrier(W));
+        for (int k = 0; k < NW; k++)
+            OK(cadre_isend(out[k], ws[k], CADRE_UINT8, to, 50, W, &r[k]));
+        if (round == 1) {
+            OK(cadre_barrier(W)); /* every message sent, or its RTS */
+            for (int k = 0; k < NW; k++)
+                OK(cadre_irecv(in[k], ws[k], CADRE_UINT8, from, 50, W, &r[NW + k]));
+        }
+        OK(cadre_waitall(2 * NW, r, st));
+        for (int k = 0; k < NW; k++) {
+            size_t bad = ru_check(in[k], ws[k], from, me, 100 + 10 * k + round);
+            EXPECT(bad == ws[k], "window round %d: message %d (%zu bytes) from rank %d: "
+                   "byte %zu wrong", round, k, ws[k], from, bad);
+            EXPECT(st[NW + k].count == ws[k], "window round %d: message %d: count %zu, "
+                   "expected %zu", round, k, (size_t)st[NW + k].count, ws[k]);
+        }
+    }
+    for (int k = 0; k < NW; k++) {
+        free(out[k]);
+        free(in[k]);
+    }
 }
 
 /* Rank 0 takes M messages of every other rank, ANY_SOURCE and specific
@@ -148,6 +209,70 @@ static void lost(int me, int np, int stop)
     free(buf);
 }
 
+/* Rank 0 sends rank 1 a window of large messages (UCXBULK of 16 MiB, all
+ * at once, 512 MiB by default): with CADRE_UCX_PEER_TIMEOUT=1 the link
+ * stays full for longer than that, heartbeats wait behind the data, and
+ * the transfers themselves must count as signs of life (before they did,
+ * each side declared the other lost): both ends whole, checked. */
+static void bulk(int me)
+{
+    int k = getenv("UCXBULK") ? atoi(getenv("UCXBULK")) : 32;
+    size_t n = (size_t)16 << 20;
+    if (me > 1 || k < 1 || k > 64)
+        return;
+    unsigned char *b = malloc(n * (size_t)k);
+    cadre_request_t r[64];
+    if (me == 0)
+        for (int i = 0; i < k; i++)
+            ru_fill(b + n * (size_t)i, n, 0, 1, 200 + i);
+    else
+        memset(b, 0xee, n * (size_t)k);
+    for (int i = 0; i < k; i++)
+        OK(me == 0 ? cadre_isend(b + n * (size_t)i, n, CADRE_UINT8, 1, 60, W, &r[i])
+                   : cadre_irecv(b + n * (size_t)i, n, CADRE_UINT8, 0, 60, W, &r[i]));
+    OK(cadre_waitall(k, r, NULL));
+    for (int i = 0; me == 1 && i < k; i++) {
+        size_t bad = ru_check(b + n * (size_t)i, n, 0, 1, 200 + i);
+        EXPECT(bad == n, "bulk message %d: byte %zu wrong", i, bad);
+    }
+    free(b);
+}
+
+/* The last rank stops (SIGSTOP) until the others have failed it (their
+ * heartbeats: it is silent), then rank 0 continues it (SIGCONT): alive, it
+ * was failed by the others, who no longer talk to it. Its receive posted
+ * before it stopped must fail with CADRE_ERR_PEER soon after it resumes,
+ * not at CADRE_TIMEOUT (the test runs with a long one). */
+static void revive(int me, int np)
+{
+    int victim = np - 1, pid = (int)getpid(), x = 0;
+    if (me == victim) {
+        for (int i = 0; i < victim; i++)
+            OK(cadre_send(&pid, 1, CADRE_INT32, i, 1, W));
+        for (int i = 0, ack; i < victim; i++)
+            OK(cadre_recv(&ack, 1, CADRE_INT32, i, 1, W, CADRE_STATUS_IGNORE));
+        cadre_request_t r;
+        OK(cadre_irecv(&x, 1, CADRE_INT32, 0, 7, W, &r)); /* never sent */
+        raise(SIGSTOP);
+        double t0 = ru_now(); /* resumed */
+        int rc = cadre_wait(&r, CADRE_STATUS_IGNORE);
+        double t = ru_now() - t0;
+        EXPECT(rc == CADRE_ERR_PEER && strstr(cadre_last_error(), "rank 0"),
+               "receive from rank 0 after it failed us: %s: %s", cadre_error_string(rc),
+               cadre_last_error());
+        EXPECT(t < 15.0, "CADRE_ERR_PEER %.1f s after resuming", t);
+        printf("ucx_test: rank %d saw CADRE_ERR_PEER %.1f s after resuming\n", me, t);
+        return;
+    }
+    OK(cadre_recv(&pid, 1, CADRE_INT32, victim, 1, W, CADRE_STATUS_IGNORE));
+    OK(cadre_send(&me, 1, CADRE_INT32, victim, 1, W));
+    int rc = cadre_recv(&x, 1, CADRE_INT32, victim, 3, W, CADRE_STATUS_IGNORE);
+    EXPECT(rc == CADRE_ERR_PEER, "receive from the stopped rank: %s: %s", cadre_error_string(rc),
+           cadre_last_error());
+    if (me == 0)
+        kill((pid_t)pid, SIGCONT);
+}
+
 int main(int argc, char **argv)
 {
     fake_hosts_setenv();
@@ -161,8 +286,14 @@ int main(int argc, char **argv)
     const char *what = getenv("UCXTEST");
     if (!what || !strcmp(what, "data")) {
         pairs(me, np);
+        window(me, np);
         any_source(me, np);
         OK(cadre_barrier(W));
+    } else if (!strcmp(what, "bulk")) {
+        bulk(me);
+        OK(cadre_barrier(W));
+    } else if (!strcmp(what, "revive")) {
+        revive(me, np);
     } else if (!strcmp(what, "kill") || !strcmp(what, "stop")) {
         lost(me, np, !strcmp(what, "stop"));
     } else {

@@ -93,6 +93,10 @@ static void test_programs_on_ucx(void)
          * alternating (the hosts scenario's 2x2 cyclic job). */
         {"tests/ranks/anymix_test", "cyclic:2", "", NULL, 4},
         {"tests/ranks/anymix_test", "cyclic:2", "UCX_RNDV_THRESH=8k", NULL, 4},
+        /* 512 MiB at once from rank 0 to 1: the link full for longer
+         * than the peer timeout; the transfers are signs of life. */
+        {"tests/ranks/ucx_test", "block:2", "UCXTEST=bulk CADRE_UCX_PEER_TIMEOUT=1",
+         "ucx_test: rank %d ok", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct run_result r;
@@ -132,6 +136,52 @@ static void test_rank_lost(void)
         if (i == 1) /* nothing closed: the heartbeats found it */
             CHECK_MSG(count_matching(r.err, "unreachable: nothing heard from it for") >= 2,
                       SHOWW(r, "unreachable: nothing heard"));
+        run_free(&r);
+    }
+}
+
+/* The last of 3 ranks stopped until the others fail it, then continued:
+ * alive, failed by the others; its own pending receive fails soon after
+ * it resumes (ucx_test checks: within 15 s), not at CADRE_TIMEOUT (100 s
+ * here, and the run's limit 90 s). */
+static void test_rank_revived(void)
+{
+    if (!HAVE_UCX)
+        return;
+    struct run_result r;
+    run_fake(&r, "block:2", 3, UCX_ENV " UCXTEST=revive CADRE_TIMEOUT=100", "--keep-going",
+             "tests/ranks/ucx_test", 90);
+    CHECK_MSG(r.exit_code == 0 && !r.timed_out, SHOWW(r, "exit 0"));
+    check_oks(&r, "ucx_test: rank %d ok", 3);
+    CHECK_MSG(count_matching(r.out, "ucx_test: rank 2 saw CADRE_ERR_PEER") == 1,
+              SHOWW(r, "rank 2 saw CADRE_ERR_PEER"));
+    run_free(&r);
+}
+
+/* UCX's UD timeout (30 s, software acknowledgements: a stopped peer's go
+ * silent) below cadre's budget: raised to 2 x CADRE_UCX_PEER_TIMEOUT,
+ * unless the user set it. */
+static void test_ud_timeout(void)
+{
+    if (!HAVE_UCX)
+        return;
+    static const struct {
+        const char *env;
+        int lines;
+    } cases[] = {
+        {"CADRE_UCX_PEER_TIMEOUT=20", 2},
+        {"CADRE_UCX_PEER_TIMEOUT=15", 0},
+        {"CADRE_UCX_PEER_TIMEOUT=20 UCX_UD_TIMEOUT=25s", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct run_result r;
+        char env[256];
+        snprintf(env, sizeof env, "%s UCXTEST=bulk UCXBULK=1 %s", UCX_ENV, cases[i].env);
+        run_fake(&r, "block:2", 2, env, "", "tests/ranks/ucx_test", 120);
+        CHECK_MSG(r.exit_code == 0 && !r.timed_out, SHOWW(r, "exit 0"));
+        CHECK_MSG(count_matching(r.err, "INFO P2P] ucx: UCX_UD_TIMEOUT=40s (2 x "
+                                        "CADRE_UCX_PEER_TIMEOUT)") == cases[i].lines,
+                  SHOWW(r, cases[i].env));
         run_free(&r);
     }
 }
@@ -283,4 +333,7 @@ void suite_ucx(void)
                 test_default_choice);
     CU_add_test(s, "p2p, collectives, ANY_SOURCE, 64 MiB over ucx", test_programs_on_ucx);
     CU_add_test(s, "a rank killed or stopped: survivors fail within 15 s", test_rank_lost);
+    CU_add_test(s, "a rank failed by the others while stopped: its receive fails on resuming",
+                test_rank_revived);
+    CU_add_test(s, "UCX_UD_TIMEOUT from CADRE_UCX_PEER_TIMEOUT", test_ud_timeout);
 }
