@@ -34,6 +34,7 @@ struct coll_step {
     const void *src; /* CS_SEND buffer, CS_REDUCE / CS_COPY source */
     const void *src2; /* CS_REDUCE: when set, dst = src2 op src (dst not read) */
     size_t n;        /* bytes for SEND/RECV/COPY, elements for REDUCE */
+    uint8_t upto;    /* CS_RECV: a message up to n bytes (else exactly n) */
     coll_call_fn call; /* CS_CALL */
     void *arg;         /* CS_CALL */
 };
@@ -100,6 +101,9 @@ void cadre__sched_free(struct coll_sched *s);
 void cadre__direct_gone(struct coll_sched *s);
 int cadre__sched_send(struct coll_sched *s, int peer, const void *buf, size_t bytes);
 int cadre__sched_recv(struct coll_sched *s, int peer, void *buf, size_t bytes);
+/* A receive of a message of at most `bytes` (cadre__sched_recv's must be
+ * exactly `bytes`: a shorter one is a mismatch of counts). */
+int cadre__sched_recv_upto(struct coll_sched *s, int peer, void *buf, size_t bytes);
 int cadre__sched_reduce(struct coll_sched *s, void *dst, const void *src, size_t count);
 /* dst = a op b, element by element (the same bits as copying a to dst and
  * reducing b into it, without the copy); dst is only written. */

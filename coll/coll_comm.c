@@ -382,7 +382,8 @@ static int group_exchange(const char *fn, struct cadre_comm *p, int n, const int
         if (i != myrank) {
             rc = cadre__sched_send(&s, ranks[i], mine, words * sizeof *mine);
             if (rc == CADRE_SUCCESS)
-                rc = cadre__sched_recv(&s, ranks[i], all + (size_t)i * slot, slot * sizeof *all);
+                rc = cadre__sched_recv_upto(&s, ranks[i], all + (size_t)i * slot,
+                                            slot * sizeof *all);
         }
     if (rc == CADRE_SUCCESS)
         rc = cadre__sched_barrier(&s);

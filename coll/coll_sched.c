@@ -151,6 +151,12 @@ int cadre__sched_recv(struct coll_sched *s, int peer, void *buf, size_t bytes)
     return add_step(s, (struct coll_step){.kind = CS_RECV, .peer = peer, .dst = buf, .n = bytes});
 }
 
+int cadre__sched_recv_upto(struct coll_sched *s, int peer, void *buf, size_t bytes)
+{
+    return add_step(s, (struct coll_step){.kind = CS_RECV, .peer = peer, .dst = buf, .n = bytes,
+                                          .upto = 1});
+}
+
 int cadre__sched_reduce(struct coll_sched *s, void *dst, const void *src, size_t count)
 {
     if (!count)
@@ -424,15 +430,19 @@ static int advance(struct coll_sched *s, int *finished)
             ask_stalled(s);
             return events;
         }
-        for (int i = 0; i < s->nreqs; i++) {
+        /* The round's steps that made requests, in the order of reqs. */
+        const struct coll_step *st = &s->steps[s->round ? s->round_end[s->round - 1] : 0];
+        for (int i = 0; i < s->nreqs; i++, st++) {
             struct cadre_request *r = s->reqs[i];
+            while (st->kind != CS_SEND && st->kind != CS_RECV)
+                st++;
             if (!atomic_load_explicit(&r->done, memory_order_acquire))
                 continue;
             /* A schedule posts each receive for exactly what its partner
              * sends when the ranks agree on the counts: a shorter message
              * would leave part of the result stale, a longer one is cut. */
             if (r->kind == REQ_RECV && !s->count_error &&
-                ((r->error == CADRE_SUCCESS && r->msg_len < r->bytes) ||
+                ((r->error == CADRE_SUCCESS && r->msg_len < r->bytes && !st->upto) ||
                  r->error == CADRE_ERR_TRUNCATE)) {
                 s->count_error = CADRE_ERR_MISMATCH;
                 if (r->error == CADRE_ERR_TRUNCATE)
