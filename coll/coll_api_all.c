@@ -57,11 +57,12 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     struct coll_choice ch;
     cadre__coll_choose(&c, &in, &ch);
     int code = algo_code(&in, &ch);
+    size_t sigcount = equal ? sendcount : cadre__sig_counts(counts, c.n);
     if (ch.algo == COLL_ALGO_SLOTS) {
         struct block_take t = {.rbuf = rbuf, .counts = counts, .displs = displs, .es = c.es};
         return cadre__fast_exchange(c.comm, fn,
                                     cadre__sig(equal ? SIG_ALLGATHER : SIG_ALLGATHERV, dt, SIG_NO_OP,
-                                               code, SIG_NO_ROOT, equal ? sendcount : 0),
+                                               code, SIG_NO_ROOT, sigcount),
                                     sbuf, sendcount * c.es, 1, -1, gather_take, &t);
     }
     struct coll_sched s;
@@ -76,7 +77,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
                  ? cadre__algo_allgather_rd(&s, sbuf, rbuf, sendcount)
                  : cadre__algo_allgatherv_ring(&s, sbuf, sendcount, rbuf, counts, displs);
     s.sig = cadre__sig(equal ? SIG_ALLGATHER : SIG_ALLGATHERV, dt, SIG_NO_OP, code, SIG_NO_ROOT,
-                       equal ? sendcount : 0);
+                       sigcount);
     return finish(&s, rc, req);
 }
 int cadre_allgatherv(const void *sendbuf, size_t sendcount, void *recvbuf,

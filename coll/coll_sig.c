@@ -41,6 +41,9 @@ void cadre__sig_describe(uint64_t sig, char *buf, size_t len)
         n += snprintf(buf + n, len > (size_t)n ? len - (size_t)n : 0, "count=%s%u", big ? "(2^32 k)+" : "",
                       count);
         sep = ", ";
+    } else if (kind == SIG_ALLGATHERV && count) {
+        n += snprintf(buf + n, len > (size_t)n ? len - (size_t)n : 0, "recvcounts #%08x", count);
+        sep = ", ";
     }
     if (dt && dt - 1 < sizeof dts / sizeof *dts) {
         n += snprintf(buf + n, len > (size_t)n ? len - (size_t)n : 0, "%s%s", sep, dts[dt - 1]);

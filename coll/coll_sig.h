@@ -43,7 +43,23 @@ static inline uint64_t cadre__sig(int kind, int dt, int op, int algo, int root, 
            (uint64_t)(algo & 7) << 11 | r << 14 | big << 31 | (uint64_t)(uint32_t)count << 32;
 }
 
-/* "allreduce(count=1000, float32, sum)" */
+/* The count field of an allgatherv's signature: a 32-bit hash of
+ * recvcounts, which every rank passes whole, so that ranks whose vectors
+ * differ find it (instead of reading each other's blocks with the wrong
+ * lengths). 0 where signatures are off. */
+static inline size_t cadre__sig_counts(const size_t *counts, int n)
+{
+    if (!cadre__sig_enabled())
+        return 0;
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < n; i++)
+        for (int b = 0; b < 8; b++)
+            h = (h ^ (uint8_t)(counts[i] >> (8 * b))) * 16777619u;
+    return h;
+}
+
+/* "allreduce(count=1000, float32, sum)"; "allgatherv(recvcounts #1a2b3c4d,
+ * int32)" */
 void cadre__sig_describe(uint64_t sig, char *buf, size_t len);
 /* Records and returns CADRE_ERR_MISMATCH: rank `peer` called `theirs`,
  * this rank (`me`) called `mine`. */

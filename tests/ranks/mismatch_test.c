@@ -84,6 +84,35 @@ static void counts_differ(size_t n, int nb)
     OK(cadre_comm_free(&c));
 }
 
+/* allgatherv where rank 1 (only) thinks rank 0 sends one element more:
+ * every rank passes the whole recvcounts, so the signatures differ (rank 1
+ * read rank 0's block from the slots with its own length: a stale element
+ * and success). */
+static void allgatherv_counts_differ(size_t n, int nb)
+{
+    cadre_comm_t c;
+    OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+    size_t un = (size_t)np, *cnt = malloc(un * sizeof *cnt), *dis = malloc(un * sizeof *dis);
+    for (int i = 0; i < np; i++)
+        cnt[i] = n, dis[i] = (n + 1) * (size_t)i;
+    if (me == 1)
+        cnt[0] = n + 1;
+    int32_t *x = calloc(n + 1, sizeof *x), *y = calloc((n + 1) * un, sizeof *y);
+    int rc;
+    if (nb) {
+        cadre_request_t r;
+        rc = cadre_iallgatherv(x, cnt[me], y, cnt, dis, CADRE_INT32, c, &r);
+        if (rc == CADRE_SUCCESS)
+            rc = cadre_wait(&r, NULL);
+    } else {
+        rc = cadre_allgatherv(x, cnt[me], y, cnt, dis, CADRE_INT32, c);
+    }
+    expect_mismatch(c, rc, "allgatherv with different recvcounts", "allgatherv(recvcounts #",
+                    NULL);
+    free(x), free(y), free(cnt), free(dis);
+    OK(cadre_comm_free(&c));
+}
+
 static void op_and_root_differ(void)
 {
     cadre_comm_t c;
@@ -424,6 +453,9 @@ int main(void)
             counts_differ(1000, 0);
             counts_differ(100000, 0);
             counts_differ(100000, 1);
+            allgatherv_counts_differ(4, 0);
+            allgatherv_counts_differ(100000, 0);
+            allgatherv_counts_differ(4, 1);
             op_and_root_differ();
             small_vs_large();
             rooted_small_vs_large();
