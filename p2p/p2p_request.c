@@ -322,6 +322,17 @@ wait_core(struct cadre_request *r, const struct cadre_p2p_wait *w, double deadli
         cadre__p2p_progress();
         if (WAIT_OVER())
             return CADRE_SUCCESS;
+        /* This thread drives the work itself: the progress thread, which
+         * looks at app_seq every PT_DEFER, stands aside. Without it, a wait
+         * in these polls longer than PT_DEFER (a TCP round trip under load)
+         * looked like an application gone computing, and the progress
+         * thread took the engine lock from this one mid-wait; preempted
+         * holding it, it left the waiter napping on the lock (2 hosts x 1
+         * rank on 2 cores, load ~19: 8-byte ping-pong median 533 us against
+         * 160 with this and longer looks, branch t45-hostsp2p). Every
+         * 16th poll: threads waiting at once share the counter's line. */
+        if ((i & 15) == 15)
+            cadre__app_active();
         /* A progress call may take a while (a socket send waits up to
          * TCP_SEND_WAIT): the deadline is looked at between busy calls too. */
         if (deadline > 0 && cadre__now() >= deadline)
