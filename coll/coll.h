@@ -5,7 +5,7 @@
  * round (sends and receives) are posted together; when all have completed,
  * its local steps (reductions, copies) run in order, and the next round
  * starts. Algorithms only build schedules; an executor runs them: the host
- * executor (coll_sched.c) with p2p requests, memcpy and the C reduction
+ * executor (coll_sched_run.c) with p2p requests, memcpy and the C reduction
  * kernels, in the calling thread for blocking calls and in the progress
  * engine for nonblocking ones. The GPU path runs the same schedules with a
  * device executor.

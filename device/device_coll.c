@@ -7,7 +7,7 @@
  * back; the design is in device_proxy.c.
  *
  * May call: this folder (the device operations of device_op.h), coll/ (the
- * schedule executor, coll_sched.c), p2p/, runtime/.
+ * schedule executor, coll_sched_run.c), p2p/, runtime/.
  */
 #include "config.h"
 
