@@ -175,6 +175,12 @@ struct cadre_p2p_transport {
      * each CADRE_P2P_LATER message with cadre__p2p_sent) and writing into
      * its receives' buffers. May be NULL (a transport that copies). */
     void (*peer_gone)(int peer);
+    /* The process of `peer` has ended (its pidfd; lock held): read what it
+     * sent, which may still be on its way, until its connection ends or a
+     * bound of time, before the engine judges its exit (a BYE read here
+     * makes it no failure). May be NULL (a transport whose messages are
+     * all in place when the sender ends: shared memory). */
+    void (*drain)(int peer);
     /* Releases everything; peers have been sent BYE already. */
     void (*finalize)(void);
 };

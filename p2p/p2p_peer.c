@@ -181,6 +181,9 @@ void cadre__p2p_check_peers(void)
              * exit no failure, may come after a full ring (a call reads
              * part of it): read while messages come, within a bound. */
             cadre__p2p_tps_idle();
+            for (int i = 0; i < e->ntps; i++)
+                if (e->tps[i]->drain)
+                    e->tps[i]->drain(w);
             for (int k = 0; k < 64; k++)
                 if (cadre__p2p_progress_locked() == 0 && k > 0)
                     break;

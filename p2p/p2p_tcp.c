@@ -147,7 +147,12 @@ static int send_wait(int fd, double until)
  * after its BYE or not), for at most TCP_DRAIN_IN_WAIT: a rank that
  * finalized, read too early, was blamed for a failure (the fault soak of
  * make check, under load). Not while a drain runs: a message delivered
- * here may itself be answered with a send to the same peer. */
+ * here may itself be answered with a send to the same peer. Also the
+ * transport's drain, when the peer's process is seen to end (its pidfd):
+ * the bytes it wrote last, and its BYE, may still be on their way on
+ * loopback then (scan_test over TCP under load, 3 ranks: rank 0 finalized
+ * and exited first, rank 1 read until one call found the socket empty,
+ * failed rank 0 "exited with status 0" and every later call with it). */
 static void drain_in(int peer)
 {
     static int draining;
@@ -539,5 +544,6 @@ const struct cadre_p2p_transport cadre__p2p_tcp = {
     .pollfds = tcp_pollfds,
     .idle = tcp_idle,
     .release_dest = cadre__p2p_tcp_release_dest,
+    .drain = drain_in,
     .finalize = tcp_finalize,
 };
