@@ -66,8 +66,14 @@ int main(int argc, char **argv)
     int token = 0;
     if (me < 2) {
         int rc = cadre_allreduce(in, out, N, CADRE_FLOAT32, CADRE_SUM, W);
-        EXPECT(rc == CADRE_ERR_TIMEOUT, "call without rank 2 -> %s: %s", cadre_error_string(rc),
-               cadre_last_error());
+        /* Its own timeout, or, where the other rank's came first (its
+         * clock started sooner: a loaded machine), that rank's leaving the
+         * call while this one read its buffer: both fail the call, and
+         * which comes first is a race of the two clocks (seen under the
+         * sanitizers in CI: rank 1 got the second). */
+        int other_left = rc == CADRE_ERR_PEER && strstr(cadre_last_error(), "left the call");
+        EXPECT(rc == CADRE_ERR_TIMEOUT || other_left, "call without rank 2 -> %s: %s",
+               cadre_error_string(rc), cadre_last_error());
         if (me == 0) {
             /* The buffer is this rank's again: other data, or none. */
             if (freeing) {
