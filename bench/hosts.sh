@@ -58,16 +58,12 @@ for shape in $shapes; do
             run_lib $lib "$nh" "$ppn" >>"$tmp/$lib"
         done
     done
-    size_median <"$tmp/cadre" | sort -k1,1 >"$tmp/cadre.med"
-    size_median <"$tmp/ompi" | sort -k1,1 >"$tmp/ompi.med"
     echo
     echo "### $mode, $nh hosts x $ppn ranks (block), float32 sum: medians of $reps, µs"
     echo
     echo "| bytes | cadre | Open MPI | speedup |"
     echo "|---:|---:|---:|---:|"
-    join -a 1 -a 2 -e '?' -o 0,1.2,2.2 "$tmp/cadre.med" "$tmp/ompi.med" | sort -n |
-        awk '{ s = ($2 != "?" && $3 != "?" && $2 > 0) ? sprintf("%.2f", $3 / $2) : "?"
-               printf "| %s | %s | %s | %s |\n", $1, $2, $3, s }'
+    median_rows "$tmp/cadre" "$tmp/ompi"
 done
 echo
 echo "hosts.sh: $(date -u '+%Y-%m-%d %H:%M') UTC, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?'), load after $(cut -d' ' -f1-3 /proc/loadavg)" >&2

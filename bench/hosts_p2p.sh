@@ -70,8 +70,6 @@ for ((r = 1; r <= reps; r++)); do
     done
 done
 for mode in $modes; do
-    size_median <"$tmp/cadre.$mode" | sort -k1,1 >"$tmp/cadre.med"
-    size_median <"$tmp/ompi.$mode" | sort -k1,1 >"$tmp/ompi.med"
     echo
     if [[ $mode == sendrecv ]]; then
         echo "### ping-pong latency (sendrecv), 2 hosts x 1 rank, TCP: one-way µs, medians of $reps"
@@ -81,9 +79,7 @@ for mode in $modes; do
     echo
     echo "| bytes | cadre | Open MPI | Open MPI / cadre |"
     echo "|---:|---:|---:|---:|"
-    join -a 1 -a 2 -e '?' -o 0,1.2,2.2 "$tmp/cadre.med" "$tmp/ompi.med" | sort -n |
-        awk '{ s = ($2 != "?" && $3 != "?" && $2 > 0) ? sprintf("%.2f", $3 / $2) : "?"
-               printf "| %s | %s | %s | %s |\n", $1, $2, $3, s }'
+    median_rows "$tmp/cadre.$mode" "$tmp/ompi.$mode"
 done
 echo
 echo "hosts_p2p.sh: $(date -u '+%Y-%m-%d %H:%M') UTC, commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?'), load after $(cut -d' ' -f1-3 /proc/loadavg)" >&2
