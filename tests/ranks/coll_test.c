@@ -173,6 +173,16 @@ static double tagval(int from, size_t i, int to)
     return (double)((from * 37 + (int)(i % 101) * 3 + to * 11) % 120);
 }
 
+/* Block r of buf (cnt[r] elements of dt at dsp[r]), for each of the np
+ * ranks, holds tagval(from, i, r). */
+static void vfill(char *buf, cadre_datatype_t dt, const size_t *cnt, const size_t *dsp, int from)
+{
+    size_t es = cadre_datatype_size(dt);
+    for (int r = 0; r < np; r++)
+        for (size_t i = 0; i < cnt[r]; i++)
+            set(buf + dsp[r] * es, dt, i, tagval(from, i, r));
+}
+
 static void test_movers(int nb)
 {
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
@@ -306,9 +316,7 @@ static void test_vvariants(int nb)
                             break;
                         }
             if (me == root)
-                for (int r = 0; r < np; r++)
-                    for (size_t i = 0; i < cnt[r]; i++)
-                        set(b + dsp[r] * es, dt, i, tagval(root, i, r));
+                vfill(b, dt, cnt, dsp, root);
             char *got = alloc(n + 1, es);
             RUN(cadre_scatterv(b, cnt, dsp, got, n, dt, root, W),
                 cadre_iscatterv(b, cnt, dsp, got, n, dt, root, W, &rq_));
@@ -422,9 +430,7 @@ static void vslots_case(int nb, size_t di, int p, int root, size_t big)
     vlayout(cnt, dsp, &span);
     n = cnt[me];
     a = alloc(span, es), b = alloc(n, es);
-    for (int r = 0; r < np; r++)
-        for (size_t i = 0; i < cnt[r]; i++)
-            set(a + dsp[r] * es, dt, i, tagval(root, i, r));
+    vfill(a, dt, cnt, dsp, root);
     RUN(cadre_scatterv(a, cnt, dsp, b, n, dt, root, W),
         cadre_iscatterv(a, cnt, dsp, b, n, dt, root, W, &rq_));
     const size_t one = 0;
@@ -443,9 +449,7 @@ static void vslots_case(int nb, size_t di, int p, int root, size_t big)
     vlayout(cnt, dsp, &sspan);
     vlayout(cnt2, dsp2, &rspan);
     a = alloc(sspan, es), b = alloc(rspan, es);
-    for (int r = 0; r < np; r++)
-        for (size_t i = 0; i < cnt[r]; i++)
-            set(a + dsp[r] * es, dt, i, tagval(me, i, r));
+    vfill(a, dt, cnt, dsp, me);
     RUN(cadre_alltoallv(a, cnt, dsp, b, cnt2, dsp2, dt, W),
         cadre_ialltoallv(a, cnt, dsp, b, cnt2, dsp2, dt, W, &rq_));
     vexpect("alltoallv", b, di, p, np, cnt2, dsp2, rspan, -1, me);
@@ -454,9 +458,7 @@ static void vslots_case(int nb, size_t di, int p, int root, size_t big)
         cnt[r] = vcount(p, me < r ? me : r, me < r ? r : me, big);
     vlayout(cnt, dsp, &span);
     b = alloc(span, es);
-    for (int r = 0; r < np; r++)
-        for (size_t i = 0; i < cnt[r]; i++)
-            set(b + dsp[r] * es, dt, i, tagval(me, i, r));
+    vfill(b, dt, cnt, dsp, me);
     RUN(cadre_alltoallv(CADRE_IN_PLACE, NULL, NULL, b, cnt, dsp, dt, W),
         cadre_ialltoallv(CADRE_IN_PLACE, NULL, NULL, b, cnt, dsp, dt, W, &rq_));
     vexpect("alltoallv in place", b, di, p, np, cnt, dsp, span, -1, me);
