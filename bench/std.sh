@@ -15,11 +15,19 @@
 #
 #   bench/std.sh [BUILDDIR]
 #   MODES="bcast gather ..."  NPS="2 4"  MINB=1 MAXB=16M  REPS=3  TIMING=barrier|loop
+#   SHAPES="2x1 2x2" (the test bed, in place of NPS)
 #   ITERS=N WARM=N (default: by size, as cadre-perf; ITERS4/WARM4 for the
 #   oversubscribed runs: 200/20)  TIMEOUT=600 (seconds per run)
 #
 # 2 ranks are bound to a core each (cadrerun --bind-to core, mpirun --bind-to
-# core); more ranks than cores run unbound (mpirun --oversubscribe). Prints,
+# core); more ranks than cores run unbound (mpirun --oversubscribe).
+#
+# Across hosts (as root): SHAPES="2x1 2x2" (hosts x ranks per host) runs
+# both libraries on the network-namespace test bed of tests/hosts instead of
+# NPS, started by Open MPI's mpirun with block placement, unbound, as
+# bench/hosts.sh does; Open MPI with --mca btl tcp,self,vader (shared memory
+# within a host, its tcp between hosts), cadre with its defaults (shm within,
+# tcp between). Prints,
 # per mode and rank count, the median of REPS turns per size for each library
 # and Open MPI's time over cadre's (above 1: cadre is faster), then the sizes
 # where cadre is slower. With TIMING=barrier a second table per mode gives
@@ -43,6 +51,21 @@ case $timing in loop | barrier) ;; *) echo "std.sh: TIMING is loop or barrier" >
 command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
     { echo "std.sh: needs Open MPI (Debian: openmpi-bin libopenmpi-dev)" >&2; exit 1; }
 mpicc -O2 -o "$tmp/mpi_coll" "$here/mpi_coll.c"
+shapes=${SHAPES:-}
+if [ -n "$shapes" ]; then
+    # shellcheck source=../tests/hosts/lib.sh
+    . "$top/tests/hosts/lib.sh"
+    . "$top/tests/hosts/launch.sh"
+    export TB_TIMEOUT=$limit
+    maxh=0
+    for sh in $shapes; do
+        case $sh in [1-9]x[1-9]) ;; *) echo "std.sh: SHAPES are HOSTSxRANKS, not '$sh'" >&2; exit 2 ;; esac
+        [ "${sh%x*}" -gt "$maxh" ] && maxh=${sh%x*}
+    done
+    tb_init "$maxh"
+    trap 'rm -rf "$tmp"; tb_down' EXIT
+    nps=$shapes
+fi
 rev=$(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)
 echo "std.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), cadre $rev, TIMING=$timing, REPS=$reps," \
     "load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores" >&2
@@ -54,8 +77,11 @@ bytes() { # a size with K/M/G -> bytes
 maxbytes=$(bytes "$maxb")
 
 # One turn of one library: "size time_us" lines.
-turn() { # lib mode np
-    local lib=$1 mode=$2 np=$3 type=uint8 ts=1 lo
+turn() { # lib mode np (or a shape HxR with SHAPES)
+    local lib=$1 mode=$2 np=$3 type=uint8 ts=1 lo nh=0 ppn=0
+    if [ -n "$shapes" ]; then
+        nh=${np%x*} ppn=${np#*x} np=$((nh * ppn))
+    fi
     case $mode in reduce | allreduce | reduce_scatter) type=float32 ts=4 ;; esac
     lo=$(bytes "$minb")
     case $mode in
@@ -68,6 +94,24 @@ turn() { # lib mode np
         it=${ITERS4:-200} wm=${WARM4:-20}
     fi
     local cmd
+    if [ "$nh" -gt 0 ]; then
+        local rc=0
+        if [ "$lib" = cadre ]; then
+            local opt=(-b "$lo" -e "$maxbytes" -f 2 -d "$type" -t "$timing" -c 0)
+            [ "$it" -gt 0 ] && opt+=(-n "$it")
+            [ "$wm" -ge 0 ] && opt+=(-w "$wm")
+            TB_LAUNCH_ARGS="" tb_mpirun "$nh" "$ppn" block "$perf" "$mode" "${opt[@]}" \
+                > "$tmp/out" 2> "$tmp/err" || rc=$?
+        else
+            TB_LAUNCH_ARGS="--mca btl tcp,self,vader" tb_mpirun "$nh" "$ppn" block \
+                "$tmp/mpi_coll" "$mode" "$lo" "$maxbytes" "$it" "$wm" 0 "$timing" "$type" \
+                > "$tmp/out" 2> "$tmp/err" || rc=$?
+        fi
+        [ "$rc" -eq 0 ] || echo "std.sh: $lib $mode on ${nh}x$ppn failed ($rc): $(tail -1 "$tmp/err")" >&2
+        awk '!/^#/ && NF >= 6 { print $1, $6 }' "$tmp/out"
+        awk '/^# iteration  size / { print $4, $6 }' "$tmp/out" >> "$tmp/$lib.it"
+        return 0
+    fi
     if [ "$lib" = cadre ]; then
         local opt=(-b "$lo" -e "$maxbytes" -f 2 -d "$type" -t "$timing" -c 0)
         [ "$it" -gt 0 ] && opt+=(-n "$it")
@@ -118,7 +162,11 @@ for np in $nps; do
             done
         done
         echo
-        echo "### $mode, $np ranks ($timing timing; median of $reps turns)"
+        if [ -n "$shapes" ]; then
+            echo "### $mode, ${np%x*} hosts x ${np#*x} ranks ($timing timing; median of $reps turns)"
+        else
+            echo "### $mode, $np ranks ($timing timing; median of $reps turns)"
+        fi
         echo
         table "$tmp/cadre" "$tmp/ompi"
         [ -n "$slower" ] && slower_all="$slower_all
