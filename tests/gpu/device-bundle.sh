@@ -3,7 +3,11 @@
 # travels to the GPU machine, everything tests/gpu/device-run.sh runs there:
 # cadrerun, libcadre, cadre-perf, cadre-info, the tests/gpu programs, and every
 # shared library they load that the GPU machine may lack (libpmix and its
-# plugins, libevent, libhwloc, libmunge, libudev, libz, the CUDA runtime).
+# plugins, libevent, libhwloc, libmunge, libudev, libz, the CUDA runtime;
+# and, where the build has the ucx transport, the UCX that cadre dlopens:
+# libucp, libucs, libuct, libucm, libnuma and UCX's cma module in lib/ucx,
+# UCX_MODULE_DIR pointing there, so the GPU machine's own UCX, if any, is
+# never mixed in).
 # The GPU machine has CUDA, PyTorch and NCCL but no libpmix or libevent, and
 # nothing can be installed there; only the checkout and a few ignored paths
 # (64 MiB in all) reach it. See tests/gpu/README.md for the run itself.
@@ -40,7 +44,9 @@
 # machine: in a private mount namespace where the system's copies of every
 # bundled library (the CUDA runtime too) and the PMIx folder are hidden,
 # cadre-info runs, a 2-rank host allreduce runs under the bundled cadrerun,
-# and cadre-perf -G fails with its clear error (no GPU here).
+# (with UCX bundled) a 2-rank host allreduce between two fake hosts over the
+# ucx transport (UCX_TLS=tcp on lo) whose ranks log ucx for each other, and
+# cadre-perf -G fails with its clear error (no GPU here).
 set -u
 set -o pipefail
 
@@ -150,6 +156,16 @@ stage() {
     # The libraries, to a fixed point: the programs' and libcadre's, then
     # those the copied libraries need. ORIGINS records where each came from.
     : > "$d/ORIGINS"
+    # libucp is dlopened (p2p/p2p_ucx_load.c), so no ldd names it: it goes
+    # in first, and the loop below brings what it needs.
+    local ucx=0 ucp=""
+    if grep -q '^#define HAVE_UCX 1' "$b/config.h"; then
+        ucp=$(ldconfig -p 2>/dev/null | awk '$1 == "libucp.so.0" { print $NF; exit }')
+        [ -n "$ucp" ] && [ -e "$ucp" ] || die "the build has the ucx transport but libucp.so.0 is not installed here"
+        cp -L "$ucp" "$d/lib/libucp.so.0" || die "cannot copy $ucp"
+        echo "libucp.so.0 $(readlink -f "$ucp")" >> "$d/ORIGINS"
+        ucx=1
+    fi
     local changed=1 f soname path
     while [ $changed = 1 ]; do
         changed=0
@@ -196,8 +212,27 @@ stage() {
         fi
     fi
 
-    write_env "$d"
-    write_manifest "$b" "$d" $cuda
+    # UCX's modules: only cma (its ib and rdmacm modules need verbs, which
+    # the GPU machine need not have, and it has no RDMA device to use).
+    if [ $ucx = 1 ]; then
+        local m
+        m=$(dirname "$(readlink -f "$ucp")")/ucx/libuct_cma.so.0
+        mkdir -p "$d/lib/ucx"
+        if [ -e "$m" ]; then
+            cp -L "$m" "$d/lib/ucx/libuct_cma.so.0"
+            echo "ucx-module-cma $(readlink -f "$m")" >> "$d/ORIGINS"
+            while read -r soname path; do
+                from_system "$soname" && continue
+                [ -e "$d/lib/$soname" ] && continue
+                [ "$path" = not-found ] && die "$m needs $soname, which does not resolve here either"
+                cp -L "$path" "$d/lib/$soname"
+                echo "$soname $(readlink -f "$path")" >> "$d/ORIGINS"
+            done < <(deps_of "$d/lib/ucx/libuct_cma.so.0" "$d")
+        fi
+    fi
+
+    write_env "$d" $ucx
+    write_manifest "$b" "$d" $cuda $ucx
     say "staged $d from $b"
 }
 
@@ -219,10 +254,16 @@ export PMIX_PKGDATADIR="$CADRE_BUNDLE/share/pmix"
 # about a plugin folder that is not there.
 export HWLOC_PLUGINS_PATH="$CADRE_BUNDLE/lib/hwloc"
 EOT
+    if [ "${2:-0}" = 1 ]; then
+        cat >> "$1/env.sh" <<'EOT'
+# The bundled UCX's modules, never those of a UCX installed on the machine.
+export UCX_MODULE_DIR="$CADRE_BUNDLE/lib/ucx"
+EOT
+    fi
 }
 
 write_manifest() {
-    local b=$1 d=$2 cuda=$3 commit=unknown dirty=
+    local b=$1 d=$2 cuda=$3 ucx=${4:-0} commit=unknown dirty=
     if git -C "$top" rev-parse HEAD >/dev/null 2>&1; then
         commit=$(git -C "$top" rev-parse HEAD)
         [ -n "$(git -C "$top" status --porcelain --untracked-files=no 2>/dev/null)" ] && dirty=" (with uncommitted changes)"
@@ -232,6 +273,7 @@ write_manifest() {
         echo "built: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname)"
         echo "build tree: $b"
         echo "cuda: $cuda"
+        echo "ucx: $ucx"
         sed -n 's/^ *\$ \(.*configure.*\)/configure: \1/p' "$b/config.log" | head -1
         local nvcc
         nvcc=$(sed -n 's/^NVCC = //p' "$b/Makefile")
@@ -252,6 +294,7 @@ verify() {
     # required files
     local need="bin/cadrerun bin/cadre-perf bin/cadre-info lib/libcadre.so.0 MANIFEST"
     [ $cuda = 1 ] && need="$need tests/gpu/kernel_test tests/gpu/coll_gpu_test tests/gpu/ipc_gpu_test tests/gpu/gpu_peerfail tests/gpu/copy_bw lib/libcudart.so.13"
+    grep -q '^ucx: 1' "$d/MANIFEST" 2>/dev/null && need="$need lib/libucp.so.0 lib/libucs.so.0 lib/libuct.so.0 lib/libucm.so.0"
     for f in $need; do
         [ -e "$d/$f" ] || { echo "$me: FAIL: $d/$f is missing"; bad=1; }
     done
@@ -306,7 +349,7 @@ simulate_device() {
     local hide=() soname orig
     while read -r soname orig; do
         case $soname in
-        pmix-plugins|pmix-share) hide+=("$(dirname "$orig")") ;;
+        pmix-plugins|pmix-share|ucx-module-*) hide+=("$(dirname "$orig")") ;;
         *.so*) hide+=("$orig") ;;
         esac
     done < <(sed -n 's/^  \([^ ]*\) \(\/.*\)$/\1 \2/p' "$d/MANIFEST")
@@ -334,6 +377,20 @@ if [ $rc = 0 ] && echo "$out" | grep -q 'Avg bus bandwidth\|# Out of bounds'; th
     say "cadrerun -n 2 cadre-perf allreduce (host buffers): ok"
 else
     say "cadrerun -n 2 cadre-perf allreduce: FAIL rc=$rc"; echo "$out" | tail -20; fail=1
+fi
+if [ -e "$d/lib/libucp.so.0" ]; then
+    # Two fake hosts (CADRE_HOSTID), one rank each: the ucx transport between
+    # them, on the bundled UCX alone (the system's copies are hidden).
+    out=$(CADRE_TRANSPORT=shm,ucx UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n \
+          CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P timeout 90 cadrerun -n 2 --timeout 80 \
+          sh -c 'CADRE_HOSTID=h$CADRE_RANK exec cadre-perf allreduce -b 8 -e 1M -f 16 -n 5 -w 1 -c 1' 2>&1); rc=$?
+    nucx=$(echo "$out" | grep -cE '^\[rank [01] INFO P2P\] peer [01]: ucx$')
+    if [ $rc = 0 ] && [ "$nucx" = 2 ] && echo "$out" | grep -q '# Out of bounds values : 0 OK'; then
+        say "cadrerun -n 2 on two fake hosts over ucx (bundled UCX, UCX_TLS=tcp): ok"
+    else
+        say "cadrerun -n 2 over ucx: FAIL rc=$rc, $nucx of 2 ranks logged ucx for their peer"
+        echo "$out" | tail -20; fail=1
+    fi
 fi
 out=$(timeout 60 cadrerun -n 1 --timeout 50 cadre-perf allreduce -G -b 8 -e 8 -n 1 -w 0 2>&1); rc=$?
 if [ $rc != 0 ] && echo "$out" | grep -q 'cadre-perf: -G'; then

@@ -12,7 +12,10 @@
 # device-to-device copy bandwidth (copy_bw), the tests/gpu programs at 1 and
 # 2 ranks on the one GPU, cadre-perf -G float32 allreduce 8 B - 256 MiB at 4
 # ranks (timed, then checked), ipc_gpu_test at 3 and 4 ranks, a rank killed in a
-# device collective (peerfail.sh), coll_gpu_test at 3 and 4 ranks, ipc_gpu_test
+# device collective (peerfail.sh), coll_gpu_test at 3 and 4 ranks, coll_gpu_test
+# and ipc_gpu_test at 4 ranks on two fake hosts over the ucx transport
+# (ucx-hosts.sh; where the bundle has no UCX they fail: cadre_init cannot start
+# the forced transport), ipc_gpu_test
 # with every stream on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1)
 # and at 8 ranks, the 4-rank sweep again under an MPS daemon of its own
 # (with-mps.sh), the 1-rank sweep against the torch/NCCL references
@@ -275,6 +278,10 @@ main() {
     step gpu_peerfail-4 60 gpu bash "$here/peerfail.sh" "$R" "$T/gpu_peerfail" --tag-output
     step coll_gpu_test-3 60 gpu env CADRE_TIMEOUT=30 $(crun 3) "$T/coll_gpu_test"
     step coll_gpu_test-4 60 gpu env CADRE_TIMEOUT=30 $(crun 4) "$T/coll_gpu_test"
+    # device buffers between two fake hosts over the ucx transport (bundled
+    # UCX, its tcp on lo): staged through host memory, shm within a host
+    step ucx-coll_gpu_test-4 60 gpu bash "$here/ucx-hosts.sh" "$R" "$T/coll_gpu_test" 4
+    step ucx-ipc_gpu_test-4 60 gpu bash "$here/ucx-hosts.sh" "$R" "$T/ipc_gpu_test" 4
     step maxconn1-ipc-4 60 gpu env CUDA_DEVICE_MAX_CONNECTIONS=1 CADRE_TIMEOUT=30 $(crun 4) "$T/ipc_gpu_test"
     step maxconn1-coll-2 60 gpu env CUDA_DEVICE_MAX_CONNECTIONS=1 CADRE_TIMEOUT=30 $(crun 2) "$T/coll_gpu_test"
     step ipc_gpu_test-8 60 gpu env CADRE_TIMEOUT=30 $(crun 8) "$T/ipc_gpu_test"

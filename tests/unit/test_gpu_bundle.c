@@ -51,6 +51,13 @@ static int build_has_cuda(void)
     return system(cmd) == 0;
 }
 
+static int build_has_ucx(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "grep -q '^#define HAVE_UCX 1' '%s'", build_path("config.h"));
+    return system(cmd) == 0;
+}
+
 static void test_scripts_parse(void)
 {
     char cmd[2048];
@@ -87,8 +94,12 @@ static void test_stage_and_verify(void)
     CU_ASSERT_FATAL(run_cmd(cmd, NULL, 180, &r) == 0);
     int simulated = count_matching(r.out, "simulated GPU machine (system copies hidden): ok") == 1;
     int sim_skipped = count_matching(r.out, "simulation skipped") == 1;
+    /* With the ucx transport built, the simulation ran a job over the
+     * bundled UCX (the system's hidden). */
+    int ucx_ok = !simulated || !build_has_ucx() ||
+                 count_matching(r.out, "on two fake hosts over ucx (bundled UCX, UCX_TLS=tcp): ok") == 1;
     CHECK_MSG(r.exit_code == 0 && count_matching(r.out, "device-bundle: ok: ") == 1 &&
-                  count_matching(r.out, " MiB (") == 1 && (simulated || sim_skipped),
+                  count_matching(r.out, " MiB (") == 1 && (simulated || sim_skipped) && ucx_ok,
               "device-bundle.sh --from-build: exit %d\n--- stdout\n%s--- stderr\n%s", r.exit_code,
               r.out, r.err);
     if (sim_skipped)
@@ -104,8 +115,12 @@ static void test_stage_and_verify(void)
              "cd '%s' && for f in env.sh MANIFEST bin/cadrerun bin/cadre-perf bin/cadre-info "
              "lib/libcadre.so.0 lib/libpmix.so.2 lib/libevent_core-2.1.so.7%s; do "
              "[ -e $f ] || echo missing $f; done; ls lib/pmix/*.so >/dev/null || echo missing plugins; "
-             "find . -name '*.a' -o -name '*.la' | sed 's/^/archive /'",
-             dist, need_cuda);
+             "find . -name '*.a' -o -name '*.la' | sed 's/^/archive /'%s",
+             dist, need_cuda,
+             build_has_ucx() ? "; for f in lib/libucp.so.0 lib/libucs.so.0 lib/libuct.so.0 "
+                               "lib/libucm.so.0; do [ -e $f ] || echo missing $f; done; "
+                               "grep -q '^export UCX_MODULE_DIR=' env.sh || echo no UCX_MODULE_DIR"
+                             : "");
     CU_ASSERT_FATAL(run_cmd(cmd, NULL, 30, &r) == 0);
     CHECK_MSG(r.exit_code == 0 && r.out_len == 0, "the bundle %s:\n%s%s", dist, r.out, r.err);
     run_free(&r);
@@ -165,16 +180,16 @@ static void test_dry_run(void)
                   count_matching(r.out, ", as expected ") == (gpu_here ? 2 : 4) &&
                   count_matching(r.out, "NOT the expected") == 0 &&
                   count_matching(r.out, "cadre-perf: -G: ") >= 1 &&
-                  (gpu_here || (count_matching(r.out, "SKIP (no GPU: nvidia-smi lists none)") >= 2 * 18 &&
+                  (gpu_here || (count_matching(r.out, "SKIP (no GPU: nvidia-smi lists none)") >= 2 * 20 &&
                                 count_matching(r.out, "the GPU steps skip") == 1)) &&
                   count_matching(r.out, "none failed or hung") == 1,
               "device-run.sh --dry-run: exit %d%s\n--- stdout\n%s--- stderr\n%s", r.exit_code,
               r.timed_out ? " (timed out)" : "", r.out, r.err);
     run_free(&r);
     /* The files: the whole log, the summary (a line per step: 3 self-tests
-     * and 23 GPU steps), each run step's log. */
+     * and 25 GPU steps), each run step's log. */
     snprintf(cmd, sizeof cmd,
-             "cd '%s/out' && test -s device-run.log && test $(grep -c '^\\[[0-9][0-9]\\] ' summary.txt) = 26 && "
+             "cd '%s/out' && test -s device-run.log && test $(grep -c '^\\[[0-9][0-9]\\] ' summary.txt) = 28 && "
              "grep -q 'cadre-perf: -G: ' steps/03-selftest-perf-G.log && test -f steps/02-selftest-hang.log && "
              "grep -q 'Out of bounds values : 0 OK' steps/01-selftest-host-allreduce.log",
              tmpdir);
