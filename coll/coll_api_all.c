@@ -28,6 +28,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     size_t lo, hi, sbytes;
     CADRE_CHECK(check_layout(&c, "recvbuf", rbuf, "recvcounts", counts, "displs", displs, &lo,
                              &hi));
+    CADRE_CHECK(check_disjoint(&c, "recvbuf", "recvcounts", counts, "displs", displs));
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, hi - lo));
     int in_place = sbuf == CADRE_IN_PLACE;
     if (in_place) {
@@ -141,6 +142,7 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
     size_t rlo, rhi, slo, shi;
     CADRE_CHECK(check_layout(&c, "recvbuf", rbuf, "recvcounts", rcounts, "rdispls", rdispls, &rlo,
                              &rhi));
+    CADRE_CHECK(check_disjoint(&c, "recvbuf", "recvcounts", rcounts, "rdispls", rdispls));
     int in_place = sbuf == CADRE_IN_PLACE;
     if (!in_place) {
         CADRE_CHECK(check_layout(&c, "sendbuf", sbuf, "sendcounts", scounts, "sdispls", sdispls,
