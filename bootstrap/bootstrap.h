@@ -29,8 +29,6 @@ int cadre__bootstrap_put(const char *key, const void *data, size_t len);
 int cadre__bootstrap_commit(void);
 /* Collective over every rank of the job; collects the committed data. */
 int cadre__bootstrap_fence(void);
-/* A fence without data: every rank has reached this point. */
-int cadre__bootstrap_barrier(void);
 /* *data is malloc'ed; the caller frees it. CADRE_ERR_BOOTSTRAP when absent. */
 int cadre__bootstrap_get(int rank, const char *key, void **data, size_t *len);
 

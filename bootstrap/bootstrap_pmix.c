@@ -174,7 +174,7 @@ int cadre__bootstrap_commit(void)
 int cadre__bootstrap_fence(void)
 {
     if (using_rdv)
-        return cadre__rdv_fence(0);
+        return cadre__rdv_fence();
     if (!using_pmix)
         return CADRE_SUCCESS;
     pmix_proc_t all;
@@ -186,21 +186,6 @@ int cadre__bootstrap_fence(void)
     PMIX_INFO_DESTRUCT(&info);
     if (rc != PMIX_SUCCESS)
         return cadre__error(CADRE_ERR_BOOTSTRAP, "bootstrap: PMIx_Fence failed: %s",
-                            PMIx_Error_string(rc));
-    return CADRE_SUCCESS;
-}
-
-int cadre__bootstrap_barrier(void)
-{
-    if (using_rdv)
-        return cadre__rdv_fence(1);
-    if (!using_pmix)
-        return CADRE_SUCCESS;
-    pmix_proc_t all;
-    PMIX_LOAD_PROCID(&all, myproc.nspace, PMIX_RANK_WILDCARD);
-    pmix_status_t rc = PMIx_Fence(&all, 1, NULL, 0);
-    if (rc != PMIX_SUCCESS)
-        return cadre__error(CADRE_ERR_BOOTSTRAP, "bootstrap: PMIx_Fence (barrier) failed: %s",
                             PMIx_Error_string(rc));
     return CADRE_SUCCESS;
 }

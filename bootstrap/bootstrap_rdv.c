@@ -458,11 +458,9 @@ int cadre__rdv_entries(const uint8_t *buf, size_t len, int only, int size, int k
     return 0;
 }
 
-int cadre__rdv_fence(int barrier)
+int cadre__rdv_fence(void)
 {
     const struct rdv_env *e = &R.env;
-    uint32_t want = barrier ? RDV_BARRIER : RDV_FENCE;
-    const char *what = barrier ? "barrier" : "fence";
     if (!R.active || e->size == 1) {
         R.plen = 0;
         return CADRE_SUCCESS;
@@ -470,41 +468,38 @@ int cadre__rdv_fence(int barrier)
     void *all = NULL;
     size_t alen = 0;
     if (e->rank == 0) {
-        int rc = cadre__rdv_serve_fence(e, R.fds, want, barrier ? NULL : R.pend,
-                                        barrier ? 0 : R.plen, &all, &alen);
-        if (!barrier)
-            R.plen = 0;
+        int rc = cadre__rdv_serve_fence(e, R.fds, R.pend, R.plen, &all, &alen);
+        R.plen = 0;
         if (rc != CADRE_SUCCESS)
             return rc;
     }
     else {
         double t = cadre__rdv_now();
-        if (cadre__rdv_send(R.fd, want, R.pend, barrier ? 0 : R.plen, after(t, e->timeout)) != 0)
+        if (cadre__rdv_send(R.fd, RDV_FENCE, R.pend, R.plen, after(t, e->timeout)) != 0)
             return cadre__error(CADRE_ERR_BOOTSTRAP, "bootstrap: rank %d cannot reach rank 0 "
-                                "for a %s: %s", e->rank, what, strerror(errno));
-        if (!barrier)
-            R.plen = 0;
+                                "for a fence: %s", e->rank, strerror(errno));
+        R.plen = 0;
         uint32_t type;
         size_t max = (size_t)e->size * RDV_MAX_PUTS;
         if (max > (1u << 30))
             max = 1u << 30;
         if (cadre__rdv_recv(R.fd, &type, &all, &alen, max, after(t, e->timeout + RDV_GRACE)) != 0)
             return cadre__error(errno == ETIMEDOUT ? CADRE_ERR_TIMEOUT : CADRE_ERR_BOOTSTRAP,
-                                "bootstrap: rank %d %s rank 0 in a %s: %s", e->rank,
-                                errno == ETIMEDOUT ? "heard nothing from" : "lost", what,
+                                "bootstrap: rank %d %s rank 0 in a fence: %s", e->rank,
+                                errno == ETIMEDOUT ? "heard nothing from" : "lost",
                                 strerror(errno));
         if (type == RDV_ERROR) {
             int rc = cadre__error(CADRE_ERR_BOOTSTRAP, "%s", all ? (char *)all : "rank 0 failed");
             free(all);
             return rc;
         }
-        if (type != want) {
+        if (type != RDV_FENCE) {
             free(all);
-            return cadre__error(CADRE_ERR_BOOTSTRAP, "bootstrap: rank 0 answered a %s with "
-                                "message %u", what, type);
+            return cadre__error(CADRE_ERR_BOOTSTRAP, "bootstrap: rank 0 answered a fence with "
+                                "message %u", type);
         }
     }
-    int rc = barrier ? 0 : cadre__rdv_entries(all, alen, -1, e->size, 1);
+    int rc = cadre__rdv_entries(all, alen, -1, e->size, 1);
     free(all);
     if (rc == -1)
         return cadre__error(CADRE_ERR_BOOTSTRAP, "bootstrap: rank 0's answer to a fence is "

@@ -36,7 +36,6 @@ enum rdv_type {
     RDV_WELCOME,     /* rank 0 -> rank: every rank joined; payload: 4 x u32 */
     RDV_ERROR,       /* rank 0 -> rank: the start or a fence failed (text) */
     RDV_FENCE,       /* rank -> rank 0: its puts; rank 0 -> rank: everyone's */
-    RDV_BARRIER,     /* the same without data */
 };
 
 /* Largest payload a rank may send in one fence, and rank 0 in its answer
@@ -76,7 +75,7 @@ int cadre__rdv_wanted(void);
 int cadre__rdv_init(struct cadre_bootstrap_info *info);
 int cadre__rdv_finalize(void);
 int cadre__rdv_put(const char *key, const void *data, size_t len);
-int cadre__rdv_fence(int barrier);
+int cadre__rdv_fence(void);
 int cadre__rdv_get(int rank, const char *key, void **data, size_t *len);
 
 /* ---- bootstrap_rdv_wire.c: keyed hash and socket helpers ---- */
@@ -107,11 +106,11 @@ int cadre__rdv_recv(int fd, uint32_t *type, void **payload, size_t *len, size_t 
  * numbering. On success fds[r] is rank r's connection (fds[0] = -1) and
  * *info's local fields are filled for rank 0. */
 int cadre__rdv_serve(const struct rdv_env *env, int *fds, struct cadre_bootstrap_info *info);
-/* Rank 0's part of a fence (type RDV_FENCE) or barrier (RDV_BARRIER): waits
- * for every rank's message, answers each with everyone's entries (*all,
- * malloc'ed, rank 0's own first), or names the ranks missing or gone. */
-int cadre__rdv_serve_fence(const struct rdv_env *env, int *fds, uint32_t type, const void *mine,
-                           size_t mylen, void **all, size_t *alen);
+/* Rank 0's part of a fence (RDV_FENCE): waits for every rank's message,
+ * answers each with everyone's entries (*all, malloc'ed, rank 0's own
+ * first), or names the ranks missing or gone. */
+int cadre__rdv_serve_fence(const struct rdv_env *env, int *fds, const void *mine, size_t mylen,
+                           void **all, size_t *alen);
 /* Checks that buf holds whole put entries, all of rank `only` (-1: any rank
  * below size), and with keep stores those of other ranks than this one: 0,
  * -1 malformed, -2 no memory. */

@@ -403,9 +403,8 @@ struct fin {
 
 /* Reads what rank r sent for the fence: CADRE_SUCCESS (f->done once whole),
  * else an error already set. */
-static int step_fence(struct fin *f, int fd, int r, uint32_t type, int size)
+static int step_fence(struct fin *f, int fd, int r, int size)
 {
-    const char *what = type == RDV_BARRIER ? "barrier" : "fence";
     int in_hdr = f->hh < sizeof f->hdr;
     ssize_t n = in_hdr ? recv(fd, (char *)f->hdr + f->hh, sizeof f->hdr - f->hh, MSG_DONTWAIT)
                        : recv(fd, f->buf + f->have, f->len - f->have, MSG_DONTWAIT);
@@ -413,16 +412,16 @@ static int step_fence(struct fin *f, int fd, int r, uint32_t type, int size)
         return CADRE_SUCCESS;
     if (n <= 0)
         return cadre__error(CADRE_ERR_PEER, "bootstrap: rank %d left (its connection to rank 0 "
-                            "%s) before the %s", r, n == 0 ? "closed" : strerror(errno), what);
+                            "%s) before the fence", r, n == 0 ? "closed" : strerror(errno));
     if (in_hdr) {
         f->hh += (size_t)n;
         if (f->hh < sizeof f->hdr)
             return CADRE_SUCCESS;
         f->len = ntohl(f->hdr[1]);
-        if (ntohl(f->hdr[0]) != type || f->len > (type == RDV_BARRIER ? 0 : RDV_MAX_PUTS))
+        if (ntohl(f->hdr[0]) != RDV_FENCE || f->len > RDV_MAX_PUTS)
             return cadre__error(CADRE_ERR_BOOTSTRAP, "bootstrap: rank %d sent message %u of %zu "
-                                "bytes in a %s (do the ranks make the same calls?)", r,
-                                ntohl(f->hdr[0]), f->len, what);
+                                "bytes in a fence (do the ranks make the same calls?)", r,
+                                ntohl(f->hdr[0]), f->len);
         f->buf = malloc(f->len ? f->len : 1);
         if (!f->buf)
             return cadre__error(CADRE_ERR_NOMEM, "bootstrap: no memory");
@@ -431,18 +430,18 @@ static int step_fence(struct fin *f, int fd, int r, uint32_t type, int size)
         f->have += (size_t)n;
     if (f->have == f->len) {
         if (cadre__rdv_entries(f->buf, f->len, r, size, 0) != 0)
-            return cadre__error(CADRE_ERR_BOOTSTRAP, "bootstrap: rank %d's %s data is malformed",
-                                r, what);
+            return cadre__error(CADRE_ERR_BOOTSTRAP, "bootstrap: rank %d's fence data is malformed",
+                                r);
         f->done = 1;
     }
     return CADRE_SUCCESS;
 }
 
-int cadre__rdv_serve_fence(const struct rdv_env *e, int *fds, uint32_t type, const void *mine,
-                           size_t mylen, void **all, size_t *alen)
+int cadre__rdv_serve_fence(const struct rdv_env *e, int *fds, const void *mine, size_t mylen,
+                           void **all, size_t *alen)
 {
     int n = e->size, done = 1, rc = CADRE_SUCCESS, k;
-    const char *what = type == RDV_BARRIER ? "barrier" : "fence";
+    const char *what = "fence";
     struct fin *f = calloc((size_t)n, sizeof *f);
     struct pollfd *pfd = calloc((size_t)n, sizeof *pfd);
     int *rank_of = calloc((size_t)n, sizeof *rank_of), *have = calloc((size_t)n, sizeof *have);
@@ -485,7 +484,7 @@ int cadre__rdv_serve_fence(const struct rdv_env *e, int *fds, uint32_t type, con
             int r = rank_of[i];
             if (!pfd[i].revents)
                 continue;
-            rc = step_fence(&f[r], fds[r], r, type, n);
+            rc = step_fence(&f[r], fds[r], r, n);
             if (rc != CADRE_SUCCESS)
                 goto fail;
             done += f[r].done;
@@ -510,7 +509,7 @@ int cadre__rdv_serve_fence(const struct rdv_env *e, int *fds, uint32_t type, con
     }
     double d = after(cadre__rdv_now(), e->timeout);
     for (int r = 1; r < n; r++)
-        if (cadre__rdv_send(fds[r], type, out, total, d) != 0) {
+        if (cadre__rdv_send(fds[r], RDV_FENCE, out, total, d) != 0) {
             rc = cadre__error(CADRE_ERR_PEER, "bootstrap: rank %d left (%s) during the %s", r,
                               strerror(errno), what);
             goto fail;

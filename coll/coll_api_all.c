@@ -28,6 +28,7 @@ static int allgatherv_impl(const char *fn, const void *sbuf, size_t sendcount, v
     size_t lo, hi, sbytes;
     CADRE_CHECK(check_layout(&c, "recvbuf", rbuf, "recvcounts", counts, "displs", displs, &lo,
                              &hi));
+    CADRE_CHECK(check_disjoint(&c, "recvbuf", "recvcounts", counts, "displs", displs));
     CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, hi - lo));
     int in_place = sbuf == CADRE_IN_PLACE;
     if (in_place) {
@@ -132,7 +133,8 @@ int cadre__allgather_as(const char *fn, const void *sendbuf, void *recvbuf, size
 static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scounts,
                           const size_t *sdispls, void *rbuf, const size_t *rcounts,
                           const size_t *rdispls, cadre_datatype_t dt, cadre_comm_t comm,
-                          cadre_request_t *req, int nb, const struct coll_choice *ch)
+                          cadre_request_t *req, int nb, const struct coll_choice *ch,
+                          const size_t *equal_count)
 {
     REQ_CHECK(fn, req);
     struct call c;
@@ -140,6 +142,7 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
     size_t rlo, rhi, slo, shi;
     CADRE_CHECK(check_layout(&c, "recvbuf", rbuf, "recvcounts", rcounts, "rdispls", rdispls, &rlo,
                              &rhi));
+    CADRE_CHECK(check_disjoint(&c, "recvbuf", "recvcounts", rcounts, "rdispls", rdispls));
     int in_place = sbuf == CADRE_IN_PLACE;
     if (!in_place) {
         CADRE_CHECK(check_layout(&c, "sendbuf", sbuf, "sendcounts", scounts, "sdispls", sdispls,
@@ -172,7 +175,14 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
         cadre__coll_choose(&c, &in, &mine);
         ch = &mine;
     }
-    uint64_t sig = cadre__sig(SIG_ALLTOALLV, dt, SIG_NO_OP, algo_code(&in, ch), SIG_NO_ROOT, 0);
+    /* alltoall's schedule is alltoallv's, but signed as alltoall with its
+     * count: signed as alltoallv (no count), ranks whose counts differed
+     * found it only as a short or long message at the receivers, which did
+     * not tell the others, and alltoall against alltoallv passed. */
+    uint64_t sig = equal_count ? cadre__sig(SIG_ALLTOALL, dt, SIG_NO_OP, algo_code(&in, ch),
+                                            SIG_NO_ROOT, *equal_count)
+                               : cadre__sig(SIG_ALLTOALLV, dt, SIG_NO_OP, algo_code(&in, ch),
+                                            SIG_NO_ROOT, 0);
     /* The v rule (no size: the ranks do not know each other's counts);
      * each rank's size decides how its blocks move (coll_fast_v.c). */
     if (ch->algo == COLL_ALGO_SLOTS)
@@ -205,14 +215,14 @@ int cadre_alltoallv(const void *sendbuf, const size_t sendcounts[], const size_t
                     cadre_datatype_t dt, cadre_comm_t comm)
 {
     return alltoallv_impl("cadre_alltoallv", sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
-                          rdispls, dt, comm, NULL, 0, NULL);
+                          rdispls, dt, comm, NULL, 0, NULL, NULL);
 }
 int cadre_ialltoallv(const void *sendbuf, const size_t sendcounts[], const size_t sdispls[],
                      void *recvbuf, const size_t recvcounts[], const size_t rdispls[],
                      cadre_datatype_t dt, cadre_comm_t comm, cadre_request_t *req)
 {
     return alltoallv_impl("cadre_ialltoallv", sendbuf, sendcounts, sdispls, recvbuf, recvcounts,
-                          rdispls, dt, comm, req, 1, NULL);
+                          rdispls, dt, comm, req, 1, NULL, NULL);
 }
 
 static int alltoall_impl(const char *fn, const void *sbuf, void *rbuf, size_t count,
@@ -248,7 +258,7 @@ static int alltoall_impl(const char *fn, const void *sbuf, void *rbuf, size_t co
     size_t *counts, *displs;
     CADRE_CHECK(equal_vectors(&c, count, &counts, &displs));
     int rc = alltoallv_impl(fn, sbuf, counts, displs, rbuf, counts, displs, dt, comm, req, nb,
-                            &ch);
+                            &ch, &count);
     free(counts);
     free(displs);
     return rc;

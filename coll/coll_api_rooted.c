@@ -92,6 +92,7 @@ static int gatherv_impl(const char *fn, const void *sbuf, size_t sendcount, void
     if (c.me == root) {
         CADRE_CHECK(check_layout(&c, "recvbuf", rbuf, "recvcounts", counts, "displs", displs, &lo,
                                  &hi));
+        CADRE_CHECK(check_disjoint(&c, "recvbuf", "recvcounts", counts, "displs", displs));
         CADRE_CHECK(check_buf(&c, "recvbuf", rbuf, hi - lo));
         if (in_place) {
             sbuf = (char *)rbuf + displs[c.me] * c.es;

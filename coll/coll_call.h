@@ -132,6 +132,61 @@ static inline int check_layout(const struct call *c, const char *name, const voi
     return CADRE_SUCCESS;
 }
 
+/* The nonempty receive blocks of a v-collective (counts, displs in
+ * elements) share no element: where two overlap, the peers' data would land
+ * on each other and one rank's block come out wrong, with success (MPI calls
+ * such a call erroneous). Blocks in increasing order (the usual layout, and
+ * every equal-count call) cost one pass; others are sorted. */
+struct vblock {
+    size_t d, n;
+    int i;
+};
+static inline int vblock_cmp(const void *a, const void *b)
+{
+    const struct vblock *x = a, *y = b;
+    return x->d < y->d ? -1 : x->d > y->d ? 1 : x->i - y->i;
+}
+static inline int check_disjoint(const struct call *c, const char *name, const char *counts_name,
+                                 const size_t *counts, const char *displs_name,
+                                 const size_t *displs)
+{
+    size_t end = 0;
+    int prev = -1, sorted = 1;
+    for (int i = 0; i < c->n && sorted; i++) {
+        if (!counts[i])
+            continue;
+        if (prev >= 0 && displs[i] < end)
+            sorted = 0;
+        else
+            end = displs[i] + counts[i], prev = i;
+    }
+    if (sorted)
+        return CADRE_SUCCESS;
+    struct vblock *b = malloc((size_t)c->n * sizeof *b);
+    if (!b)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", c->fn);
+    int m = 0;
+    for (int i = 0; i < c->n; i++)
+        if (counts[i])
+            b[m++] = (struct vblock){displs[i], counts[i], i};
+    qsort(b, (size_t)m, sizeof *b, vblock_cmp);
+    for (int k = 1; k < m; k++) {
+        if (b[k].d < b[k - 1].d + b[k - 1].n) {
+            const struct vblock x = b[k - 1], y = b[k];
+            free(b);
+            int lo = x.i < y.i ? 0 : 1;
+            const struct vblock *f = lo ? &y : &x, *g = lo ? &x : &y;
+            return cadre__error(CADRE_ERR_ARG,
+                                "%s: the blocks of %s overlap: %s[%d] %zu + %s[%d] %zu and "
+                                "%s[%d] %zu + %s[%d] %zu share elements",
+                                c->fn, name, displs_name, f->i, f->d, counts_name, f->i, f->n,
+                                displs_name, g->i, g->d, counts_name, g->i, g->n);
+        }
+    }
+    free(b);
+    return CADRE_SUCCESS;
+}
+
 /* gatherv_impl and scatterv_impl also serve the equal-count calls: the
  * signature tells them apart by the public name ("cadre_igatherv"). */
 static inline int vector_variant(const char *fn)

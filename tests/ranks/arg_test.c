@@ -8,7 +8,7 @@
  * sending anything; then a correct call must work, checked element by
  * element.
  *
- * ARG_TESTS picks sections by name: messages, sendrecv, in_place, collectives, huge. */
+ * ARG_TESTS picks sections by name: messages, sendrecv, in_place, collectives, vlayout, huge. */
 #include "rank_util.h"
 
 #define W CADRE_COMM_WORLD
@@ -511,6 +511,83 @@ static void test_huge(void)
     still_works("huge counts");
 }
 
+/* ---- v-layouts ---------------------------------------------------------------------- */
+/* CADRE_ERR_ARG naming the layout's arrays and the overlap, nothing written. */
+#define BLOCKS_OVERLAP(call, fn, cname, dname)                                              \
+    do {                                                                                    \
+        int rc_ = (call);                                                                   \
+        const char *m_ = cadre_last_error();                                                \
+        EXPECT(rc_ == CADRE_ERR_ARG, "%s (nb %d): %s, expected CADRE_ERR_ARG", #call, nb,  \
+               cadre_error_string(rc_));                                                    \
+        EXPECT(strstr(m_, fn) && strstr(m_, "blocks of recvbuf overlap") &&                \
+                   strstr(m_, cname "[") && strstr(m_, dname "["),                          \
+               "%s: message \"%s\" does not name the blocks", #call, m_);                   \
+    } while (0)
+
+/* Receive blocks that share elements are refused (the peers' data would land
+ * on each other: one block came out wrong, with success), in increasing
+ * order and not; disjoint blocks in decreasing order still work, and send
+ * blocks may overlap (they are only read). */
+static void test_vlayout_nb(int nb, size_t c)
+{
+    cadre_request_t req;
+    size_t un = (size_t)np, all = un * c;
+    int32_t *s = malloc((all + 1) * sizeof *s), *r = malloc((all + 1) * sizeof *r);
+    size_t *cnt = malloc(un * sizeof *cnt), *up = malloc(un * sizeof *up);
+    size_t *down = malloc(un * sizeof *down), *over = malloc(un * sizeof *over);
+    size_t *back = malloc(un * sizeof *back), *zero = malloc(un * sizeof *zero);
+    for (int q = 0; q < np; q++) {
+        cnt[q] = c;
+        up[q] = (size_t)q * c;
+        down[q] = (size_t)(np - 1 - q) * c;
+        over[q] = q ? (size_t)q * c - 1 : 0; /* each block's first element is the last of the one before */
+        back[q] = q == np - 1 ? 1 : down[q]; /* decreasing, and the last block one into the next */
+        zero[q] = 0;
+    }
+    const size_t *bad[2] = {over, back};
+    for (int k = 0; k < 2; k++) {
+        fill(r, all + 1, me, 90);
+        BLOCKS_OVERLAP(COLL(cadre_allgatherv(s, c, r, cnt, bad[k], CADRE_INT32, W),
+                            cadre_iallgatherv(s, c, r, cnt, bad[k], CADRE_INT32, W, &req)),
+                       "allgatherv", "recvcounts", "displs");
+        BLOCKS_OVERLAP(COLL(cadre_alltoallv(s, cnt, up, r, cnt, bad[k], CADRE_INT32, W),
+                            cadre_ialltoallv(s, cnt, up, r, cnt, bad[k], CADRE_INT32, W, &req)),
+                       "alltoallv", "recvcounts", "rdispls");
+        if (me == np - 1)
+            BLOCKS_OVERLAP(COLL(cadre_gatherv(s, c, r, cnt, bad[k], CADRE_INT32, np - 1, W),
+                                cadre_igatherv(s, c, r, cnt, bad[k], CADRE_INT32, np - 1, W, &req)),
+                           "gatherv", "recvcounts", "displs");
+        EXPECT(bad_at(r, all + 1, me, 90, 0) == all + 1, "a refused v-call wrote (layout %d)", k);
+    }
+    still_works("overlapping receive blocks");
+    /* Decreasing disjoint blocks. */
+    fill(s, c, me, 91);
+    OK(COLL(cadre_allgatherv(s, c, r, cnt, down, CADRE_INT32, W),
+            cadre_iallgatherv(s, c, r, cnt, down, CADRE_INT32, W, &req)));
+    for (int q = 0; q < np; q++)
+        EXPECT(bad_at(r + down[q], c, q, 91, 0) == c, "allgatherv, decreasing blocks, block %d", q);
+    /* Every rank sends all its peers the same block (send blocks overlap). */
+    OK(COLL(cadre_alltoallv(s, cnt, zero, r, cnt, down, CADRE_INT32, W),
+            cadre_ialltoallv(s, cnt, zero, r, cnt, down, CADRE_INT32, W, &req)));
+    for (int q = 0; q < np; q++)
+        EXPECT(bad_at(r + down[q], c, q, 91, 0) == c, "alltoallv, one send block, block %d", q);
+    fill(s, c, me, 92);
+    OK(COLL(cadre_scatterv(s, cnt, zero, r, c, CADRE_INT32, 0, W),
+            cadre_iscatterv(s, cnt, zero, r, c, CADRE_INT32, 0, W, &req)));
+    EXPECT(bad_at(r, c, 0, 92, 0) == c, "scatterv of one overlapping block");
+    free(s), free(r), free(cnt), free(up), free(down), free(over), free(back), free(zero);
+}
+
+static void test_vlayout(void)
+{
+    if (np < 2)
+        return;
+    size_t counts[] = {5, 131075};
+    for (int nb = 0; nb < 2; nb++)
+        for (int k = 0; k < 2; k++)
+            test_vlayout_nb(nb, counts[k]);
+}
+
 int main(int argc, char **argv)
 {
     if (cadre_init(&argc, &argv) != CADRE_SUCCESS) {
@@ -529,6 +606,7 @@ int main(int argc, char **argv)
                  {"sendrecv", test_sendrecv},
                  {"in_place", test_in_place},
                  {"collectives", test_collectives},
+                 {"vlayout", test_vlayout},
                  {"huge", test_huge}};
     const char *only = getenv("ARG_TESTS");
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {

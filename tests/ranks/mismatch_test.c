@@ -422,6 +422,85 @@ static void root_learns(size_t n)
     OK(cadre_comm_free(&c));
 }
 
+/* A count of 0 at one rank where the others pass n (zero_last), or n at
+ * one rank where the others pass 0, in every nonblocking collective that
+ * takes a count (scheduled path): every rank fails with CADRE_ERR_MISMATCH
+ * naming both counts, from the call or (a rank whose part only sends) the
+ * barrier after it, never CADRE_ERR_TIMEOUT. */
+static int zero_call(int k, cadre_comm_t c, size_t cnt, int32_t *x, int32_t *y, size_t *vc,
+                     size_t *vd, cadre_request_t *r)
+{
+    switch (k) {
+    case 0: return cadre_iallreduce(x, y, cnt, CADRE_INT32, CADRE_SUM, c, r);
+    case 1: return cadre_ibcast(x, cnt, CADRE_INT32, 0, c, r);
+    case 2: return cadre_ireduce(x, y, cnt, CADRE_INT32, CADRE_SUM, 0, c, r);
+    case 3: return cadre_iallgather(x, y, cnt, CADRE_INT32, c, r);
+    case 4: return cadre_igather(x, y, cnt, CADRE_INT32, 0, c, r);
+    case 5: return cadre_iscatter(x, y, cnt, CADRE_INT32, 0, c, r);
+    case 6: return cadre_ialltoall(x, y, cnt, CADRE_INT32, c, r);
+    case 7: return cadre_ireduce_scatter(x, y, cnt, CADRE_INT32, CADRE_SUM, c, r);
+    case 8: return cadre_iscan(x, y, cnt, CADRE_INT32, CADRE_SUM, c, r);
+    case 9: return cadre_iexscan(x, y, cnt, CADRE_INT32, CADRE_SUM, c, r);
+    default:
+        for (int i = 0; i < np; i++)
+            vc[i] = cnt, vd[i] = cnt * (size_t)i;
+        return cadre_iallgatherv(x, cnt, y, vc, vd, CADRE_INT32, c, r);
+    }
+}
+
+static void zero_counts(size_t n, int zero_last)
+{
+    static const char *const names[] = {"allreduce", "bcast",     "reduce",         "allgather",
+                                        "gather",    "scatter",   "alltoall",       "reduce_scatter",
+                                        "scan",      "exscan",    "allgatherv"};
+    size_t un = (size_t)np, *vc = malloc(un * sizeof *vc), *vd = malloc(un * sizeof *vd);
+    int32_t *x = calloc(n * un, sizeof *x), *y = calloc(n * un, sizeof *y);
+    for (int k = 0; k < 11; k++) {
+        cadre_comm_t c;
+        OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+        size_t cnt = (me == np - 1) == zero_last ? 0 : n;
+        cadre_request_t r;
+        int rc = zero_call(k, c, cnt, x, y, vc, vd, &r);
+        if (rc == CADRE_SUCCESS)
+            rc = cadre_wait(&r, CADRE_STATUS_IGNORE);
+        char name[96], a[48], b[48];
+        snprintf(name, sizeof name, "i%s, count %zu at rank %d, %zu at the others", names[k],
+                 zero_last ? 0 : n, np - 1, zero_last ? n : (size_t)0);
+        snprintf(a, sizeof a, "%s(count=0", names[k]);
+        snprintf(b, sizeof b, "%s(count=%zu", names[k], n);
+        if (k == 10)
+            expect_mismatch(c, rc, name, "allgatherv(recvcounts #", NULL);
+        else
+            expect_mismatch(c, rc, name, a, b);
+        OK(cadre_comm_free(&c));
+    }
+    free(x), free(y), free(vc), free(vd);
+}
+
+/* ialltoall at rank 0, ialltoallv with the same counts at the others: two
+ * calls (as gather against gatherv), though the data would fit; the
+ * scheduled alltoall was signed as an alltoallv and passed. */
+static void alltoall_vs_alltoallv(size_t n)
+{
+    cadre_comm_t c;
+    OK(cadre_comm_dup(CADRE_COMM_WORLD, &c));
+    size_t un = (size_t)np, *cnt = malloc(un * sizeof *cnt), *dis = malloc(un * sizeof *dis);
+    for (int i = 0; i < np; i++)
+        cnt[i] = n, dis[i] = n * (size_t)i;
+    int32_t *x = calloc(n * un, sizeof *x), *y = calloc(n * un, sizeof *y);
+    cadre_request_t r;
+    int rc = me == 0 ? cadre_ialltoall(x, y, n, CADRE_INT32, c, &r)
+                     : cadre_ialltoallv(x, cnt, dis, y, cnt, dis, CADRE_INT32, c, &r);
+    if (rc == CADRE_SUCCESS)
+        rc = cadre_wait(&r, CADRE_STATUS_IGNORE);
+    char a[48], name[64];
+    snprintf(a, sizeof a, "alltoall(count=%zu", n);
+    snprintf(name, sizeof name, "ialltoall against ialltoallv (n=%zu)", n);
+    expect_mismatch(c, rc, name, a, "alltoallv(");
+    free(x), free(y), free(cnt), free(dis);
+    OK(cadre_comm_free(&c));
+}
+
 int main(void)
 {
     fake_hosts_setenv(); /* FAKE_HOSTS: ranks on several hosts of this machine */
@@ -473,6 +552,14 @@ int main(void)
                 root_differs(kinds[k], 8);
                 root_differs(kinds[k], 100000);
             }
+        }
+        if (want("zeros")) {
+            zero_counts(4, 1);
+            zero_counts(4, 0);
+            zero_counts(100000, 1);
+            zero_counts(100000, 0);
+            alltoall_vs_alltoallv(4);
+            alltoall_vs_alltoallv(100000);
         }
         if (want("learns")) {
             root_learns(8);
