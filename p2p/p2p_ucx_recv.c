@@ -2,8 +2,9 @@
  * active-message handler only records what came (it runs inside UCX's
  * progress, where cadre's engine is not to be entered); delivery follows,
  * in each pair's order (tseq), a rendezvous landing straight in the
- * buffer of the receive it is for (cadre__p2p_data_dest). May call: this
- * folder, runtime/. */
+ * buffer of the receive it is for (cadre__p2p_data_dest); an RTS that
+ * came with its data hands it to p2p_ucx_pull.c, which holds it until a
+ * receive takes the message. May call: this folder, runtime/. */
 #include "config.h"
 
 #include <stdio.h>
