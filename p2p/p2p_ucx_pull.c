@@ -218,6 +218,9 @@ int cadre__ucx_pulls(void)
                 struct cadre_p2p_hdr d = {.type = CADRE_P2P_DATA, .sreq = pl->sreq,
                                           .rreq = pl->rreq, .len = pl->xfer};
                 cadre__p2p_incoming(w, &d, pl->buf);
+                /* What the engine did then (a CTS of no room, a peer
+                 * failed) may have freed any other pull: from the top. */
+                next = p->pulls;
             }
             pull_free(pl);
         }
