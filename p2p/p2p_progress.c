@@ -24,8 +24,6 @@
 
 /* ---- output --------------------------------------------------------------- */
 
-/* Hands one queued entry to the transport. Returns SENT when the entry is
- * finished, BUSY when the transport is full, or an error status. */
 /* An RTS the transport took with its data (CADRE_P2P_LATER, p2p.h): its
  * send is read until cadre__p2p_sent. */
 static int rts_later(const struct cadre_p2p_hdr *h)
@@ -36,6 +34,8 @@ static int rts_later(const struct cadre_p2p_hdr *h)
     return CADRE_P2P_SENT;
 }
 
+/* Hands one queued entry to the transport. Returns SENT when the entry is
+ * finished, BUSY when the transport is full, or an error status. */
 static int send_entry(int w, struct cadre_peer *p, struct outq_entry *q)
 {
     if (q->hdr.type != CADRE_P2P_DATA) {
