@@ -23,7 +23,8 @@ enum cadre_p2p_type {
     CADRE_P2P_RTS = 2,   /* matched; announces len bytes held by sender request sreq */
     CADRE_P2P_CTS = 3,   /* receiver rreq will take `len` bytes of sender sreq      */
     CADRE_P2P_DATA = 4,  /* len payload bytes for receiver rreq at byte offset `off` */
-    CADRE_P2P_NACK = 5,  /* sender sreq abandoned the message (timed out): rreq fails */
+    CADRE_P2P_NACK = 5,  /* sender sreq abandoned the message (timed out): rreq fails;
+                            rreq 0: an RTS of ctx no receive took yet is withdrawn */
     CADRE_P2P_BYE = 6,   /* the peer finalized; its connections closing is not a failure */
     CADRE_P2P_STATE_Q = 7, /* what are you doing? (a timed-out operation's diagnosis) */
     CADRE_P2P_STATE_R = 8, /* the answer: the sender's operation state (p2p_diag.c) */
@@ -41,6 +42,10 @@ enum cadre_p2p_type {
  * with process_vm_writev (p2p/p2p_cma.c). */
 #define CADRE_P2P_CMA 0x4
 #define CADRE_P2P_SPLIT 0x8
+/* CTS: the receiver's transport pulls the data that came with the RTS (the
+ * sender's transport returned CADRE_P2P_LATER for the RTS); the sender sends
+ * no DATA, the CTS only says that a receive took the message. */
+#define CADRE_P2P_PULL 0x10
 /* STATE_Q: the asker's own state follows, as in STATE_R (p2p_diag.c); it
  * asks at its CADRE_TIMEOUT (not for a stuck warning). */
 #define CADRE_P2P_Q_STATE 0x40
@@ -112,14 +117,21 @@ static inline int cadre__p2p_has_payload(unsigned type)
 /* Return values of send(). */
 #define CADRE_P2P_SENT 0   /* taken whole: the payload may be reused now */
 #define CADRE_P2P_BUSY (-1) /* nothing taken; retry after progress        */
-/* DATA only: taken whole, but the transport still reads the payload (the
+/* DATA: taken whole, but the transport still reads the payload (the
  * sender's buffer, a zero-copy rendezvous in flight) until it calls
  * cadre__p2p_sent(peer, h->sreq, status) for this message, under the lock.
  * The engine counts such messages in the send request (`later`) and
  * completes the send only when every one is reported: the user's buffer is
  * never handed back while a transport reads it. A transport that returns
  * it must report each message exactly once, also when the peer fails
- * (peer_gone). */
+ * (peer_gone).
+ * RTS: the engine passes the sender's buffer as the payload (h->len bytes);
+ * a transport that returns LATER carries the data with the RTS, and the
+ * peer's transport pulls it into the receive once its CTS is posted there
+ * (it sends that CTS flagged CADRE_P2P_PULL, and passes the engine the
+ * DATA when the pull is done): one handshake, the transport's own. The
+ * send then completes when cadre__p2p_sent reports it (the data taken, or
+ * dropped after the sender withdrew it: NACK with rreq 0). */
 #define CADRE_P2P_LATER 1
 
 struct cadre_p2p_transport {

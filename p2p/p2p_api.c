@@ -594,6 +594,13 @@ void cadre__p2p_abandon(struct cadre_request *r)
     cadre__req_handle_end(r);
     /* Not while its sender may still write into the buffer (p2p_cma.c). */
     cadre__p2p_cma_settle(r);
+    /* A send whose data its transport carried with the RTS, which no
+     * receive took yet: withdrawn (NACK, rreq 0), so that the receiver's
+     * transport drops it and this one stops reading the buffer (p2p.h). */
+    if (r->kind == REQ_SEND && r->state == RS_WAIT_CTS && r->later) {
+        struct cadre_p2p_hdr n = {.type = CADRE_P2P_NACK, .ctx = r->ctx, .sreq = r->id};
+        cadre__p2p_post(r->peer_world, &n, NULL, NULL);
+    }
     /* Nor while a transport reads its buffer (CADRE_P2P_LATER). */
     cadre__p2p_later_settle(r);
     if (atomic_load(&r->done)) {

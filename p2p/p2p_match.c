@@ -237,7 +237,8 @@ int cadre__p2p_start_send(struct cadre_request *r)
         h.rreq = (uint64_t)(uintptr_t)r->buf;
         r->cma = 1;
     }
-    int rc = cadre__p2p_post(w, &h, NULL, NULL);
+    /* The buffer, for a transport that carries the data with the RTS (p2p.h). */
+    int rc = cadre__p2p_post(w, &h, r->buf, NULL);
     if (rc != CADRE_SUCCESS)
         return cadre__error(rc, "%s: %s", r->op, cadre_last_error());
     return CADRE_SUCCESS;
@@ -312,6 +313,19 @@ static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
         return;
     }
     struct cadre_request *s = cadre__req_lookup(h->sreq);
+    if (h->flags & CADRE_P2P_PULL) {
+        /* The receiver's transport pulls the data that went with the RTS:
+         * matched, the data moving; done when the transport says
+         * (cadre__p2p_sent), which may have come first. */
+        if (s && s->kind == REQ_SEND && s->state == RS_WAIT_CTS && s->peer_world == peer &&
+            h->len <= s->bytes) {
+            s->remote = h->rreq;
+            s->xfer = s->moved = h->len;
+            s->state = RS_STREAM;
+            s->last_activity = cadre__now();
+        }
+        return;
+    }
     if (!s || s->kind != REQ_SEND || s->state != RS_WAIT_CTS || s->peer_world != peer ||
         h->len > s->bytes) {
         CADRE_WARN(P2P, "ignoring a CTS from rank %d for unknown send %llx", peer,
@@ -483,6 +497,10 @@ void cadre__p2p_incoming_wire(int peer, const struct cadre_p2p_hdr *h, const voi
     case CADRE_P2P_CTS: incoming_cts(peer, h); break;
     case CADRE_P2P_DATA: incoming_data(peer, h, payload); break;
     case CADRE_P2P_NACK: {
+        if (!h->rreq) {
+            cadre__p2p_unexp_withdraw(peer, h);
+            break;
+        }
         struct cadre_request *r = cadre__req_lookup(h->rreq);
         if (r && r->kind == REQ_RECV && r->peer_world == peer)
             cadre__req_complete(r, CADRE_ERR_TIMEOUT,

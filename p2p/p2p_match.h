@@ -80,5 +80,8 @@ void cadre__p2p_cma_fin(int peer, const struct cadre_p2p_hdr *h);
 void cadre__p2p_cma_done(int peer, const struct cadre_p2p_hdr *h);
 /* Completes a receive whose data is in place (truncation is an error). */
 void cadre__p2p_complete_recv(struct cadre_request *r);
+/* NACK with rreq 0 (p2p.h): the unexpected RTS h->sreq of peer on h->ctx,
+ * whose sender withdrew it, is dropped (p2p_match_ctx.c). */
+void cadre__p2p_unexp_withdraw(int peer, const struct cadre_p2p_hdr *h);
 
 #endif

@@ -140,3 +140,25 @@ void cadre__p2p_match_cleanup(void)
     cadre__p2p_ctxs = NULL;
     cadre__p2p_nctx_cap = cadre__p2p_nctx_used = cadre__p2p_ctx_last = 0;
 }
+
+/* NACK with rreq 0: the sender gave up on its message h->sreq, whose data
+ * its transport carried with the RTS, before any receive here took it
+ * (p2p.h): it is no longer there to take. */
+void cadre__p2p_unexp_withdraw(int peer, const struct cadre_p2p_hdr *h)
+{
+    struct match_ctx *m = ctx_find(h->ctx, 0);
+    for (struct unexp *u = m ? m->unexp : NULL, *prev = NULL; u; prev = u, u = u->next) {
+        if (u->peer != peer || u->h.type != CADRE_P2P_RTS || u->h.sreq != h->sreq)
+            continue;
+        if (prev)
+            prev->next = u->next;
+        else
+            m->unexp = u->next;
+        if (m->unexp_tail == u)
+            m->unexp_tail = prev;
+        free(u->data);
+        free(u);
+        __atomic_store_n(&cadre__p2p_unexp_gen, cadre__p2p_unexp_gen + 1, __ATOMIC_RELEASE);
+        return;
+    }
+}

@@ -24,6 +24,16 @@
 
 /* ---- output --------------------------------------------------------------- */
 
+/* An RTS the transport took with its data (CADRE_P2P_LATER, p2p.h): its
+ * send is read until cadre__p2p_sent. */
+static int rts_later(const struct cadre_p2p_hdr *h)
+{
+    struct cadre_request *s = cadre__req_lookup(h->sreq);
+    if (s && s->kind == REQ_SEND)
+        s->later++;
+    return CADRE_P2P_SENT;
+}
+
 /* Hands one queued entry to the transport. Returns SENT when the entry is
  * finished, BUSY when the transport is full, or an error status. */
 static int send_entry(int w, struct cadre_peer *p, struct outq_entry *q)
@@ -31,6 +41,8 @@ static int send_entry(int w, struct cadre_peer *p, struct outq_entry *q)
     if (q->hdr.type != CADRE_P2P_DATA) {
         q->hdr.seq = p->send_seq + 1;
         int rc = p->tp->send(w, &q->hdr, q->payload);
+        if (rc == CADRE_P2P_LATER && q->hdr.type == CADRE_P2P_RTS)
+            rc = rts_later(&q->hdr);
         if (rc == CADRE_P2P_SENT)
             p->send_seq++;
         return rc;
@@ -136,8 +148,8 @@ void cadre__p2p_sent(int w, uint64_t sreq, int status)
     s->last_activity = cadre__now();
     if (s->error)
         cadre__req_complete(s, s->error, NULL); /* errmsg set above */
-    else if (s->state == RS_STREAM && s->moved == s->xfer)
-        cadre__req_complete_ok(s);
+    else if ((s->state == RS_STREAM && s->moved == s->xfer) || s->state == RS_WAIT_CTS)
+        cadre__req_complete_ok(s); /* WAIT_CTS: its data went with the RTS (p2p.h) */
     /* else more DATA is queued: its entry completes the send */
 }
 
@@ -170,6 +182,8 @@ int cadre__p2p_post(int w, const struct cadre_p2p_hdr *h, const void *payload,
         struct cadre_p2p_hdr hh = *h;
         hh.seq = p->send_seq + 1;
         int rc = p->tp->send(w, &hh, payload);
+        if (rc == CADRE_P2P_LATER && hh.type == CADRE_P2P_RTS)
+            rc = rts_later(&hh);
         if (rc == CADRE_P2P_SENT) {
             p->send_seq++;
             if (req)

@@ -28,11 +28,25 @@
  * from a copy, by UCX's eager protocol or, above its rendezvous threshold,
  * its rendezvous into the matching posted receive's buffer
  * (cadre__p2p_eager_dest; a copy of ours when none is posted). Larger
- * messages use cadre's RTS and CTS, then one DATA
- * of up to UCX_MAX_PAYLOAD sent with UCX's rendezvous from the sender's
- * buffer (zero copy; RDMA reads on InfiniBand) into the posted receive's
- * buffer (cadre__p2p_data_dest); the send completes when UCX is done
- * reading (CADRE_P2P_LATER, cadre__p2p_sent).
+ * messages (up to UCX_MAX_PAYLOAD) take one handshake, UCX's, as Open
+ * MPI's pml/ucx does: cadre's RTS is the header of one active message sent
+ * with UCX's rendezvous from the sender's buffer (CADRE_P2P_LATER on the
+ * RTS, p2p.h). The receiver delivers the RTS in its turn (tseq) and holds
+ * UCX's descriptor, not the data (p2p_ucx_pull.c): probe sees the message,
+ * the sender's send waits. The CTS the engine posts when a receive takes it
+ * starts the pull (ucp_am_recv_data_nbx, zero copy; RDMA reads on
+ * InfiniBand) into the receive's buffer (cadre__p2p_data_dest), and goes
+ * to the sender flagged CADRE_P2P_PULL (no DATA follows); the engine gets
+ * the DATA when the pull is done, and the sender's send completes when UCX
+ * has answered it (cadre__p2p_sent). A send given up before any receive
+ * took it (CADRE_TIMEOUT) is withdrawn by the engine's NACK with rreq 0,
+ * on which the receiver releases the descriptor (ucp_am_data_release: UCX
+ * then ends the sender's send). Held descriptors are released as well
+ * when the peer fails and at finalize, before the endpoints close (UCX
+ * destroys no endpoint that a rendezvous send waits on). Larger than
+ * UCX_MAX_PAYLOAD: cadre's RTS and CTS, then DATA by UCX's rendezvous
+ * (CADRE_P2P_LATER), at most UCX_RNDV_AHEAD pulls or DATA receives at
+ * once per peer.
  *
  * Threads: the engine calls every transport function under its lock, from
  * the application's threads and the progress thread, one at a time: UCX's
@@ -385,6 +399,7 @@ static int ucx_progress(void)
     if (st->ops)
         events += cadre__ucx_reap();
     events += cadre__ucx_deliver();
+    events += cadre__ucx_pulls();
     double now = ucx_now();
     if (now >= st->next_check) {
         st->next_check = now + 0.1;
@@ -401,6 +416,8 @@ static int ucx_pollfds(struct pollfd *fds, int max)
     for (int w = 0; w < st->size && !ready; w++) {
         const struct ucx_peer *p = &st->peers[w];
         ready = p->in && p->in->w.tseq == p->recv_tseq + 1 && p->in->state != IN_RECV;
+        for (const struct ucx_pull *pl = p->pulls; pl && !ready; pl = pl->next)
+            ready = pl->state == PL_DONE;
     }
     /* Armed: the fd wakes us for anything that comes; BUSY: something
      * came already, look again at once. */
@@ -411,10 +428,32 @@ static int ucx_pollfds(struct pollfd *fds, int max)
     return 1;
 }
 
+/* Whether a send to peer w (-1: any) by UCX's rendezvous is in flight. */
+static int rndv_in_flight(int w)
+{
+    for (const struct ucx_op *op = st->ops; op; op = op->next)
+        if (op->req && op->later && (w < 0 || op->peer == w))
+            return 1;
+    return 0;
+}
+
 static void ucx_finalize(void)
 {
     if (st->worker && st->peers) {
-        /* Flush and close every endpoint: what is queued (the BYE) goes. */
+        /* Data held for receives never posted is released (UCX ends its
+         * senders' sends), and ours, held by peers that do the same, end
+         * too (at most UCX_CLOSE_WAIT): UCX destroys no endpoint that a
+         * rendezvous send still waits on. */
+        for (int w = 0; w < st->size; w++)
+            cadre__ucx_pull_drop(w);
+        double until = ucx_now() + UCX_CLOSE_WAIT;
+        while (rndv_in_flight(-1) && ucx_now() < until) {
+            ucx_progress_worker();
+            cadre__ucx_reap();
+        }
+        /* Flush and close every endpoint: what is queued (the BYE) goes;
+         * where a rendezvous send still waits on the peer, forced (UCX
+         * cancels it). */
         void *reqs[256];
         int nreq = 0;
         for (int w = 0; w < st->size; w++) {
@@ -422,7 +461,8 @@ static void ucx_finalize(void)
             if (!p->ep)
                 continue;
             ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                                       .flags = p->state == EP_UP && !p->err_at
+                                       .flags = p->state == EP_UP && !p->err_at &&
+                                                        !rndv_in_flight(w)
                                                     ? 0
                                                     : UCP_EP_CLOSE_FLAG_FORCE};
             ucs_status_ptr_t sp = U.ucp_ep_close_nbx(p->ep, &prm);
@@ -430,7 +470,7 @@ static void ucx_finalize(void)
             if (UCS_PTR_IS_PTR(sp) && nreq < 256)
                 reqs[nreq++] = sp;
         }
-        double until = ucx_now() + UCX_CLOSE_WAIT;
+        until = ucx_now() + UCX_CLOSE_WAIT;
         for (int i = 0; i < nreq; i++) {
             while (U.ucp_request_check_status(reqs[i]) == UCS_INPROGRESS && ucx_now() < until)
                 U.ucp_worker_progress(st->worker);
@@ -441,6 +481,7 @@ static void ucx_finalize(void)
         for (int w = 0; w < st->size; w++) {
             cadre__ucx_in_settle(w);
             cadre__ucx_in_drop(w);
+            cadre__ucx_pull_drop(w);
         }
     }
     while (st->ops) { /* not answered by now: left to UCX, which the worker takes */

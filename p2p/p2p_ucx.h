@@ -1,8 +1,9 @@
 /*
  * p2p_ucx.h - shared by the files of the UCX transport: p2p_ucx.c (setup,
  * choice, progress, sleeping, liveness, finalize), p2p_ucx_send.c
- * (endpoints, sending, peer failure) and p2p_ucx_recv.c (the active-message
- * handler, in-order delivery, rendezvous receives). Nothing outside them
+ * (endpoints, sending, peer failure), p2p_ucx_recv.c (the active-message
+ * handler, in-order delivery, rendezvous receives) and p2p_ucx_pull.c (the
+ * data of large messages, held until received). Nothing outside them
  * includes it. See p2p_ucx.c for the design.
  */
 #ifndef CADRE_P2P_UCX_H
@@ -20,7 +21,7 @@
 #define UCX_MAGIC 0x58554443u /* "CDUX" */
 #define UCX_BLOB_VERSION 1u
 #define UCX_AM_ID 17                  /* cadre's active message */
-/* Largest EAGER payload; larger: cadre's RTS and CTS, then DATA. An EAGER
+/* Largest EAGER payload; larger: the RTS with its data (p2p_ucx_pull.c). An EAGER
  * message is one active message. Over RDMA its protocol is UCX's choice:
  * eager (copies) or, above UCX's rendezvous threshold, its own rendezvous
  * into the posted receive (cadre__p2p_eager_dest), one round trip fewer
@@ -40,8 +41,8 @@
  * (UCX's eager over tcp in many fragments is slow there: ucx_perftest
  * alone showed the same). */
 #define UCX_TCP_EAGER (128u << 10)
-#define UCX_MAX_PAYLOAD (64u << 20)   /* largest DATA payload: one rendezvous */
-#define UCX_RNDV_AHEAD 2              /* DATA rendezvous receives at once per peer */
+#define UCX_MAX_PAYLOAD (64u << 20)   /* largest RTS or DATA payload: one rendezvous */
+#define UCX_RNDV_AHEAD 2              /* pulls, and DATA receives, at once per peer */
 #define UCX_BYE_WAIT 0.5              /* s to read a failed peer's last messages (its BYE) */
 #define UCX_CLOSE_WAIT 2.0            /* s for the endpoints' flush at finalize */
 #define UCX_HOST_MAX 64
@@ -87,6 +88,25 @@ struct ucx_in {
     struct ucx_in *next;
 };
 
+/* A message whose data came with its RTS (UCX's rendezvous descriptor, or
+ * the data itself where UCX sent it eagerly), held until a receive takes it
+ * (its CTS: PL_WANT), pulled into the receive's buffer (PL_RECV), then
+ * passed to the engine as DATA (PL_DONE). p2p_ucx_pull.c. */
+enum { PL_HELD, PL_WANT, PL_RECV, PL_DONE };
+struct ucx_pull {
+    uint64_t sreq, rreq;
+    void *data;   /* the descriptor (rndv), UCX's data (held), or a copy of ours */
+    size_t len;   /* the message's bytes */
+    size_t xfer;  /* of those, the receive's (fewer: truncated) */
+    int rndv, held;
+    int state;
+    int status;   /* of the pull: 0, or a ucs_status_t */
+    char *dest;   /* the receive's buffer (cadre__p2p_data_dest), or NULL: gone */
+    char *buf;    /* where the pull lands: dest, or own (truncation: all len bytes) */
+    int own;
+    struct ucx_pull *next;
+};
+
 /* A send UCX completes later: its header (UCX reads it until then), the
  * bounce copy of an eager payload, or the DATA whose sender's buffer UCX
  * reads (reported with cadre__p2p_sent). */
@@ -110,6 +130,7 @@ struct ucx_peer {
     int reachable;    /* it published an address (and is off-host) */
     uint64_t send_tseq, recv_tseq; /* last sent; last delivered */
     struct ucx_in *in, *in_tail;   /* arrived, by tseq */
+    struct ucx_pull *pulls, *pulls_tail; /* RTS with data, delivered, in order */
     int ops;          /* sends in flight to it */
     double last_heard, last_sent;
     double err_at;    /* its endpoint failed at (0: not); failed after UCX_BYE_WAIT */
@@ -169,6 +190,23 @@ void cadre__ucx_release_dest(int peer, const char *buf, size_t len);
 void cadre__ucx_in_drop(int peer);
 /* Waits until no rendezvous receive of peer writes into user memory. */
 void cadre__ucx_in_settle(int peer);
+
+/* p2p_ucx_pull.c */
+/* The RTS `in` (next in its stream) came with its data: held for its CTS.
+ * Takes in's data. 0, or an error status (no memory). */
+int cadre__ucx_pull_hold(int peer, struct ucx_in *in);
+/* A CTS goes to peer: the pull of its message starts if its data is held
+ * here; returns 1 then (the CTS is flagged CADRE_P2P_PULL). */
+int cadre__ucx_pull_cts(int peer, const struct cadre_p2p_hdr *cts);
+/* NACK with rreq 0 from peer: its sender withdrew message sreq. */
+void cadre__ucx_pull_withdrawn(int peer, uint64_t sreq);
+/* Pulls done: DATA to the engine; pulls wanted: started. Returns events. */
+int cadre__ucx_pulls(void);
+/* The receive whose buffer is [buf, buf+len) is gone: no pull lands there. */
+void cadre__ucx_pull_release(int peer, const char *buf, size_t len);
+/* Failure, finalize: pulls of peer end (waited for, UCX_CLOSE_WAIT), held
+ * data released. */
+void cadre__ucx_pull_drop(int peer);
 
 static inline unsigned ucx_progress_worker(void)
 {

@@ -2,8 +2,9 @@
  * active-message handler only records what came (it runs inside UCX's
  * progress, where cadre's engine is not to be entered); delivery follows,
  * in each pair's order (tseq), a rendezvous landing straight in the
- * buffer of the receive it is for (cadre__p2p_data_dest). May call: this
- * folder, runtime/. */
+ * buffer of the receive it is for (cadre__p2p_data_dest); an RTS that
+ * came with its data hands it to p2p_ucx_pull.c, which holds it until a
+ * receive takes the message. May call: this folder, runtime/. */
 #include "config.h"
 
 #include <stdio.h>
@@ -170,7 +171,10 @@ int cadre__ucx_deliver(void)
         struct ucx_in *in;
         while ((in = p->in) && in->w.tseq == p->recv_tseq + 1 && p->state != EP_FAILED &&
                p->state != EP_GOING) {
-            if (in->rndv && in->state == IN_WAIT)
+            const struct cadre_p2p_hdr *h = &in->w.h;
+            /* An RTS with its data: held for its receive (p2p_ucx_pull.c). */
+            int pull = h->type == CADRE_P2P_RTS && (in->rndv || in->len);
+            if (in->rndv && in->state == IN_WAIT && !pull)
                 rndv_start(w, in);
             if (in->state == IN_RECV)
                 break; /* its data is on its way: the stream waits */
@@ -179,8 +183,7 @@ int cadre__ucx_deliver(void)
                 p->in_tail = NULL;
             p->recv_tseq++;
             events++;
-            const struct cadre_p2p_hdr *h = &in->w.h;
-            size_t want = cadre__p2p_has_payload(h->type) ? h->len : 0;
+            size_t want = cadre__p2p_has_payload(h->type) || pull ? h->len : 0;
             if (in->rndv && in->status != UCS_OK) {
                 char why[160];
                 snprintf(why, sizeof why, "lost while sending %zu bytes to rank %d (UCX: %s)",
@@ -196,8 +199,15 @@ int cadre__ucx_deliver(void)
                                    "(%zu bytes): corrupt stream", got, want);
                 break;
             }
+            if (pull && (in->len > UCX_MAX_PAYLOAD || cadre__ucx_pull_hold(w, in) != UCS_OK)) {
+                in_free(in);
+                cadre__ucx_fail(w, "no memory for a message from it, or a bad one");
+                break;
+            }
             if (h->type == CADRE_P2P_BYE)
                 p->bye = 1;
+            else if (h->type == CADRE_P2P_NACK && !h->rreq)
+                cadre__ucx_pull_withdrawn(w, h->sreq);
             cadre__p2p_incoming_wire(w, h, in->rndv ? in->buf : in->data, &ucx_framing);
             in_free(in);
         }
@@ -259,6 +269,9 @@ static void release_one(int peer, struct ucx_in *in)
 void cadre__ucx_release_dest(int peer, const char *buf, size_t len)
 {
     if (!st->on || peer < 0 || peer >= st->size)
+        return;
+    cadre__ucx_pull_release(peer, buf, len);
+    if (st->peers[peer].state == EP_FAILED || st->peers[peer].state == EP_GOING)
         return;
     /* Any of the peer's messages may be started (DATA runs ahead of the
      * stream, cadre__ucx_deliver), running or done and waiting its turn. */

@@ -120,6 +120,17 @@ int cadre__ucx_reap(void)
     return n;
 }
 
+static void op_link(int peer, struct ucx_op *op)
+{
+    op->peer = peer;
+    op->prev = NULL;
+    op->next = st->ops;
+    if (st->ops)
+        st->ops->prev = op;
+    st->ops = op;
+    st->peers[peer].ops++;
+}
+
 /* Sends header w with payload [buf, len): UCX's answer, the op tracked when
  * it is in flight. */
 static ucs_status_ptr_t am_send(int peer, struct ucx_op *op, const void *buf, size_t len,
@@ -136,15 +147,36 @@ static ucs_status_ptr_t am_send(int peer, struct ucx_op *op, const void *buf, si
                                             buf, len, &prm);
     if (sp && !UCS_PTR_IS_ERR(sp)) {
         op->req = sp;
-        op->peer = peer;
-        op->prev = NULL;
-        op->next = st->ops;
-        if (st->ops)
-            st->ops->prev = op;
-        st->ops = op;
-        st->peers[peer].ops++;
+        op_link(peer, op);
     }
     return sp;
+}
+
+/* A large message: the RTS with its data, one active message by UCX's
+ * rendezvous, which the receiver pulls into the receive's buffer when one
+ * takes it (p2p_ucx_pull.c); reported when UCX is done with the buffer
+ * (CADRE_P2P_LATER). */
+static int send_rts(int peer, const struct cadre_p2p_hdr *h, const void *payload)
+{
+    struct ucx_peer *p = &st->peers[peer];
+    struct ucx_op *op = calloc(1, sizeof *op);
+    if (!op)
+        return cadre__error(CADRE_ERR_NOMEM, "ucx: no memory for a send to rank %d", peer);
+    op->w = (struct ucx_wire){.cookie = st->cookie, .tseq = p->send_tseq + 1, .from = st->rank,
+                              .kind = UK_MSG, .h = *h};
+    op->later = 1;
+    ucs_status_ptr_t sp = am_send(peer, op, payload, h->len, UCP_AM_SEND_FLAG_RNDV);
+    if (UCS_PTR_IS_ERR(sp)) {
+        free(op);
+        cadre__ucx_fail(peer, "sending to rank %d failed (UCX: %s)", peer,
+                        U.ucs_status_string(UCS_PTR_STATUS(sp)));
+        return CADRE_ERR_PEER;
+    }
+    if (!sp) /* done at once: reported by the next reap */
+        op_link(peer, op);
+    p->send_tseq++;
+    p->last_sent = ucx_now();
+    return CADRE_P2P_LATER;
 }
 
 int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload)
@@ -163,6 +195,8 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
             cadre__ucx_fail(peer, "%s", p->err);
         return CADRE_ERR_PEER;
     }
+    if (h->type == CADRE_P2P_RTS && payload && h->len && h->len <= UCX_MAX_PAYLOAD)
+        return send_rts(peer, h, payload);
     size_t plen = cadre__p2p_has_payload(h->type) ? h->len : 0;
     if (h->type < 1 || h->type > CADRE_P2P_TYPE_MAX || plen > UCX_MAX_PAYLOAD ||
         (h->type == CADRE_P2P_EAGER && plen > UCX_EAGER))
@@ -171,6 +205,10 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
                             plen);
     struct ucx_wire w = {.cookie = st->cookie, .tseq = p->send_tseq + 1, .from = st->rank,
                          .kind = UK_MSG, .h = *h};
+    /* A receive took a message whose data came with its RTS: pulled from
+     * here on; the CTS tells the sender so (p2p_ucx_pull.c). */
+    if (h->type == CADRE_P2P_CTS && cadre__ucx_pull_cts(peer, h))
+        w.h.flags |= CADRE_P2P_PULL;
     ucs_status_ptr_t sp;
     if (h->type == CADRE_P2P_DATA) {
         /* Zero copy: UCX reads the sender's buffer until send_cb. */
@@ -276,6 +314,7 @@ void cadre__ucx_peer_gone(int peer)
     cadre__ucx_ep_force_close(peer);
     cadre__ucx_in_settle(peer);
     cadre__ucx_in_drop(peer);
+    cadre__ucx_pull_drop(peer);
     /* Report what UCX still holds (canceled, or never answered: the
      * endpoint is closed, nothing reads those buffers now). */
     for (struct ucx_op *op = st->ops, *next; op; op = next) {

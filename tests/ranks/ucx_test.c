@@ -7,7 +7,8 @@
  *     sends to the next rank at every protocol threshold, received posted
  *     and unexpected; rank 0 then takes
  *     messages from every rank with CADRE_ANY_SOURCE receives mixed with
- *     specific ones (each sender's messages in the order sent).
+ *     specific ones (each sender's messages in the order sent; some
+ *     large, held by the receiver until taken).
  *   kill, stop: the last rank, alone on its fake host, starts a 64 MiB
  *     send to every other rank and then SIGKILLs (kill) or SIGSTOPs (stop:
  *     nothing closes, only cadre's heartbeats can tell) itself; every
@@ -18,6 +19,23 @@
  *     link busy for longer than CADRE_UCX_PEER_TIMEOUT (1 s).
  *   revive: the last rank stops until the others fail it, then continues;
  *     its pending receive must fail soon after (--keep-going).
+ *   held: large messages whose data waits with the sender until a receive
+ *     takes them (UCX's rendezvous descriptor held by the receiver): every
+ *     other rank sends rank 0 several at once, which probes each (size,
+ *     source) and then takes them sender by sender, in order; truncated
+ *     receives (posted first, and unexpected; one of no room at all) fail
+ *     with CADRE_ERR_TRUNCATE holding the first bytes, the senders' sends
+ *     succeed, and the pair goes on.
+ *   withdraw: (CADRE_TIMEOUT=3) rank 1 sends rank 0 a large message that
+ *     rank 0 never receives: the send fails with CADRE_ERR_TIMEOUT naming
+ *     the call and rank 0, without a hang; the message is gone from rank
+ *     0 (iprobe), and the pair goes on.
+ *   killheld: as kill, but the survivors never post the receive of the
+ *     64 MiB message: they probe it (held), then a receive of another tag
+ *     fails naming the rank and its host within 15 s, and so does the
+ *     receive of the held one.
+ *   orphan: each rank sends the next a large message never received and
+ *     finalizes: no hang, no leak (the sanitizers' build).
  * Each rank prints "ucx_test: rank R ok". */
 #include <signal.h>
 #include <stdint.h>
@@ -127,7 +145,8 @@ static void any_source(int me, int np)
     if (me != 0) {
         for (int i = 0; i < M; i++) {
             int32_t v[3] = {me, i, me * 1000 + i};
-            size_t n = i % 5 == 4 ? 20000 : 3; /* some rendezvous */
+            /* Some by UCX's rendezvous, some held by the receiver. */
+            size_t n = i % 5 == 4 ? 20000 : i % 5 == 2 ? 100000 : 3;
             int32_t *b = calloc(n, sizeof *b);
             memcpy(b, v, sizeof v);
             OK(cadre_send(b, n, CADRE_INT32, 0, 9, W));
@@ -136,13 +155,13 @@ static void any_source(int me, int np)
         return;
     }
     int next[64] = {0};
-    int32_t *b = malloc(20000 * sizeof *b);
+    int32_t *b = malloc(100000 * sizeof *b);
     for (int k = 0; k < M * (np - 1); k++) {
         cadre_status_t st;
         int src = k % 3 == 1 ? 1 + k % (np - 1) : CADRE_ANY_SOURCE;
         if (src != CADRE_ANY_SOURCE && next[src] == M)
             src = CADRE_ANY_SOURCE;
-        OK(cadre_recv(b, 20000, CADRE_INT32, src, 9, W, &st));
+        OK(cadre_recv(b, 100000, CADRE_INT32, src, 9, W, &st));
         int s = st.source;
         EXPECT(s > 0 && s < np && (src == CADRE_ANY_SOURCE || s == src), "source %d (asked %d)",
                s, src);
@@ -150,13 +169,140 @@ static void any_source(int me, int np)
             continue;
         EXPECT(b[0] == s && b[1] == next[s] && b[2] == s * 1000 + next[s],
                "from rank %d: message %d/%d, expected %d", s, b[1], b[2], next[s]);
-        EXPECT(st.count == (next[s] % 5 == 4 ? 20000u : 3u), "count %zu", (size_t)st.count);
+        EXPECT(st.count == (next[s] % 5 == 4 ? 20000u : next[s] % 5 == 2 ? 100000u : 3u),
+               "count %zu", (size_t)st.count);
         next[s]++;
     }
     free(b);
 }
 
-static void lost(int me, int np, int stop)
+/* The held case (see the top). Sizes above every eager limit. */
+static void held(int me, int np)
+{
+    enum { K = 5 };
+    size_t big = 700001, cut = 300000;
+    unsigned char *b = malloc(big * K);
+    if (me != 0) {
+        cadre_request_t r[K + 4];
+        size_t n[K];
+        for (int i = 0; i < K; i++) {
+            n[i] = 400000 + 13 * (size_t)me + 1000 * (size_t)i;
+            ru_fill(b + big * (size_t)i, n[i], me, 0, 300 + (uint64_t)i);
+            OK(cadre_isend(b + big * (size_t)i, n[i], CADRE_UINT8, 0, 20, W, &r[i]));
+        }
+        OK(cadre_waitall(K, r, NULL));
+        OK(cadre_barrier(W));
+        /* Truncated at rank 0: tag 21 posted first, 22 unexpected, 23 no room. */
+        unsigned char *t = malloc(3 * big);
+        for (int i = 0; i < 3; i++) {
+            ru_fill(t + big * (size_t)i, big - (size_t)i, me, 0, 400 + (uint64_t)i);
+            OK(cadre_isend(t + big * (size_t)i, big - (size_t)i, CADRE_UINT8, 0, 21 + i, W,
+                           &r[i]));
+        }
+        OK(cadre_waitall(3, r, NULL));
+        OK(cadre_send(t, big, CADRE_UINT8, 0, 24, W)); /* and the pair goes on */
+        free(t);
+        free(b);
+        return;
+    }
+    /* Every sender's messages arrive (their sends wait for us: not done
+     * before the barrier) and wait held; probe sees each. */
+    for (int s = 1; s < np; s++) {
+        cadre_status_t st;
+        OK(cadre_probe(s, 20, W, &st));
+        EXPECT(st.source == s && st.count == 400000 + 13 * (size_t)s,
+               "probe of rank %d's held message: source %d count %zu", s, st.source,
+               (size_t)st.count);
+        int flag = 0;
+        OK(cadre_iprobe(s, 20, W, &flag, &st));
+        EXPECT(flag && st.source == s, "iprobe of rank %d's held message: %d", s, flag);
+    }
+    for (int s = np - 1; s >= 1; s--)
+        for (int i = 0; i < K; i++) {
+            size_t n = 400000 + 13 * (size_t)s + 1000 * (size_t)i;
+            cadre_status_t st;
+            memset(b, 0xee, big);
+            OK(cadre_recv(b, big, CADRE_UINT8, s, 20, W, &st));
+            EXPECT(st.count == n && ru_check(b, n, s, 0, 300 + (uint64_t)i) == n,
+                   "held message %d of rank %d: count %zu (expected %zu), byte %zu wrong", i, s,
+                   (size_t)st.count, n, ru_check(b, n, s, 0, 300 + (uint64_t)i));
+        }
+    cadre_request_t r[64];
+    memset(b, 0xab, big * K);
+    for (int s = 1; s < np && s < K; s++)
+        OK(cadre_irecv(b + big * (size_t)(s % K), cut, CADRE_UINT8, s, 21, W, &r[s]));
+    OK(cadre_barrier(W));
+    for (int s = 1; s < np && s < K; s++) {
+        for (int i = 0; i < 3; i++) {
+            cadre_status_t st;
+            unsigned char *d = b + big * (size_t)(s % K);
+            int rc;
+            if (i == 0) {
+                rc = cadre_wait(&r[s], &st);
+            } else {
+                memset(d, 0xab, cut + 1);
+                rc = cadre_recv(d, i == 1 ? cut : 0, CADRE_UINT8, s, 21 + i, W, &st);
+            }
+            size_t room = i == 2 ? 0 : cut;
+            EXPECT(rc == CADRE_ERR_TRUNCATE && strstr(cadre_last_error(), "longer than"),
+                   "truncated receive %d from rank %d: %s: %s", i, s, cadre_error_string(rc),
+                   cadre_last_error());
+            EXPECT(ru_check(d, room, s, 0, 400 + (uint64_t)i) == room && d[room] == 0xab,
+                   "truncated receive %d from rank %d: data", i, s);
+        }
+        cadre_status_t st;
+        OK(cadre_recv(b, big, CADRE_UINT8, s, 24, W, &st));
+        EXPECT(st.count == big && ru_check(b, big, s, 0, 400) == big, "after truncation");
+    }
+    free(b);
+}
+
+/* The withdraw case (see the top): 2 ranks, CADRE_TIMEOUT=3. */
+static void withdraw(int me)
+{
+    size_t n = (size_t)3 << 20;
+    unsigned char *b = malloc(n);
+    if (me == 1) {
+        ru_fill(b, n, 1, 0, 500);
+        double t0 = ru_now();
+        int rc = cadre_send(b, n, CADRE_UINT8, 0, 30, W);
+        EXPECT(rc == CADRE_ERR_TIMEOUT && strstr(cadre_last_error(), "cadre_send") &&
+                   strstr(cadre_last_error(), "rank 0"),
+               "send never received: %s: %s", cadre_error_string(rc), cadre_last_error());
+        EXPECT(ru_now() - t0 < 15, "send never received: failed after %.1f s", ru_now() - t0);
+        memset(b, 0, n); /* the buffer is ours again */
+    }
+    else
+        sleep(4); /* out of cadre while rank 1 times out (its barrier's wait is short) */
+    OK(cadre_barrier(W));
+    if (me == 0) {
+        int flag = 1;
+        cadre_status_t st;
+        OK(cadre_iprobe(1, 30, W, &flag, &st));
+        EXPECT(!flag, "the withdrawn message is still there (%zu bytes)", (size_t)st.count);
+    }
+    /* The pair goes on. */
+    if (me == 1) {
+        ru_fill(b, n, 1, 0, 501);
+        OK(cadre_send(b, n, CADRE_UINT8, 0, 31, W));
+    } else {
+        OK(cadre_recv(b, n, CADRE_UINT8, 1, 31, W, CADRE_STATUS_IGNORE));
+        EXPECT(ru_check(b, n, 1, 0, 501) == n, "after the withdrawal");
+    }
+    free(b);
+}
+
+/* The orphan case (see the top). */
+static void orphan(int me, int np)
+{
+    static unsigned char b[2 << 20]; /* read until cadre_finalize */
+    cadre_request_t r;
+    OK(cadre_isend(b, sizeof b, CADRE_UINT8, (me + 1) % np, 40, W, &r));
+    OK(cadre_barrier(W));
+    (void)r;
+}
+
+static void lost(int me, int np, int stop, int heldp)
 {
     int victim = np - 1;
     size_t n = (size_t)64 << 20;
@@ -178,13 +324,22 @@ static void lost(int me, int np, int stop)
     }
     OK(cadre_recv(&pid, 1, CADRE_INT32, victim, 1, W, CADRE_STATUS_IGNORE));
     OK(cadre_send(&me, 1, CADRE_INT32, victim, 1, W));
-    cadre_request_t r;
-    OK(cadre_irecv(buf, n, CADRE_UINT8, victim, 2, W, &r));
+    int rc, x = 0;
     double t0 = ru_now();
-    int rc = cadre_wait(&r, CADRE_STATUS_IGNORE); /* whole, or failed */
-    EXPECT(rc == CADRE_SUCCESS || rc == CADRE_ERR_PEER, "64 MiB receive: %s",
-           cadre_last_error());
-    int x = 0;
+    if (!heldp) {
+        cadre_request_t r;
+        OK(cadre_irecv(buf, n, CADRE_UINT8, victim, 2, W, &r));
+        rc = cadre_wait(&r, CADRE_STATUS_IGNORE); /* whole, or failed */
+        EXPECT(rc == CADRE_SUCCESS || rc == CADRE_ERR_PEER, "64 MiB receive: %s",
+               cadre_last_error());
+    } else {
+        /* Held here, never received: probed (or, killed first, gone). */
+        cadre_status_t st;
+        rc = cadre_probe(victim, 2, W, &st);
+        EXPECT((rc == CADRE_SUCCESS && st.count == n) || rc == CADRE_ERR_PEER,
+               "probe of the held 64 MiB: %s, count %zu", cadre_error_string(rc),
+               (size_t)st.count);
+    }
     rc = cadre_recv(&x, 1, CADRE_INT32, victim, 3, W, CADRE_STATUS_IGNORE);
     double t = ru_now() - t0;
     char want[32];
@@ -194,6 +349,12 @@ static void lost(int me, int np, int stop)
            "receive from the lost rank: %s: %s", cadre_error_string(rc), cadre_last_error());
     EXPECT(t < 15.0, "CADRE_ERR_PEER after %.1f s", t);
     printf("ucx_test: rank %d saw CADRE_ERR_PEER after %.1f s\n", me, t);
+    if (heldp) {
+        rc = cadre_recv(buf, n, CADRE_UINT8, victim, 2, W, CADRE_STATUS_IGNORE);
+        EXPECT(rc == CADRE_ERR_PEER && strstr(cadre_last_error(), want),
+               "receive of the held message of the lost rank: %s: %s", cadre_error_string(rc),
+               cadre_last_error());
+    }
     /* The others carry on. */
     if (victim > 1) {
         int peer = me == 0 ? 1 : me == 1 ? 0 : -1;
@@ -294,8 +455,16 @@ int main(int argc, char **argv)
         OK(cadre_barrier(W));
     } else if (!strcmp(what, "revive")) {
         revive(me, np);
-    } else if (!strcmp(what, "kill") || !strcmp(what, "stop")) {
-        lost(me, np, !strcmp(what, "stop"));
+    } else if (!strcmp(what, "kill") || !strcmp(what, "stop") || !strcmp(what, "killheld")) {
+        lost(me, np, !strcmp(what, "stop"), !strcmp(what, "killheld"));
+    } else if (!strcmp(what, "held")) {
+        held(me, np);
+        OK(cadre_barrier(W));
+    } else if (!strcmp(what, "withdraw")) {
+        withdraw(me);
+        OK(cadre_barrier(W));
+    } else if (!strcmp(what, "orphan")) {
+        orphan(me, np);
     } else {
         fprintf(stderr, "ucx_test: unknown UCXTEST=%s\n", what);
         return 2;

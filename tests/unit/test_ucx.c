@@ -4,7 +4,10 @@
  * case logs each rank's transport per peer (INFO "peer W: ucx|shm"), which
  * is checked, and checks its data itself (p2p_test, coll_test, ucx_test).
  * A rank killed, and one stopped (only cadre's heartbeats can tell), fail
- * the survivors' operations naming it and its host within 15 s. UCX that
+ * the survivors' operations naming it and its host within 15 s, also with
+ * its large message held unreceived. Large messages held by the receiver
+ * until received: probed, truncated, never received (a send that times
+ * out is withdrawn; finalize). UCX that
  * cannot load: forced, cadre_init fails naming why; by default, tcp, also
  * where a fake RDMA device makes the default choose ucx. The
  * namespace test bed (tests/hosts) runs the same over real links. */
@@ -97,6 +100,13 @@ static void test_programs_on_ucx(void)
          * than the peer timeout; the transfers are signs of life. */
         {"tests/ranks/ucx_test", "block:2", "UCXTEST=bulk CADRE_UCX_PEER_TIMEOUT=1",
          "ucx_test: rank %d ok", 2},
+        /* Large messages held by the receiver (UCX's descriptor) until a
+         * receive takes them: several senders at once, probed, taken in
+         * order; truncated, posted first and unexpected. */
+        {"tests/ranks/ucx_test", "cyclic:2", "UCXTEST=held", "ucx_test: rank %d ok", 4},
+        /* Each rank's large send never received: finalize neither hangs
+         * nor aborts in UCX (a rendezvous send waiting on the endpoint). */
+        {"tests/ranks/ucx_test", "block:2", "UCXTEST=orphan", "ucx_test: rank %d ok", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct run_result r;
@@ -120,8 +130,8 @@ static void test_rank_lost(void)
 {
     if (!HAVE_UCX)
         return;
-    const char *cases[] = {"UCXTEST=kill", "UCXTEST=stop"};
-    for (int i = 0; i < 2; i++) {
+    const char *cases[] = {"UCXTEST=kill", "UCXTEST=stop", "UCXTEST=killheld"};
+    for (int i = 0; i < 3; i++) {
         struct run_result r;
         char env[256];
         snprintf(env, sizeof env, "%s %s", UCX_ENV, cases[i]);
@@ -138,6 +148,26 @@ static void test_rank_lost(void)
                       SHOWW(r, "unreachable: nothing heard"));
         run_free(&r);
     }
+}
+
+/* A large send whose receive is never posted, its data held by the
+ * receiver's UCX: at CADRE_TIMEOUT it fails naming the call and the peer,
+ * and is withdrawn (the engine's NACK, rreq 0): no hang waiting for UCX to
+ * give its buffer back, and the message is gone at the receiver. */
+static void test_send_withdrawn(void)
+{
+    if (!HAVE_UCX)
+        return;
+    struct run_result r;
+    run_fake(&r, "block:2", 2, UCX_ENV " UCXTEST=withdraw CADRE_TIMEOUT=3", "",
+             "tests/ranks/ucx_test", 60);
+    CHECK_MSG(r.exit_code == 0 && !r.timed_out, SHOWW(r, "exit 0"));
+    check_oks(&r, "ucx_test: rank %d ok", 2);
+    const char *want = "rank 1: cadre_send: cadre_send to rank 0 (tag 30, 3145728 bytes) on "
+                       "WORLD made no progress for 3 s (CADRE_TIMEOUT): the receiver never "
+                       "posted a matching receive";
+    CHECK_MSG(count_matching(r.err, want) == 1, SHOWW(r, want));
+    run_free(&r);
 }
 
 /* The last of 3 ranks stopped until the others fail it, then continued:
@@ -336,4 +366,5 @@ void suite_ucx(void)
     CU_add_test(s, "a rank failed by the others while stopped: its receive fails on resuming",
                 test_rank_revived);
     CU_add_test(s, "UCX_UD_TIMEOUT from CADRE_UCX_PEER_TIMEOUT", test_ud_timeout);
+    CU_add_test(s, "a large send never received: CADRE_TIMEOUT, withdrawn", test_send_withdrawn);
 }
