@@ -196,7 +196,10 @@ static int alltoallv_impl(const char *fn, const void *sbuf, const size_t *scount
         sbuf = copy;
     }
     /* The vectors are read at build time only. */
-    int rc = cadre__algo_alltoallv_pairwise(&s, sbuf, scounts, sdispls, rbuf, rcounts, rdispls);
+    int rc = ch->algo == COLL_ALGO_LINEAR
+                 ? cadre__algo_alltoallv_linear(&s, sbuf, scounts, sdispls, rbuf, rcounts, rdispls)
+                 : cadre__algo_alltoallv_pairwise(&s, sbuf, scounts, sdispls, rbuf, rcounts,
+                                                  rdispls);
     s.sig = sig;
     return finish(&s, rc, req);
 }
