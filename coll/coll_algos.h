@@ -32,6 +32,9 @@ int cadre__algo_scan_linear(struct coll_sched *s, const void *sbuf, void *rbuf, 
 int cadre__algo_alltoallv_pairwise(struct coll_sched *s, const void *sbuf, const size_t *scounts,
                                    const size_t *sdispls, void *rbuf, const size_t *rcounts,
                                    const size_t *rdispls);
+int cadre__algo_alltoallv_linear(struct coll_sched *s, const void *sbuf, const size_t *scounts,
+                                 const size_t *sdispls, void *rbuf, const size_t *rcounts,
+                                 const size_t *rdispls);
 
 /* Direct algorithms (coll_direct.c): only where cadre__direct_usable(). */
 int cadre__direct_usable(const struct cadre_comm *c);

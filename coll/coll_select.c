@@ -152,8 +152,12 @@ static const struct table tables[COLL_NKINDS] = {
                               {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, M_BYTES, 64 * KiB, ANY,
                                0},
                               OTHERWISE(COLL_ALGO_RING)}},
+    /* Linear (every block at once, one wait; Open MPI 4.1's choice on 3 to
+     * 7 ranks from blocks of 1 MiB) only when forced: against pairwise on
+     * 4 ranks on 2 cores it was not told apart on a loaded machine
+     * (bench/RESULTS.md, issue 45). */
     [COLL_ALLTOALL] = {"alltoall", "the input, every rank's block",
-                       {ALWAYS(COLL_ALGO_PAIRWISE)},
+                       {ALWAYS(COLL_ALGO_PAIRWISE), ALWAYS(COLL_ALGO_LINEAR)},
                        {{COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_2, M_BYTES, 0,
                          4 * KiB, 0},
                         {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_NOT2, M_BYTES,

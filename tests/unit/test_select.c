@@ -369,6 +369,19 @@ static void test_parse(void)
     CU_ASSERT_EQUAL(f[COLL_REDUCE], COLL_ALGO_NONE);
     CHECK_MSG(!strcmp(bad_seen, "[bogus=ring][allreduce=slots][barrier][reduce=nonsense]"),
               "ignored: %s", bad_seen);
+    /* alltoall=linear (issue 45, after a92c487): number 2, pairwise keeps 1;
+     * forced, it runs at every size, the slots' sizes and alltoallv too. */
+    enum coll_algo h[COLL_NKINDS] = {0};
+    cadre__coll_algo_parse("alltoall=linear", h, bad);
+    CU_ASSERT_EQUAL(h[COLL_ALLTOALL], COLL_ALGO_LINEAR);
+    CU_ASSERT_EQUAL(cadre__coll_algo_code(COLL_ALLTOALL, COLL_ALGO_LINEAR), 2);
+    for (int eq = 0; eq < 2; eq++) {
+        struct coll_in in = {.kind = COLL_ALLTOALL, .n = 4, .hosts = 1, .equal = eq, .bytes = 64,
+                             .block = 16, .count = 16, .elsize = 1, .slots = 1, .local = 1};
+        struct coll_choice ch;
+        cadre__coll_select(&in, COLL_ALGO_LINEAR, &ch);
+        CU_ASSERT_EQUAL(ch.algo, COLL_ALGO_LINEAR);
+    }
     /* Every name a92c487 took, and its signature number. */
     for (int k = 0; k < COLL_NKINDS; k++)
         for (int a = 0; a < 4 && old_algos[k][a]; a++) {
