@@ -89,13 +89,6 @@ struct ucx_state cadre__ucx_st = {.efd = -1};
 static int ready_fd = -1; /* an eventfd kept readable: poll returns at once */
 static char own_why[384];  /* this rank's failure to wire up (ucx_wireup), for the forced case */
 
-static double ucx_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Whether this node has an RDMA device (InfiniBand, RoCE, iWARP): without
  * one UCX offers no RDMA transport, and the default need not load it. */
 static int rdma_devices(void)
@@ -400,7 +393,7 @@ static int ucx_progress(void)
         events += cadre__ucx_reap();
     events += cadre__ucx_deliver();
     events += cadre__ucx_pulls();
-    double now = ucx_now();
+    double now = cadre__ucx_now();
     if (now >= st->next_check) {
         st->next_check = now + 0.1;
         check_peers(now);
@@ -446,8 +439,8 @@ static void ucx_finalize(void)
          * rendezvous send still waits on. */
         for (int w = 0; w < st->size; w++)
             cadre__ucx_pull_drop(w);
-        double until = ucx_now() + UCX_CLOSE_WAIT;
-        while (rndv_in_flight(-1) && ucx_now() < until) {
+        double until = cadre__ucx_now() + UCX_CLOSE_WAIT;
+        while (rndv_in_flight(-1) && cadre__ucx_now() < until) {
             ucx_progress_worker();
             cadre__ucx_reap();
         }
@@ -470,9 +463,9 @@ static void ucx_finalize(void)
             if (UCS_PTR_IS_PTR(sp) && nreq < 256)
                 reqs[nreq++] = sp;
         }
-        until = ucx_now() + UCX_CLOSE_WAIT;
+        until = cadre__ucx_now() + UCX_CLOSE_WAIT;
         for (int i = 0; i < nreq; i++) {
-            while (U.ucp_request_check_status(reqs[i]) == UCS_INPROGRESS && ucx_now() < until)
+            while (U.ucp_request_check_status(reqs[i]) == UCS_INPROGRESS && cadre__ucx_now() < until)
                 U.ucp_worker_progress(st->worker);
             U.ucp_request_free(reqs[i]);
         }

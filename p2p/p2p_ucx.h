@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <stdint.h>
+#include <time.h>
 
 #include "p2p/p2p.h"
 #include "p2p/p2p_ucx_load.h"
@@ -170,6 +171,14 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
 void cadre__ucx_heartbeat(int peer);
 /* Fails the peer (once): closes its endpoint (UCX cancels what is in
  * flight), reports its LATER sends, tells the engine why (host first). */
+/* Seconds on the monotonic clock: heartbeats, peer timeouts, close waits. */
+static inline double cadre__ucx_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 void cadre__ucx_fail(int peer, const char *fmt, ...) CADRE_PRINTF(2, 3);
 /* Closes the endpoint of a peer gone or failed, forcing: in-flight
  * operations end (canceled), and are reaped here. */

@@ -22,13 +22,6 @@
 #define st (&cadre__ucx_st)
 #define U cadre__ucx
 
-static double ucx_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void pull_unlink(struct ucx_peer *p, struct ucx_pull *pl)
 {
     struct ucx_pull **pp = &p->pulls, *prev = NULL;
@@ -213,7 +206,7 @@ int cadre__ucx_pulls(void)
             }
             /* Its data came: the sender is alive, though its heartbeats may
              * wait behind that data. */
-            p->last_heard = ucx_now();
+            p->last_heard = cadre__ucx_now();
             if (pl->dest) {
                 struct cadre_p2p_hdr d = {.type = CADRE_P2P_DATA, .sreq = pl->sreq,
                                           .rreq = pl->rreq, .len = pl->xfer};
@@ -243,8 +236,8 @@ void cadre__ucx_pull_release(int peer, const char *buf, size_t len)
             continue;
         /* UCX cannot be stopped: let it finish (or the peer fail:
          * liveness bounds the wait). */
-        double until = ucx_now() + st->peer_timeout;
-        while (pl->state == PL_RECV && ucx_now() < until)
+        double until = cadre__ucx_now() + st->peer_timeout;
+        while (pl->state == PL_RECV && cadre__ucx_now() < until)
             U.ucp_worker_progress(st->worker);
         if (pl->state == PL_RECV) {
             cadre__ucx_fail(peer, "unreachable: a transfer to this rank made no progress for "
@@ -258,8 +251,8 @@ void cadre__ucx_pull_release(int peer, const char *buf, size_t len)
 void cadre__ucx_pull_drop(int peer)
 {
     struct ucx_peer *p = &st->peers[peer];
-    double until = ucx_now() + UCX_CLOSE_WAIT;
-    while (running(p) && ucx_now() < until)
+    double until = cadre__ucx_now() + UCX_CLOSE_WAIT;
+    while (running(p) && cadre__ucx_now() < until)
         U.ucp_worker_progress(st->worker);
     while (p->pulls) {
         struct ucx_pull *pl = p->pulls;

@@ -24,13 +24,6 @@
 static const struct cadre_p2p_wire ucx_framing = {.types = CADRE_P2P_TYPES_ALL,
                                                   .max_payload = UCX_MAX_PAYLOAD};
 
-static double ucx_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* In tseq order (UCX hands them over in order nearly always: from the tail). */
 static void in_insert(struct ucx_peer *p, struct ucx_in *in)
 {
@@ -74,7 +67,7 @@ ucs_status_t cadre__ucx_am_cb(void *arg, const void *header, size_t header_lengt
         return rndv ? UCS_ERR_REJECTED : UCS_OK;
     }
     struct ucx_peer *p = &st->peers[w.from];
-    p->last_heard = ucx_now();
+    p->last_heard = cadre__ucx_now();
     if (p->state == EP_NONE)
         p->want_ep = 1; /* heartbeats go both ways */
     if (w.kind == UK_HB || w.kind != UK_MSG || p->state == EP_FAILED || p->state == EP_GOING ||
@@ -86,7 +79,7 @@ ucs_status_t cadre__ucx_am_cb(void *arg, const void *header, size_t header_lengt
     if (!in) {
         /* The stream has a hole now: the peer is lost to us. */
         if (!p->err_at) {
-            p->err_at = ucx_now();
+            p->err_at = cadre__ucx_now();
             snprintf(p->err, sizeof p->err, "no memory for a message from it");
         }
         return rndv ? UCS_ERR_NO_MEMORY : UCS_OK;
@@ -126,7 +119,7 @@ static void rndv_cb(void *request, ucs_status_t status, size_t length, void *use
      * that data (a window of large sends can keep the link full for longer
      * than CADRE_UCX_PEER_TIMEOUT under load). */
     if (status == UCS_OK)
-        st->peers[in->w.from].last_heard = ucx_now();
+        st->peers[in->w.from].last_heard = cadre__ucx_now();
     U.ucp_request_free(request);
     st->events++;
 }
@@ -241,8 +234,8 @@ static void release_one(int peer, struct ucx_in *in)
 {
     /* A rendezvous writes into that buffer: UCX cannot be stopped, so let
      * it finish (or the peer fail: liveness bounds the wait). */
-    double until = ucx_now() + st->peer_timeout;
-    while (in->state == IN_RECV && ucx_now() < until)
+    double until = cadre__ucx_now() + st->peer_timeout;
+    while (in->state == IN_RECV && cadre__ucx_now() < until)
         U.ucp_worker_progress(st->worker);
     if (in->state == IN_RECV) {
         cadre__ucx_fail(peer, "unreachable: a transfer to this rank made no progress for %g s",
@@ -287,14 +280,14 @@ void cadre__ucx_release_dest(int peer, const char *buf, size_t len)
 void cadre__ucx_in_settle(int peer)
 {
     struct ucx_peer *p = &st->peers[peer];
-    double until = ucx_now() + UCX_CLOSE_WAIT;
+    double until = cadre__ucx_now() + UCX_CLOSE_WAIT;
     for (;;) {
         int busy = 0;
         for (struct ucx_in *in = p->in; in; in = in->next)
             busy |= in->state == IN_RECV;
         if (!busy)
             return;
-        if (ucx_now() > until) {
+        if (cadre__ucx_now() > until) {
             CADRE_INFO(P2P, "ucx: a transfer from rank %d did not end; its buffer is left to UCX",
                        peer);
             return;

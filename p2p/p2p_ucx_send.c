@@ -19,13 +19,6 @@
 #define st (&cadre__ucx_st)
 #define U cadre__ucx
 
-static double ucx_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* UCX calls it from progress (ours): the peer's endpoint failed. Its
  * failure waits UCX_BYE_WAIT for what it sent last to be delivered, its
  * BYE among it (a peer that finalized closed the endpoint: no failure). */
@@ -36,7 +29,7 @@ static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     struct ucx_peer *p = &st->peers[peer];
     st->events++;
     if (!p->err_at) {
-        p->err_at = ucx_now();
+        p->err_at = cadre__ucx_now();
         snprintf(p->err, sizeof p->err, "connection lost (UCX: %s)", U.ucs_status_string(status));
     }
 }
@@ -62,7 +55,7 @@ int cadre__ucx_ep(int peer)
         return CADRE_ERR_PEER;
     }
     p->state = EP_UP;
-    p->last_heard = p->last_sent = ucx_now();
+    p->last_heard = p->last_sent = cadre__ucx_now();
     return CADRE_SUCCESS;
 }
 
@@ -76,7 +69,7 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
     /* A rendezvous ends when the peer has taken the data: it is alive
      * (its heartbeats may be queued behind our data, as ours behind its). */
     if (status == UCS_OK && op->later)
-        st->peers[op->peer].last_heard = ucx_now();
+        st->peers[op->peer].last_heard = cadre__ucx_now();
     U.ucp_request_free(request);
     st->events++;
 }
@@ -104,7 +97,7 @@ int cadre__ucx_reap(void)
             /* The peer is failing: its failure (ep_err_cb's wait, or now)
              * comes first, so the send fails with the peer's record. */
             if (!p->err_at) {
-                p->err_at = ucx_now();
+                p->err_at = cadre__ucx_now();
                 snprintf(p->err, sizeof p->err, "sending to it failed (UCX: %s)",
                          U.ucs_status_string(op->status));
             }
@@ -175,7 +168,7 @@ static int send_rts(int peer, const struct cadre_p2p_hdr *h, const void *payload
     if (!sp) /* done at once: reported by the next reap */
         op_link(peer, op);
     p->send_tseq++;
-    p->last_sent = ucx_now();
+    p->last_sent = cadre__ucx_now();
     return CADRE_P2P_LATER;
 }
 
@@ -222,7 +215,7 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
             free(op);
         if (sp && !UCS_PTR_IS_ERR(sp)) {
             p->send_tseq++;
-            p->last_sent = ucx_now();
+            p->last_sent = cadre__ucx_now();
             return CADRE_P2P_LATER;
         }
     } else {
@@ -267,7 +260,7 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
         return CADRE_ERR_PEER;
     }
     p->send_tseq++;
-    p->last_sent = ucx_now();
+    p->last_sent = cadre__ucx_now();
     return CADRE_P2P_SENT;
 }
 
@@ -281,7 +274,7 @@ void cadre__ucx_heartbeat(int peer)
     ucs_status_ptr_t sp = U.ucp_am_send_nbx(p->ep, UCX_AM_ID, &w, sizeof w, NULL, 0, &prm);
     /* NO_RESOURCE: the link is full of our messages, which say as much. */
     if (!UCS_PTR_IS_ERR(sp))
-        p->last_sent = ucx_now();
+        p->last_sent = cadre__ucx_now();
 }
 
 void cadre__ucx_ep_force_close(int peer)
@@ -293,14 +286,14 @@ void cadre__ucx_ep_force_close(int peer)
                                .flags = UCP_EP_CLOSE_FLAG_FORCE};
     ucs_status_ptr_t sp = U.ucp_ep_close_nbx(p->ep, &prm);
     p->ep = NULL;
-    double until = ucx_now() + UCX_CLOSE_WAIT;
+    double until = cadre__ucx_now() + UCX_CLOSE_WAIT;
     if (UCS_PTR_IS_PTR(sp) && sp) {
-        while (U.ucp_request_check_status(sp) == UCS_INPROGRESS && ucx_now() < until)
+        while (U.ucp_request_check_status(sp) == UCS_INPROGRESS && cadre__ucx_now() < until)
             U.ucp_worker_progress(st->worker);
         U.ucp_request_free(sp);
     }
     /* What was in flight to it ends canceled. */
-    while (p->ops && ucx_now() < until)
+    while (p->ops && cadre__ucx_now() < until)
         if (!U.ucp_worker_progress(st->worker))
             cadre__ucx_reap();
 }
