@@ -122,6 +122,20 @@ real_program() {
     return 1
 }
 
+# bring_deps FILE DIST: the libraries FILE (a plugin or module loaded at run
+# time, which no ldd of the programs names) needs and DIST/lib lacks, copied
+# there and recorded in ORIGINS.
+bring_deps() {
+    local f=$1 d=$2 soname path
+    while read -r soname path; do
+        from_system "$soname" && continue
+        [ -e "$d/lib/$soname" ] && continue
+        [ "$path" = not-found ] && die "$f needs $soname, which does not resolve here either"
+        cp -L "$path" "$d/lib/$soname"
+        echo "$soname $(readlink -f "$path")" >> "$d/ORIGINS"
+    done < <(deps_of "$f" "$d")
+}
+
 stage() {
     local b=$1 d=$2
     [ -f "$b/config.h" ] || die "$b is not a configured build tree (no config.h)"
@@ -195,13 +209,7 @@ stage() {
             echo "pmix-plugins $pdir/pmix" >> "$d/ORIGINS"
             # the plugins' own libraries (libz for pcompress_zlib)
             for f in "$d"/lib/pmix/*.so; do
-                while read -r soname path; do
-                    from_system "$soname" && continue
-                    [ -e "$d/lib/$soname" ] && continue
-                    [ "$path" = not-found ] && die "$f needs $soname, which does not resolve here either"
-                    cp -L "$path" "$d/lib/$soname"
-                    echo "$soname $(readlink -f "$path")" >> "$d/ORIGINS"
-                done < <(deps_of "$f" "$d")
+                bring_deps "$f" "$d"
             done
         fi
         local share=$pdir/../share/pmix
@@ -221,13 +229,7 @@ stage() {
         if [ -e "$m" ]; then
             cp -L "$m" "$d/lib/ucx/libuct_cma.so.0"
             echo "ucx-module-cma $(readlink -f "$m")" >> "$d/ORIGINS"
-            while read -r soname path; do
-                from_system "$soname" && continue
-                [ -e "$d/lib/$soname" ] && continue
-                [ "$path" = not-found ] && die "$m needs $soname, which does not resolve here either"
-                cp -L "$path" "$d/lib/$soname"
-                echo "$soname $(readlink -f "$path")" >> "$d/ORIGINS"
-            done < <(deps_of "$d/lib/ucx/libuct_cma.so.0" "$d")
+            bring_deps "$d/lib/ucx/libuct_cma.so.0" "$d"
         fi
     fi
 
