@@ -136,12 +136,7 @@ int cadre__p2p_start_recv(struct cadre_request *r)
     for (struct unexp *u = m->unexp, *prev = NULL; u; prev = u, u = u->next) {
         if (!matches(r, &u->h))
             continue;
-        if (prev)
-            prev->next = u->next;
-        else
-            m->unexp = u->next;
-        if (m->unexp_tail == u)
-            m->unexp_tail = prev;
+        unexp_unlink(m, u, prev);
         if (u->h.type == CADRE_P2P_EAGER)
             deliver_eager(r, &u->h, u->peer, u->data);
         else

@@ -49,6 +49,18 @@ static inline struct match_ctx *ctx_find(uint32_t ctx, int create)
     return cadre__p2p_ctx_find_slow(ctx, create);
 }
 
+/* Takes u, which follows prev (NULL: u is the first), out of m's queue of
+ * unmatched messages, lock held; the caller frees it. */
+static inline void unexp_unlink(struct match_ctx *m, struct unexp *u, struct unexp *prev)
+{
+    if (prev)
+        prev->next = u->next;
+    else
+        m->unexp = u->next;
+    if (m->unexp_tail == u)
+        m->unexp_tail = prev;
+}
+
 /* Whether a receive from `src` (or CADRE_ANY_SOURCE) with `tag` (or
  * CADRE_ANY_TAG) takes the message h. */
 static inline int takes(int src, int tag, const struct cadre_p2p_hdr *h)

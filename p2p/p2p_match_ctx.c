@@ -150,12 +150,7 @@ void cadre__p2p_unexp_withdraw(int peer, const struct cadre_p2p_hdr *h)
     for (struct unexp *u = m ? m->unexp : NULL, *prev = NULL; u; prev = u, u = u->next) {
         if (u->peer != peer || u->h.type != CADRE_P2P_RTS || u->h.sreq != h->sreq)
             continue;
-        if (prev)
-            prev->next = u->next;
-        else
-            m->unexp = u->next;
-        if (m->unexp_tail == u)
-            m->unexp_tail = prev;
+        unexp_unlink(m, u, prev);
         free(u->data);
         free(u);
         __atomic_store_n(&cadre__p2p_unexp_gen, cadre__p2p_unexp_gen + 1, __ATOMIC_RELEASE);

@@ -6,6 +6,7 @@
  * device operations count as complete once finished on the device, as for
  * cadre_test; cadre_waitany, like cadre_wait, does not block the host for
  * them (it picks one and makes the communicator's stream wait for it).
+ * Also what becomes of a request whose wait gave up (cadre__p2p_abandon).
  * May call: this folder's engine and requests, runtime/ (the device path's
  * table of runtime_device.h among it). */
 #include "config.h"
@@ -273,4 +274,70 @@ int cadre_waitany(int n, cadre_request_t reqs[], int *index, cadre_status_t *sta
     rs_put(rs, stack);
     *index = i;
     return complete_one(fn, reqs, i, r, status);
+}
+
+/* ---- abandoning a request whose wait timed out ---------------------------------- */
+
+static void drop_outq_entries(struct cadre_request *r)
+{
+    if (r->peer_world < 0 || r->peer_world == cadre__proc.rank)
+        return;
+    struct cadre_peer *p = &cadre__eng.peers[r->peer_world];
+    struct outq_entry **pp = &p->outq, *last = NULL;
+    while (*pp) {
+        struct outq_entry *q = *pp;
+        if (q->req == r) {
+            *pp = q->next;
+            eng_outstanding_add(-1);
+            free(q);
+        } else {
+            last = q;
+            pp = &q->next;
+        }
+    }
+    p->outq_tail = last;
+}
+
+void cadre__p2p_abandon(struct cadre_request *r)
+{
+    /* Whatever becomes of it, the user no longer holds it. */
+    cadre__req_handle_end(r);
+    /* Not while its sender may still write into the buffer (p2p_cma.c). */
+    cadre__p2p_cma_settle(r);
+    /* A send whose data its transport carried with the RTS, which no
+     * receive took yet: withdrawn (NACK, rreq 0), so that the receiver's
+     * transport drops it and this one stops reading the buffer (p2p.h). */
+    if (r->kind == REQ_SEND && r->state == RS_WAIT_CTS && r->later) {
+        struct cadre_p2p_hdr n = {.type = CADRE_P2P_NACK, .ctx = r->ctx, .sreq = r->id};
+        cadre__p2p_post(r->peer_world, &n, NULL, NULL);
+    }
+    /* Nor while a transport reads its buffer (CADRE_P2P_LATER). */
+    cadre__p2p_later_settle(r);
+    if (atomic_load(&r->done)) {
+        cadre__req_free(r);
+        return;
+    }
+    if (r->user)
+        eng_outstanding_add(-1);
+    r->user = 0;
+    if (r->cancel) {
+        r->cancel(r);
+        cadre__req_free(r);
+        return;
+    }
+    switch (r->state) {
+    case RS_WAIT_CTS:
+        /* The RTS is out: answer a late CTS with NACK, then free. */
+        r->abandoned = 1;
+        return;
+    case RS_STREAM: {
+        drop_outq_entries(r);
+        struct cadre_p2p_hdr n = {.type = CADRE_P2P_NACK, .sreq = r->id, .rreq = r->remote};
+        cadre__p2p_post(r->peer_world, &n, NULL, NULL);
+        break;
+    }
+    case RS_POSTED: cadre__p2p_unpost(r); break;
+    default: drop_outq_entries(r); break;
+    }
+    cadre__req_free(r);
 }
