@@ -30,7 +30,9 @@
 # tcp between). Prints,
 # per mode and rank count, the median of REPS turns per size for each library
 # and Open MPI's time over cadre's (above 1: cadre is faster), then the sizes
-# where cadre is slower. With TIMING=barrier a second table per mode gives
+# where cadre is slower. Each table is followed by the core-to-core round trip
+# (bench/c2c.c) taken before each turn of each library: the VM's state, which moves
+# the 2-rank figures 2-3x. With TIMING=barrier a second table per mode gives
 # whole iterations, the call and the barrier after it: where the ranks leave
 # a barrier in a different order (Open MPI's lets rank 0 out first, tens of
 # microseconds ahead on 4 ranks on 2 cores, so the rooted calls of root 0
@@ -153,11 +155,18 @@ for np in $nps; do
         : > "$tmp/ompi"
         : > "$tmp/cadre.it"
         : > "$tmp/ompi.it"
+        : > "$tmp/cadre.c2c"
+        : > "$tmp/ompi.c2c"
         for ((r = 1; r <= reps; r++)); do
             # alternate which library goes first
             if ((r % 2)); then order="cadre ompi"; else order="ompi cadre"; fi
             for lib in $order; do
-                echo "std.sh: $mode, $np ranks, $lib, turn $r of $reps" >&2
+                # The vCPUs' core-to-core round trip before the turn (bench/c2c.c):
+                # where the host moves them apart the 2-rank figures of both
+                # libraries move 2-3x, so a turn is read with its state.
+                c2c=$("$tmp/c2c" | awk '/c2c_ns/ { print $2 }')
+                echo "$c2c" >> "$tmp/$lib.c2c"
+                echo "std.sh: $mode, $np ranks, $lib, turn $r of $reps, c2c $c2c ns" >&2
                 turn "$lib" "$mode" "$np" >> "$tmp/$lib"
             done
         done
@@ -169,6 +178,8 @@ for np in $nps; do
         fi
         echo
         table "$tmp/cadre" "$tmp/ompi"
+        echo
+        echo "c2c before each turn (ns): cadre $(tr '\n' ' ' < "$tmp/cadre.c2c"); Open MPI $(tr '\n' ' ' < "$tmp/ompi.c2c")"
         [ -n "$slower" ] && slower_all="$slower_all
 - $mode, $np ranks: cadre slower at $slower B"
         if [ -s "$tmp/cadre.it" ]; then
