@@ -313,6 +313,26 @@ void cadre__p2p_peer_reported(int w, int by);
 /* A receive in RS_WAIT_DATA is done or freed (lock held): its claim ends and
  * the peer's transport stops writing into its buffer (release_dest). */
 void cadre__p2p_dest_gone(struct cadre_request *req);
+/* Posted receive r (the device path's, into host staging) takes a message
+ * its transport pulls whole (CADRE_P2P_PULL: ucx's large messages) at dest,
+ * of memory kind mem, instead of its buffer, and only once
+ * cadre__p2p_recv_redirect_go(r) was called. Other messages (eager,
+ * truncated, of another transport) land in its buffer as before:
+ * cadre__p2p_recv_landed says which, once r is done (before it is freed).
+ * Lock held. */
+enum { PULL_GATE_SHUT, PULL_GATE_OPEN, PULL_GATE_LANDED };
+void cadre__p2p_recv_redirect(struct cadre_request *r, void *dest, int mem);
+static inline int cadre__p2p_recv_landed(struct cadre_request *r)
+{
+    return atomic_load_explicit(&r->pull_go, memory_order_acquire) == PULL_GATE_LANDED;
+}
+/* Opens r's gate (any thread, lock not needed); the next progress pass
+ * starts the pull. */
+void cadre__p2p_recv_redirect_go(struct cadre_request *r);
+/* Forgets r's redirection (lock held): the owner of dest goes before r
+ * does (r abandoned). A pull already running is the transport's
+ * (release_dest waits for it). */
+void cadre__p2p_recv_redirect_drop(struct cadre_request *r);
 /* Removes an unmatched posted receive (timeout); lock held. */
 void cadre__p2p_unpost(struct cadre_request *req);
 

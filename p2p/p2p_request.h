@@ -75,6 +75,13 @@ struct cadre_request {
     void (*cancel)(struct cadre_request *req);
     void *priv;
 
+    /* recv: a message pulled whole by its transport lands at pull_to
+     * (memory kind pull_mem) instead of buf, not before pull_go is
+     * PULL_GATE_OPEN; it is PULL_GATE_LANDED once the data went there
+     * (cadre__p2p_recv_redirect, p2p_pull.c). */
+    char *pull_to;
+    int pull_mem;
+    _Atomic int pull_go;
     struct cadre_request *next, *prev; /* posted queue or generic list */
     uintptr_t handle; /* the user's handle while open (runtime_handle.h), else 0 */
     /* last, so a new request need not clear them: detail for cadre_last_error */

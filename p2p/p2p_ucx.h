@@ -153,6 +153,10 @@ struct ucx_state {
     int efd;
     int armed;        /* the worker's fd was armed by pollfds */
     int cuda;         /* UCX takes CUDA memory here */
+    /* Device buffers may go to UCX directly (UCX takes CUDA memory): a
+     * receive's pull may land in the device buffer it names
+     * (p2p_ucx_pull.c). Not set yet: always staged. */
+    int direct;
     /* EAGER messages take UCX's eager protocol (UCX_EAGER): UCX offers no
      * RDMA transport here (every endpoint is UCX's tcp) and the user did
      * not set UCX_RNDV_THRESH (which then decides, as over RDMA). */
