@@ -46,6 +46,11 @@ enum cadre_p2p_type {
  * sender's transport returned CADRE_P2P_LATER for the RTS); the sender sends
  * no DATA, the CTS only says that a receive took the message. */
 #define CADRE_P2P_PULL 0x10
+/* RTS, between the engine and its transport only (never on the wire): the
+ * payload is device memory (cadre__p2p_isend_device), which the host must
+ * not read: the transport carries it with the RTS (CADRE_P2P_LATER),
+ * telling its library the memory kind, or fails the send. */
+#define CADRE_P2P_DEVMEM 0x20
 /* STATE_Q: the asker's own state follows, as in STATE_R (p2p_diag.c); it
  * asks at its CADRE_TIMEOUT (not for a stuck warning). */
 #define CADRE_P2P_Q_STATE 0x40
@@ -261,6 +266,10 @@ void cadre__p2p_peer_finalized(int peer);
 const char *cadre__p2p_tcp_host(int peer);
 /* The same from the UCX transport's endpoint (NULL: not reached by ucx). */
 const char *cadre__p2p_ucx_host(int peer);
+/* Whether the ucx transport runs and takes device buffers directly: the
+ * UCX found at run time takes CUDA memory, the build has CUDA, and
+ * CADRE_UCX_DEVICE does not say staged (decided and logged in its init). */
+int cadre__p2p_ucx_direct(void);
 
 /* cadre_init, after the fence that follows the transports' wireup
  * (cadre__shm_agree's): a pair uses ucx only where both ranks started it

@@ -219,6 +219,9 @@ int cadre__p2p_start_send(struct cadre_request *r)
     struct cadre_peer *p = &e->peers[w];
     if (p->state != PEER_OK)
         return cadre__error(CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, w, p->why);
+    if (r->dev_mem && r->bytes <= p->eager)
+        return cadre__error(CADRE_ERR_INTERNAL, "%s: a device buffer of %zu bytes to rank %d "
+                            "would go eager", r->op, r->bytes, w);
     if (r->bytes <= p->eager) {
         h.type = CADRE_P2P_EAGER;
         return cadre__p2p_post(w, &h, r->buf, r);
@@ -227,7 +230,9 @@ int cadre__p2p_start_send(struct cadre_request *r)
     r->state = RS_WAIT_CTS;
     h.type = CADRE_P2P_RTS;
     h.sreq = r->id;
-    if (cadre__p2p_cma_offer(w, r)) {
+    if (r->dev_mem) {
+        h.flags = CADRE_P2P_DEVMEM; /* never read here, nor offered to CMA */
+    } else if (cadre__p2p_cma_offer(w, r)) {
         h.flags = CADRE_P2P_CMA;
         h.rreq = (uint64_t)(uintptr_t)r->buf;
         r->cma = 1;

@@ -38,6 +38,7 @@ struct cadre_request {
     uint8_t cma;       /* single copy (p2p_cma.c): send: offered, wrote; recv: read, granted */
     uint8_t stuck_said; /* its wait warned of CADRE_STUCK_WARN */
     uint8_t dt;        /* send: the header's dt (the datatype + 1; 0: the library's own) */
+    uint8_t dev_mem;   /* send: buf is device memory (cadre__p2p_isend_device) */
     /* send: DATA messages a transport still reads (CADRE_P2P_LATER); the
      * request completes when the last is reported (cadre__p2p_sent), with
      * `error` holding the first failure until then (errmsg its text). In

@@ -270,6 +270,20 @@ void cadre__ucx_pull_release(int peer, const char *buf, size_t len)
     }
 }
 
+void cadre__ucx_device_choice(int want_direct)
+{
+    st->direct = st->cuda && HAVE_CUDA && want_direct;
+    if (st->direct)
+        CADRE_INFO(P2P, "ucx: device buffers go to UCX directly (UCX here takes CUDA memory): "
+                        "messages above the eager limit; smaller ones staged through host "
+                        "memory (CADRE_UCX_DEVICE=staged stages all)");
+    else
+        CADRE_INFO(P2P, "ucx: device buffers staged through host memory (%s)",
+                   !st->cuda      ? "UCX here takes no CUDA memory"
+                   : !want_direct ? "CADRE_UCX_DEVICE=staged"
+                                  : "UCX here takes CUDA memory, but this build has no CUDA");
+}
+
 void cadre__ucx_pull_drop(int peer)
 {
     struct ucx_peer *p = &st->peers[peer];
