@@ -87,6 +87,13 @@ struct gpu_op {
     int peer, tag;
     /* CUDA IPC: 1 send by descriptor, 2 receive able to take one */
     int ipc;
+    /* Straight to the transport (ucx taking CUDA memory,
+     * cadre__p2p_device_direct): 1 a send from the user's buffer (dbuf); 2
+     * a receive whose host receive names the user's buffer for a pulled
+     * message, its gate opened by the proxy once `ready` completed (gdr_go);
+     * landed: the data went there, the copy from staging is skipped. */
+    int gdr, gdr_go, landed;
+    void *dbuf;
     int peer_world;                /* send: the receiver */
     _Atomic int got_desc;          /* receive: a descriptor matched (set under the engine lock) */
     struct gpu_ipc_desc desc;
@@ -136,6 +143,10 @@ int cadre__gpu_comm_ready(const char *fn, struct cadre_comm *comm, struct gpu_co
 int cadre__gpu_op_new(const char *fn, struct cadre_comm *comm, int nonblocking, int recv_stream,
                       struct gpu_op **out, cudaStream_t *stream);
 void cadre__gpu_op_discard(struct gpu_op *op);
+/* The proxy's test of a receive whose pulled message may land in the user's
+ * device buffer (op->gdr 2, device_p2p.c): opens its gate once `ready` has
+ * completed; 1 when its host receive is done (*rc, *st), else 0. */
+int cadre__gpu_gdr_recv_test(struct gpu_op *op, int *rc, cadre_status_t *st);
 /* Enqueues on st the wait for op's flag. */
 int cadre__gpu_enqueue_wait(struct gpu_op *op, cudaStream_t st);
 

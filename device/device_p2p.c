@@ -36,12 +36,35 @@
  *   that matches a descriptor is handed to the proxy (OP_HOSTRECV), which
  *   copies the data out of the mapped allocation into the user's buffer.
  *
+ * Over a UCX that takes CUDA memory (cadre__p2p_device_direct: an off-host
+ * peer over ucx, st->direct in p2p_ucx.c), no staging for large messages:
+ *
+ *   sender stream:    event `ready` | wait flag | event `done`
+ *   sender proxy:     `ready` seen -> cadre__p2p_isend_device (the device
+ *                     pointer goes to UCX with the RTS); the send done (UCX
+ *                     has read the buffer) -> stores the flag.
+ *   receiver stream:  event `ready` | wait flag | copy kernel (slot) | `done`
+ *   receiver:         its host receive is posted into staging at call time
+ *                     (it matches in posting order) and names the user's
+ *                     buffer for a pulled message (cadre__p2p_recv_redirect);
+ *                     the proxy opens that gate when `ready` has completed,
+ *                     so UCX writes the user's buffer only once the stream
+ *                     reached the call; host receive done -> the slot copies
+ *                     nothing (landed) or from staging (small, truncated or
+ *                     eager messages), stores the flag.
+ *
+ *   The sender's stream thus waits for the receiver's stream to reach the
+ *   call, as with CUDA IPC (the same advice holds: cadre_sendrecv or the
+ *   nonblocking calls). Never run: no UCX with CUDA was at hand
+ *   (tests/gpu/README.md says how to verify it).
+ *
  * May call: this folder (the proxy's ops, CUDA IPC, the pools), p2p/ (the
  * engine and requests), runtime/.
  */
 #include "config.h"
 
 #if HAVE_CUDA
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +118,22 @@ static int p2p_prepare(int kind, const char *fn, void *buf, size_t count, cadre_
         *out = op;
         return CADRE_SUCCESS;
     }
+    /* Off-host over a UCX that takes CUDA memory: a large send's device
+     * pointer goes to UCX once the stream reaches the call (`ready`), and
+     * the stream waits until UCX has read it. */
+    int world = peer == CADRE_ANY_SOURCE ? -1 : cadre__world_rank(comm, peer);
+    if (kind == OP_SEND && bytes && peer != comm->rank &&
+        cadre__p2p_device_direct(world, bytes, 1)) {
+        op->gdr = 1;
+        op->dbuf = buf;
+        cudaError_t e = cudaEventRecord(op->ready, *X);
+        if (e != cudaSuccess) {
+            cadre__gpu_op_discard(op);
+            return cadre__gpu_cuda_fail(e, fn, "cudaEventRecord");
+        }
+        *out = op;
+        return CADRE_SUCCESS;
+    }
     /* A receive that may meet a descriptor: from any source, or from a peer
      * that would send one. Its staging holds the copy slot after the data. */
     size_t slot_off = (bytes + 63) & ~(size_t)63;
@@ -102,8 +141,13 @@ static int p2p_prepare(int kind, const char *fn, void *buf, size_t count, cadre_
         (peer == CADRE_ANY_SOURCE ||
          (peer != comm->rank && cadre__gpu_ipc_peer_ok(cadre__world_rank(comm, peer)))))
         op->ipc = 2;
-    if (!(op->stage = cadre__gpu_stage_get(op->ipc ? slot_off + sizeof *op->slot : bytes, fn,
-                                           &rc))) {
+    /* A receive whose large message UCX may pull straight into buf (the
+     * slot then copies nothing), not before its stream reaches the call. */
+    if (kind == OP_RECV && bytes && peer != comm->rank && cadre__p2p_device_direct(world, bytes, 0))
+        op->gdr = 2;
+    if (!(op->stage = cadre__gpu_stage_get(op->ipc || op->gdr ? slot_off + sizeof *op->slot
+                                                              : bytes,
+                                           fn, &rc))) {
         cadre__gpu_op_discard(op);
         return rc;
     }
@@ -114,18 +158,32 @@ static int p2p_prepare(int kind, const char *fn, void *buf, size_t count, cadre_
         if (e == cudaSuccess)
             e = cudaEventRecord(op->ready, *X);
     } else {
-        if (op->ipc) {
+        if (op->ipc || op->gdr) {
             op->slot = (struct gpu_copy_slot *)(op->stage->p + slot_off);
             op->slot->src = NULL;
             op->slot->n = 0;
-            rc = cadre__gpu_ipc_watch(op->stage->p, op);
         }
+        if (op->ipc)
+            rc = cadre__gpu_ipc_watch(op->stage->p, op);
+        /* `ready`: the gate of a pull into buf (the proxy opens it). */
+        if (op->gdr && (e = cudaEventRecord(op->ready, *X)) != cudaSuccess)
+            rc = cadre__gpu_cuda_fail(e, fn, "cudaEventRecord");
         /* Posted now, into staging: it matches in posting order. */
         if (rc == CADRE_SUCCESS)
             rc = cadre_irecv(op->stage->p, count, dt, peer, tag, cadre__gpu_handle_of(comm),
                              &op->hreq);
+        if (rc == CADRE_SUCCESS && op->gdr) {
+            /* Matched already, maybe, and its data moving into staging:
+             * then it stays there (cadre__p2p_recv_landed says). */
+            struct cadre_request *hr = cadre__req_find(op->hreq);
+            eng_lock();
+            if (hr && !atomic_load(&hr->done))
+                cadre__p2p_recv_redirect(hr, buf, CADRE_P2P_MEM_CUDA);
+            eng_unlock();
+        }
         if (rc != CADRE_SUCCESS && op->ipc)
             cadre__gpu_ipc_unwatch(op->stage->p);
+        e = cudaSuccess; /* a failure is in rc */
         op->state = ST_RUNNING;
     }
     if (e != cudaSuccess)
@@ -153,7 +211,7 @@ static int p2p_finish(struct gpu_op *op, void *buf, cudaStream_t X, cadre_reques
     int lazy = op->kind == OP_SEND && op->ipc == 1 && req;
     int rc = lazy ? CADRE_SUCCESS : cadre__gpu_enqueue_wait(op, X);
     if (rc == CADRE_SUCCESS && op->kind == OP_RECV && bytes) {
-        if (op->ipc)
+        if (op->ipc || op->gdr)
             e = (cudaError_t)cadre__gpu_copy_slot(buf, op->slot, bytes, X);
         else
             e = cudaMemcpyAsync(buf, op->stage->p, bytes, cudaMemcpyHostToDevice, X);
@@ -174,6 +232,7 @@ static int p2p_finish(struct gpu_op *op, void *buf, cudaStream_t X, cadre_reques
             eng_lock();
             if (op->ipc)
                 cadre__gpu_ipc_unwatch(op->stage->p);
+            cadre__p2p_recv_redirect_drop(hr); /* buf is the user's again */
             cadre__p2p_abandon(hr);
             eng_unlock();
             op->hreq = CADRE_REQUEST_NULL;
@@ -262,6 +321,47 @@ int cadre__gpu_sendrecv(const void *sendbuf, size_t sendcount, int dst, int send
     if (rc == CADRE_SUCCESS && status)
         *status = (cadre_status_t){.source = src, .tag = recvtag, .count = recvcount};
     return rc;
+}
+
+/* ---- a receive whose message UCX may pull into its buffer (the proxy) -------------- */
+/* A receive whose pulled message may land in the user's device buffer
+ * (op->gdr 2): its gate opens once its stream has reached the call
+ * (`ready`), never before; 1 when its host receive is done (*rc, *st its
+ * outcome, op->landed where the data went), else 0. The host receive is
+ * only tested once done (cadre_test frees it), so that where its data went
+ * is read first. */
+int cadre__gpu_gdr_recv_test(struct gpu_op *op, int *rc, cadre_status_t *st)
+{
+    struct cadre_request *hr = cadre__req_find(op->hreq);
+    if (hr && !op->gdr_go) {
+        cudaError_t e = cudaEventQuery(op->ready);
+        if (e == cudaSuccess) {
+            op->gdr_go = 1;
+            cadre__p2p_recv_redirect_go(hr);
+        } else if (e != cudaErrorNotReady) {
+            /* The stream failed before the call: nothing may write the
+             * user's buffer; the message lands in staging. */
+            cudaGetLastError();
+            op->gdr_go = 1;
+            eng_lock();
+            if (!atomic_load(&hr->done))
+                cadre__p2p_recv_redirect_drop(hr);
+            eng_unlock();
+            char m[200];
+            snprintf(m, sizeof m, "the stream failed before the operation: %s",
+                     cudaGetErrorString(e));
+            cadre__gpu_record_failure(op, CADRE_ERR_DEVICE, m);
+        }
+    }
+    if (hr && !atomic_load_explicit(&hr->done, memory_order_acquire)) {
+        cadre__p2p_progress();
+        if (!atomic_load_explicit(&hr->done, memory_order_acquire))
+            return 0;
+    }
+    op->landed = hr && cadre__p2p_recv_landed(hr);
+    int done = 0;
+    *rc = cadre_test(&op->hreq, &done, st);
+    return done || *rc != CADRE_SUCCESS;
 }
 
 /* ---- a descriptor matched a receive (engine lock held) ---------------------------- */

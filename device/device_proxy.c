@@ -152,6 +152,11 @@ static int start_host_op(struct gpu_op *op)
             }
         }
         eng_unlock();
+    } else if (op->gdr == 1) {
+        /* Its stream has reached it: UCX reads the user's buffer itself
+         * (device_p2p.c); the stream waits until UCX has. */
+        rc = cadre__p2p_isend_device(op->dbuf, op->count, op->dt, op->peer, op->tag,
+                                     cadre__gpu_handle_of(op->comm), &op->hreq);
     } else {
         rc = cadre_isend(op->stage->p, op->count, op->dt, op->peer, op->tag,
                          cadre__gpu_handle_of(op->comm), &op->hreq);
@@ -159,14 +164,18 @@ static int start_host_op(struct gpu_op *op)
     return rc;
 }
 
-/* A receive that could take a descriptor, its host part over: what the copy
- * kernel on its stream is to copy. */
+/* A receive that could take a descriptor or a pulled message into the
+ * user's buffer, its host part over: what the copy kernel on its stream is
+ * to copy. */
 static void fill_slot(struct gpu_op *op, int rc, const cadre_status_t *st)
 {
     const void *src = NULL;
     size_t n = 0;
-    cadre__gpu_ipc_unwatch(op->stage->p);
-    if (atomic_load(&op->got_desc)) {
+    if (op->ipc == 2)
+        cadre__gpu_ipc_unwatch(op->stage->p);
+    if (op->landed) {
+        /* In the user's buffer already (op->gdr): nothing to copy. */
+    } else if (op->ipc == 2 && atomic_load(&op->got_desc)) {
         void *p = NULL;
         int mr = rc == CADRE_SUCCESS ? cadre__gpu_ipc_map(op->peer_world, &op->desc, op->fn, &p)
                                      : rc;
@@ -309,6 +318,8 @@ static int proxy_pass(struct gpu_op **list)
                     cadre__req_free(op->ctl);
                     op->ctl = NULL;
                 }
+            } else if (op->gdr == 2) {
+                done = cadre__gpu_gdr_recv_test(op, &rc, &st);
             } else {
                 rc = cadre_test(&op->hreq, &done, &st);
             }
@@ -317,7 +328,7 @@ static int proxy_pass(struct gpu_op **list)
                 op->status = st;
                 if (rc != CADRE_SUCCESS)
                     cadre__gpu_record_failure(op, rc, cadre_last_error());
-                if (op->ipc == 2)
+                if (op->ipc == 2 || op->gdr == 2)
                     fill_slot(op, rc, &st);
                 release_stream(op);
             }

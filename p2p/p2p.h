@@ -46,6 +46,11 @@ enum cadre_p2p_type {
  * sender's transport returned CADRE_P2P_LATER for the RTS); the sender sends
  * no DATA, the CTS only says that a receive took the message. */
 #define CADRE_P2P_PULL 0x10
+/* RTS, between the engine and its transport only (never on the wire): the
+ * payload is device memory (cadre__p2p_isend_device), which the host must
+ * not read: the transport carries it with the RTS (CADRE_P2P_LATER),
+ * telling its library the memory kind, or fails the send. */
+#define CADRE_P2P_DEVMEM 0x20
 /* STATE_Q: the asker's own state follows, as in STATE_R (p2p_diag.c); it
  * asks at its CADRE_TIMEOUT (not for a stuck warning). */
 #define CADRE_P2P_Q_STATE 0x40
@@ -226,6 +231,28 @@ void *cadre__p2p_data_dest(int peer, const struct cadre_p2p_hdr *h);
  * receive without a copy; if release_dest is called first, it passes its
  * own copy and the message is matched again. One claim per peer at a time. */
 void *cadre__p2p_eager_dest(int peer, const struct cadre_p2p_hdr *h);
+/* A transport that pulls a message's data (CADRE_P2P_PULL) asks, before
+ * each start, where its `whole` bytes (DATA header h, offset 0) go, saying
+ * which memory kinds it can write this time (`mems`, a mask of 1 << kind)
+ * (p2p_pull.c): CADRE_P2P_PULL_NOW, into to->buf (memory kind to->mem);
+ * CADRE_P2P_PULL_WAIT, not yet: ask again at a later progress pass;
+ * CADRE_P2P_PULL_GONE, nowhere (the receive is gone: drop the data). The
+ * answer is the receive's buffer (cadre__p2p_data_dest), or the
+ * destination the receive named instead (cadre__p2p_recv_redirect: a
+ * device buffer, reached by the transport directly) where its kind is in
+ * mems and the message is whole, which waits for the receive's gate. When the pull is done the transport passes the DATA to
+ * cadre__p2p_incoming with to->buf as its payload. */
+#define CADRE_P2P_PULL_GONE 0
+#define CADRE_P2P_PULL_NOW 1
+#define CADRE_P2P_PULL_WAIT 2
+#define CADRE_P2P_MEM_HOST 0
+#define CADRE_P2P_MEM_CUDA 1 /* a CUDA device buffer */
+struct cadre_p2p_pull_to {
+    char *buf;
+    int mem;
+};
+int cadre__p2p_pull_dest(int peer, const struct cadre_p2p_hdr *h, size_t whole, unsigned mems,
+                         struct cadre_p2p_pull_to *to);
 /* A DATA message sent with CADRE_P2P_LATER (h->sreq, the sending request's
  * wire id) is no longer read: status CADRE_SUCCESS when it was delivered,
  * else the error that failed it (CADRE_ERR_PEER). */
@@ -239,6 +266,11 @@ void cadre__p2p_peer_finalized(int peer);
 const char *cadre__p2p_tcp_host(int peer);
 /* The same from the UCX transport's endpoint (NULL: not reached by ucx). */
 const char *cadre__p2p_ucx_host(int peer);
+/* Whether the ucx transport runs and takes device buffers directly: the
+ * UCX found at run time takes CUDA memory, the build has CUDA, and
+ * CADRE_UCX_DEVICE does not say staged (decided and logged in its init). */
+int cadre__p2p_ucx_direct(void);
+
 /* cadre_init, after the fence that follows the transports' wireup
  * (cadre__shm_agree's): a pair uses ucx only where both ranks started it
  * and wired up (each publishes a verdict in its wireup), else tcp, said in

@@ -309,6 +309,23 @@ int cadre_isend(const void *buf, size_t count, cadre_datatype_t dt, int dst, int
     return post_nb(REQ_SEND, "cadre_isend", buf, count, dt, dst, tag, comm, req);
 }
 
+int cadre__p2p_isend_device(const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag,
+                            cadre_comm_t comm, cadre_request_t *req)
+{
+    const char *fn = "cadre_isend";
+    struct p2p_args a;
+    CADRE_CHECK(check_args(fn, buf, count, dt, dst, tag, comm, 0, 0, &a));
+    struct cadre_request *r = make_req(REQ_SEND, fn, buf, &a, dst, tag);
+    if (!r)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request", fn);
+    r->dev_mem = 1;
+    if (cadre__req_handle(r, req) != CADRE_SUCCESS) {
+        cadre__req_free(r);
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory for a request handle", fn);
+    }
+    return start(r, 1);
+}
+
 int cadre_irecv(void *buf, size_t count, cadre_datatype_t dt, int src, int tag, cadre_comm_t comm,
                 cadre_request_t *req)
 {

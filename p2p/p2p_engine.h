@@ -313,6 +313,38 @@ void cadre__p2p_peer_reported(int w, int by);
 /* A receive in RS_WAIT_DATA is done or freed (lock held): its claim ends and
  * the peer's transport stops writing into its buffer (release_dest). */
 void cadre__p2p_dest_gone(struct cadre_request *req);
+/* Posted receive r (the device path's, into host staging) takes a message
+ * its transport pulls whole (CADRE_P2P_PULL: ucx's large messages) at dest,
+ * of memory kind mem, instead of its buffer, and only once
+ * cadre__p2p_recv_redirect_go(r) was called. Other messages (eager,
+ * truncated, of another transport) land in its buffer as before:
+ * cadre__p2p_recv_landed says which, once r is done (before it is freed).
+ * Lock held. */
+enum { PULL_GATE_SHUT, PULL_GATE_OPEN, PULL_GATE_LANDED };
+void cadre__p2p_recv_redirect(struct cadre_request *r, void *dest, int mem);
+static inline int cadre__p2p_recv_landed(struct cadre_request *r)
+{
+    return atomic_load_explicit(&r->pull_go, memory_order_acquire) == PULL_GATE_LANDED;
+}
+/* Whether the device path hands device buffers to the transport of world
+ * rank w directly (send: a message of `bytes`; receive, send 0: from w,
+ * -1 for any source): w is reached by ucx, which takes them
+ * (cadre__p2p_ucx_direct), and a send is one the transport carries with
+ * its RTS (above w's eager limit, within its largest payload). Lock not
+ * needed (the peers' transports are fixed after cadre_init). */
+int cadre__p2p_device_direct(int w, size_t bytes, int send);
+/* cadre_isend from device buffer buf (cadre__p2p_device_direct said yes),
+ * for the device path: no host code reads buf; its RTS goes to the
+ * transport flagged CADRE_P2P_DEVMEM. */
+int cadre__p2p_isend_device(const void *buf, size_t count, cadre_datatype_t dt, int dst, int tag,
+                            cadre_comm_t comm, cadre_request_t *req);
+/* Opens r's gate (any thread, lock not needed); the next progress pass
+ * starts the pull. */
+void cadre__p2p_recv_redirect_go(struct cadre_request *r);
+/* Forgets r's redirection (lock held): the owner of dest goes before r
+ * does (r abandoned). A pull already running is the transport's
+ * (release_dest waits for it). */
+void cadre__p2p_recv_redirect_drop(struct cadre_request *r);
 /* Removes an unmatched posted receive (timeout); lock held. */
 void cadre__p2p_unpost(struct cadre_request *req);
 

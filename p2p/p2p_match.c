@@ -219,6 +219,9 @@ int cadre__p2p_start_send(struct cadre_request *r)
     struct cadre_peer *p = &e->peers[w];
     if (p->state != PEER_OK)
         return cadre__error(CADRE_ERR_PEER, "%s: peer rank %d %s", r->op, w, p->why);
+    if (r->dev_mem && r->bytes <= p->eager)
+        return cadre__error(CADRE_ERR_INTERNAL, "%s: a device buffer of %zu bytes to rank %d "
+                            "would go eager", r->op, r->bytes, w);
     if (r->bytes <= p->eager) {
         h.type = CADRE_P2P_EAGER;
         return cadre__p2p_post(w, &h, r->buf, r);
@@ -227,7 +230,9 @@ int cadre__p2p_start_send(struct cadre_request *r)
     r->state = RS_WAIT_CTS;
     h.type = CADRE_P2P_RTS;
     h.sreq = r->id;
-    if (cadre__p2p_cma_offer(w, r)) {
+    if (r->dev_mem) {
+        h.flags = CADRE_P2P_DEVMEM; /* never read here, nor offered to CMA */
+    } else if (cadre__p2p_cma_offer(w, r)) {
         h.flags = CADRE_P2P_CMA;
         h.rreq = (uint64_t)(uintptr_t)r->buf;
         r->cma = 1;
@@ -352,20 +357,9 @@ static void incoming_cts(int peer, const struct cadre_p2p_hdr *h)
         cadre__req_complete(s, rc, "%s: %s", s->op, cadre_last_error());
 }
 
-static struct cadre_request *data_target(int peer, const struct cadre_p2p_hdr *h)
-{
-    struct cadre_request *r = cadre__req_lookup(h->rreq);
-    /* xfer 0: a receive that takes no DATA (claimed by an EAGER payload); cma:
-     * one that read its data itself. */
-    if (!r || r->kind != REQ_RECV || r->state != RS_WAIT_DATA || r->peer_world != peer ||
-        !r->xfer || r->cma || h->off > r->xfer || h->len > r->xfer - h->off)
-        return NULL;
-    return r;
-}
-
 void *cadre__p2p_data_dest(int peer, const struct cadre_p2p_hdr *h)
 {
-    struct cadre_request *r = data_target(peer, h);
+    struct cadre_request *r = cadre__p2p_data_target(peer, h);
     return r ? r->buf + h->off : NULL;
 }
 
@@ -443,13 +437,17 @@ void cadre__p2p_dest_gone(struct cadre_request *r)
 
 static void incoming_data(int peer, const struct cadre_p2p_hdr *h, const void *payload)
 {
-    struct cadre_request *r = data_target(peer, h);
+    struct cadre_request *r = cadre__p2p_data_target(peer, h);
     if (!r) {
         CADRE_WARN(P2P, "ignoring %llu DATA bytes from rank %d for unknown receive %llx",
                    (unsigned long long)h->len, peer, (unsigned long long)h->rreq);
         return;
     }
-    if (payload != r->buf + h->off && h->len)
+    if (payload && payload == r->pull_to && !h->off && h->len == r->xfer) {
+        /* Pulled whole into the destination the receive named
+         * (cadre__p2p_pull_dest): in place there, not in buf. */
+        atomic_store_explicit(&r->pull_go, PULL_GATE_LANDED, memory_order_release);
+    } else if (payload != r->buf + h->off && h->len)
         cadre__copy_out(r->buf + h->off, payload, h->len, r->nt ? SIZE_MAX : r->xfer);
     r->moved += h->len;
     r->last_activity = cadre__now();

@@ -69,6 +69,20 @@ static inline int takes(int src, int tag, const struct cadre_p2p_hdr *h)
            (tag == CADRE_ANY_TAG || tag == (int)h->tag);
 }
 
+/* The receive DATA header h from peer is for (registered, waiting for
+ * data, h within what it takes), or NULL. */
+static inline struct cadre_request *cadre__p2p_data_target(int peer,
+                                                           const struct cadre_p2p_hdr *h)
+{
+    struct cadre_request *r = cadre__req_lookup(h->rreq);
+    /* xfer 0: a receive that takes no DATA (claimed by an EAGER payload); cma:
+     * one that read its data itself. */
+    if (!r || r->kind != REQ_RECV || r->state != RS_WAIT_DATA || r->peer_world != peer ||
+        !r->xfer || r->cma || h->off > r->xfer || h->len > r->xfer - h->off)
+        return NULL;
+    return r;
+}
+
 /* The message of a receive from CADRE_ANY_SOURCE failed because rank q of
  * its communicator (world rank w) failed. */
 void cadre__p2p_any_source_text(const struct cadre_request *r, int q, int w, char *buf,

@@ -280,3 +280,18 @@ int cadre__p2p_comm_dead_member(const struct cadre_comm *c)
     }
     return -1;
 }
+
+/* Which peers the device path hands device buffers directly (p2p_engine.h). */
+int cadre__p2p_device_direct(int w, size_t bytes, int send)
+{
+    if (!cadre__p2p_ucx_direct())
+        return 0;
+    if (w < 0)
+        return !send;
+    if (w >= cadre__eng.nranks || w == cadre__proc.rank)
+        return 0;
+    const struct cadre_peer *p = &cadre__eng.peers[w];
+    if (p->tp != &cadre__p2p_ucx || p->state != PEER_OK)
+        return 0;
+    return !send || (bytes > p->eager && bytes <= p->tp->max_payload(w));
+}

@@ -38,6 +38,7 @@ struct cadre_request {
     uint8_t cma;       /* single copy (p2p_cma.c): send: offered, wrote; recv: read, granted */
     uint8_t stuck_said; /* its wait warned of CADRE_STUCK_WARN */
     uint8_t dt;        /* send: the header's dt (the datatype + 1; 0: the library's own) */
+    uint8_t dev_mem;   /* send: buf is device memory (cadre__p2p_isend_device) */
     /* send: DATA messages a transport still reads (CADRE_P2P_LATER); the
      * request completes when the last is reported (cadre__p2p_sent), with
      * `error` holding the first failure until then (errmsg its text). In
@@ -75,6 +76,13 @@ struct cadre_request {
     void (*cancel)(struct cadre_request *req);
     void *priv;
 
+    /* recv: a message pulled whole by its transport lands at pull_to
+     * (memory kind pull_mem) instead of buf, not before pull_go is
+     * PULL_GATE_OPEN; it is PULL_GATE_LANDED once the data went there
+     * (cadre__p2p_recv_redirect, p2p_pull.c). */
+    char *pull_to;
+    int pull_mem;
+    _Atomic int pull_go;
     struct cadre_request *next, *prev; /* posted queue or generic list */
     uintptr_t handle; /* the user's handle while open (runtime_handle.h), else 0 */
     /* last, so a new request need not clear them: detail for cadre_last_error */

@@ -66,6 +66,14 @@
  *
  * Finalize: the engine's BYE has gone out; endpoints are closed with a
  * flush (at most UCX_CLOSE_WAIT), so the BYE arrives before the worker goes.
+ *
+ * Device buffers (decided in ucx_init, logged): staged by the device path
+ * through pinned host memory, unless UCX takes CUDA memory here, the build
+ * has CUDA and CADRE_UCX_DEVICE is not "staged" (st->direct). Then a large
+ * device send's RTS comes flagged CADRE_P2P_DEVMEM with the device pointer
+ * (sent with UCX's memory type CUDA), and a device receive names its device
+ * buffer for the pull of a held message, gated until its stream reaches
+ * the call (p2p_ucx_pull.c, p2p/p2p_pull.c, device/device_p2p.c).
  */
 #include "config.h"
 
@@ -144,6 +152,10 @@ static int ucx_init(void)
     if (!(pt >= 1 && pt <= 3600))
         return cadre__error(CADRE_ERR_ARG,
                             "cadre_init: CADRE_UCX_PEER_TIMEOUT=%g out of range (1..3600 s)", pt);
+    const char *dev = cadre__config_str(CADRE_CFG_UCX_DEVICE);
+    if (strcmp(dev, "auto") && strcmp(dev, "staged"))
+        return cadre__error(CADRE_ERR_ARG, "cadre_init: CADRE_UCX_DEVICE=\"%s\" is neither auto "
+                            "nor staged", dev);
     /* A job on one node needs no network transport. */
     if (!forced && (cadre__proc.local_size == cadre__proc.size &&
                     !cadre__config_str(CADRE_CFG_HOSTID)[0]))
@@ -237,9 +249,7 @@ static int ucx_init(void)
     st->on = 1;
     CADRE_INFO(P2P, "ucx: UCX %s, %s; transports: %s", info.version,
                forced ? "forced (CADRE_TRANSPORT)" : "RDMA offered", info.resources);
-    CADRE_INFO(P2P, "ucx: device buffers staged through host memory (%s)",
-               st->cuda ? "UCX here takes CUDA memory, but cadre passes it host memory only"
-                        : "UCX here takes no CUDA memory");
+    cadre__ucx_device_choice(!strcmp(dev, "auto"));
     return CADRE_SUCCESS;
 }
 
@@ -503,6 +513,11 @@ const char *cadre__p2p_ucx_host(int w)
     return w == st->rank ? st->host : st->peers[w].host[0] ? st->peers[w].host : NULL;
 }
 
+int cadre__p2p_ucx_direct(void)
+{
+    return st->on && st->direct;
+}
+
 const struct cadre_p2p_transport cadre__p2p_ucx = {
     .name = "ucx",
     .init = ucx_init,
@@ -539,6 +554,11 @@ int cadre__p2p_ucx_agree(const char *list)
 {
     (void)list;
     return CADRE_SUCCESS;
+}
+
+int cadre__p2p_ucx_direct(void)
+{
+    return 0;
 }
 
 static int ucx_none(void)

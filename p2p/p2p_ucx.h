@@ -115,6 +115,7 @@ struct ucx_op {
     struct ucx_wire w;
     int peer;
     int later;       /* a DATA sent with CADRE_P2P_LATER */
+    int cuda;        /* its payload is device memory (CADRE_P2P_DEVMEM) */
     int status;      /* ucs_status_t once done */
     void *req;       /* UCX's request, until done */
     struct ucx_op *next, *prev;
@@ -153,6 +154,11 @@ struct ucx_state {
     int efd;
     int armed;        /* the worker's fd was armed by pollfds */
     int cuda;         /* UCX takes CUDA memory here */
+    /* Device buffers go to UCX directly (cuda, the build has CUDA, and
+     * CADRE_UCX_DEVICE is not staged): device sends carry their pointer
+     * with the RTS, device receives name their buffer for the pull
+     * (p2p_ucx_pull.c). */
+    int direct;
     /* EAGER messages take UCX's eager protocol (UCX_EAGER): UCX offers no
      * RDMA transport here (every endpoint is UCX's tcp) and the user did
      * not set UCX_RNDV_THRESH (which then decides, as over RDMA). */
@@ -209,6 +215,9 @@ int cadre__ucx_pull_hold(int peer, struct ucx_in *in);
 int cadre__ucx_pull_cts(int peer, const struct cadre_p2p_hdr *cts);
 /* NACK with rreq 0 from peer: its sender withdrew message sreq. */
 void cadre__ucx_pull_withdrawn(int peer, uint64_t sreq);
+/* How device buffers go (st->direct from st->cuda, the build, and
+ * CADRE_UCX_DEVICE=auto or not), said in an INFO line. */
+void cadre__ucx_device_choice(int want_direct);
 /* Pulls done: DATA to the engine; pulls wanted: started. Returns events. */
 int cadre__ucx_pulls(void);
 /* The receive whose buffer is [buf, buf+len) is gone: no pull lands there. */

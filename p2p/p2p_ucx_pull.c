@@ -5,6 +5,11 @@
  * starts the pull (ucp_am_recv_data_nbx) straight into the receive's buffer
  * (cadre__p2p_data_dest), and the CTS goes on flagged CADRE_P2P_PULL (the
  * sender sends no DATA). When the pull is done the engine gets the DATA.
+ * A device receive (where UCX takes CUDA memory, st->direct) names its
+ * device buffer instead, gated: the pull waits, wanted (PL_WANT), until the
+ * receive's stream has reached the call (cadre__p2p_pull_dest, p2p_pull.c),
+ * then lands there with UCX's memory type CUDA; the sender's send waits
+ * as long (a rendezvous, as over CUDA IPC).
  * UCX completes the sender's send when the data is taken, or dropped
  * (ucp_am_data_release: the sender withdrew it, the peer failed, finalize).
  * May call: this folder, runtime/. */
@@ -91,13 +96,24 @@ static void pull_cb(void *request, ucs_status_t status, size_t length, void *use
     st->events++;
 }
 
-/* Starts the pull of pl (PL_WANT) into its receive's buffer. */
+/* Starts the pull of pl (PL_WANT) where its receive says
+ * (cadre__p2p_pull_dest): its buffer, or the device buffer it named
+ * instead, which waits until the receive's stream has reached the call:
+ * pl stays PL_WANT, asked again at each pass (cadre__ucx_pulls). */
 static void pull_start(int peer, struct ucx_pull *pl)
 {
     struct cadre_p2p_hdr d = {.type = CADRE_P2P_DATA, .sreq = pl->sreq, .rreq = pl->rreq,
                               .len = pl->xfer};
-    pl->dest = cadre__p2p_data_dest(peer, &d);
-    pl->buf = pl->dest;
+    struct cadre_p2p_pull_to to = {.buf = NULL, .mem = CADRE_P2P_MEM_HOST};
+    /* Device memory by UCX's rendezvous only, where UCX takes it. */
+    unsigned mems = 1u << CADRE_P2P_MEM_HOST;
+    if (st->direct && pl->rndv)
+        mems |= 1u << CADRE_P2P_MEM_CUDA;
+    int where = cadre__p2p_pull_dest(peer, &d, pl->len, mems, &to);
+    if (where == CADRE_P2P_PULL_WAIT)
+        return;
+    pl->dest = where == CADRE_P2P_PULL_NOW ? cadre__p2p_data_dest(peer, &d) : NULL;
+    pl->buf = to.buf;
     if (pl->dest && pl->xfer < pl->len) {
         /* Truncated: UCX takes the whole message or nothing; the receive
          * gets its part, and its error (cadre__p2p_complete_recv). */
@@ -114,6 +130,7 @@ static void pull_start(int peer, struct ucx_pull *pl)
         pl->state = PL_DONE;
         return;
     }
+    int cuda = !pl->own && to.mem == CADRE_P2P_MEM_CUDA;
     if (!pl->rndv) {
         memcpy(pl->buf, pl->data, pl->len);
         if (pl->held)
@@ -129,6 +146,11 @@ static void pull_start(int peer, struct ucx_pull *pl)
                                                UCP_OP_ATTR_FIELD_USER_DATA,
                                .cb = {.recv_am = pull_cb},
                                .user_data = pl};
+    if (cuda) {
+        /* GPUDirect RDMA, or UCX's own staging: UCX's choice. */
+        prm.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        prm.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
     pl->state = PL_RECV;
     void *desc = pl->data;
     pl->data = NULL; /* UCX's from here on, released or not */
@@ -222,7 +244,7 @@ int cadre__ucx_pulls(void)
             if (pl->state == PL_WANT) {
                 pull_start(w, pl);
                 n += pl->state == PL_RECV;
-                events++;
+                events += pl->state != PL_WANT; /* else its gate is still closed */
             }
     }
     return events;
@@ -246,6 +268,20 @@ void cadre__ucx_pull_release(int peer, const char *buf, size_t len)
         }
         pl->dest = NULL; /* done: no DATA for a receive that is gone */
     }
+}
+
+void cadre__ucx_device_choice(int want_direct)
+{
+    st->direct = st->cuda && HAVE_CUDA && want_direct;
+    if (st->direct)
+        CADRE_INFO(P2P, "ucx: device buffers go to UCX directly (UCX here takes CUDA memory): "
+                        "messages above the eager limit; smaller ones staged through host "
+                        "memory (CADRE_UCX_DEVICE=staged stages all)");
+    else
+        CADRE_INFO(P2P, "ucx: device buffers staged through host memory (%s)",
+                   !st->cuda      ? "UCX here takes no CUDA memory"
+                   : !want_direct ? "CADRE_UCX_DEVICE=staged"
+                                  : "UCX here takes CUDA memory, but this build has no CUDA");
 }
 
 void cadre__ucx_pull_drop(int peer)

@@ -136,6 +136,11 @@ static ucs_status_ptr_t am_send(int peer, struct ucx_op *op, const void *buf, si
         .user_data = op,
         .flags = flags,
     };
+    if (op->cuda) {
+        /* A device buffer (CADRE_P2P_DEVMEM): UCX reads it itself. */
+        prm.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        prm.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
     ucs_status_ptr_t sp = U.ucp_am_send_nbx(st->peers[peer].ep, UCX_AM_ID, &op->w, sizeof op->w,
                                             buf, len, &prm);
     if (sp && !UCS_PTR_IS_ERR(sp)) {
@@ -157,6 +162,8 @@ static int send_rts(int peer, const struct cadre_p2p_hdr *h, const void *payload
         return cadre__error(CADRE_ERR_NOMEM, "ucx: no memory for a send to rank %d", peer);
     op->w = (struct ucx_wire){.cookie = st->cookie, .tseq = p->send_tseq + 1, .from = st->rank,
                               .kind = UK_MSG, .h = *h};
+    op->w.h.flags &= (uint8_t)~CADRE_P2P_DEVMEM; /* ours, not the receiver's */
+    op->cuda = (h->flags & CADRE_P2P_DEVMEM) != 0;
     op->later = 1;
     ucs_status_ptr_t sp = am_send(peer, op, payload, h->len, UCP_AM_SEND_FLAG_RNDV);
     if (UCS_PTR_IS_ERR(sp)) {
@@ -188,8 +195,12 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
             cadre__ucx_fail(peer, "%s", p->err);
         return CADRE_ERR_PEER;
     }
-    if (h->type == CADRE_P2P_RTS && payload && h->len && h->len <= UCX_MAX_PAYLOAD)
+    if (h->type == CADRE_P2P_RTS && payload && h->len && h->len <= UCX_MAX_PAYLOAD &&
+        (st->direct || !(h->flags & CADRE_P2P_DEVMEM)))
         return send_rts(peer, h, payload);
+    if (h->flags & CADRE_P2P_DEVMEM)
+        return cadre__error(CADRE_ERR_INTERNAL, "ucx: a device buffer of %zu bytes to rank %d "
+                            "that UCX cannot take directly", (size_t)h->len, peer);
     size_t plen = cadre__p2p_has_payload(h->type) ? h->len : 0;
     if (h->type < 1 || h->type > CADRE_P2P_TYPE_MAX || plen > UCX_MAX_PAYLOAD ||
         (h->type == CADRE_P2P_EAGER && plen > UCX_EAGER))

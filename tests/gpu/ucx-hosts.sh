@@ -8,12 +8,20 @@
 # when the program passes and every rank logged ucx for each peer on the other
 # host, shm for each on its own, and the staging line of the ucx transport.
 # Exit 77 when the program found no GPU. Used by device-run.sh.
+# With a UCX built with CUDA (CADRE_UCX_LIB pointing to its libucp):
+# UCX_HOSTS_DEVICE=direct expects the direct line instead, and
+# UCX_HOSTS_TLS sets UCX_TLS (default tcp; tcp,cuda_copy lets UCX move CUDA
+# memory over its tcp, tests/gpu/README.md).
 run=${1:?cadrerun}
 prog=${2:?program}
 n=${3:?ranks}
 shift 3
 half=$(( (n + 1) / 2 ))
-out=$(CADRE_TRANSPORT=shm,ucx UCX_TLS=tcp UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n \
+case ${UCX_HOSTS_DEVICE:-staged} in
+    direct) line="ucx: device buffers go to UCX directly" ;;
+    *) line="ucx: device buffers staged through host memory" ;;
+esac
+out=$(CADRE_TRANSPORT=shm,ucx UCX_TLS=${UCX_HOSTS_TLS:-tcp} UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n \
       CADRE_DEBUG=INFO CADRE_DEBUG_SUBSYS=P2P CADRE_TIMEOUT=30 \
       timeout -k 5 100 "$run" -n "$n" --ranks-per-gpu "$n" "$@" \
       sh -c "CADRE_HOSTID=h\$((CADRE_RANK / $half)) exec \"$prog\"" 2>&1)
@@ -31,8 +39,8 @@ for ((w = 0; w < n; w++)); do
             bad=1
         fi
     done
-    if ! printf '%s\n' "$out" | grep -qF "[rank $w INFO P2P] ucx: device buffers staged through host memory"; then
-        echo "ucx-hosts: rank $w did not log how the ucx transport takes device buffers"
+    if ! printf '%s\n' "$out" | grep -qF "[rank $w INFO P2P] $line"; then
+        echo "ucx-hosts: rank $w did not log '$line'"
         bad=1
     fi
 done

@@ -330,6 +330,57 @@ static void test_default_choice(void)
     }
 }
 
+/* How device buffers go over ucx, decided by each process and logged: where
+ * UCX takes CUDA memory (the stand-in says so, UCPSHIM=cuda: no UCX here is
+ * built with CUDA) they go to UCX directly in a build with CUDA, else
+ * staged; CADRE_UCX_DEVICE=staged stages them; another value fails the
+ * forced transport naming it. Host buffers never take the direct path: the
+ * data case passes with either choice. */
+static void test_device_choice(void)
+{
+    if (!HAVE_UCX)
+        return;
+    static const struct {
+        const char *env, *want;
+        int fails;
+    } cases[] = {
+        {"UCPSHIM=cuda",
+         HAVE_CUDA ? "INFO P2P] ucx: device buffers go to UCX directly (UCX here takes CUDA "
+                     "memory): messages above the eager limit"
+                   : "INFO P2P] ucx: device buffers staged through host memory (UCX here takes "
+                     "CUDA memory, but this build has no CUDA)",
+         0},
+        {"UCPSHIM=cuda CADRE_UCX_DEVICE=staged",
+         "INFO P2P] ucx: device buffers staged through host memory (CADRE_UCX_DEVICE=staged)", 0},
+        {"UCPSHIM=", "INFO P2P] ucx: device buffers staged through host memory (UCX here takes "
+                     "no CUDA memory)", 0},
+        {"UCPSHIM=cuda CADRE_UCX_DEVICE=direct",
+         "CADRE_UCX_DEVICE=\"direct\" is neither auto nor staged", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct run_result r;
+        char env[1024];
+        snprintf(env, sizeof env, "%s CADRE_UCX_LIB=%s %s", UCX_ENV,
+                 build_path("tests/unit/.libs/libucpshim.so"), cases[i].env);
+        test_progress("device buffers over ucx: %s", cases[i].env);
+        run_fake(&r, "block:2", 4, env, "", "tests/ranks/ucx_test", 180);
+        if (cases[i].fails) {
+            CHECK_MSG(r.exit_code != 0 && !r.timed_out &&
+                          count_matching(r.err, cases[i].want) >= 1,
+                      SHOWW(r, cases[i].want));
+            run_free(&r);
+            continue;
+        }
+        CHECK_MSG(r.exit_code == 0 && !r.timed_out, SHOWW(r, "exit 0"));
+        check_peers(&r, "block:2", 4, "ucx");
+        check_oks(&r, "ucx_test: rank %d ok", 4);
+        CHECK_MSG(count_matching(r.err, cases[i].want) == 4, SHOWW(r, cases[i].want));
+        CHECK_MSG(count_matching(r.err, "ucx: device buffers ") == 4,
+                  SHOWW(r, "one device-buffer line per rank"));
+        run_free(&r);
+    }
+}
+
 /* cadre-info's ucx row: built or not, usable or why not, what UCX offers. */
 static void test_info_row(void)
 {
@@ -367,4 +418,6 @@ void suite_ucx(void)
                 test_rank_revived);
     CU_add_test(s, "UCX_UD_TIMEOUT from CADRE_UCX_PEER_TIMEOUT", test_ud_timeout);
     CU_add_test(s, "a large send never received: CADRE_TIMEOUT, withdrawn", test_send_withdrawn);
+    CU_add_test(s, "device buffers over ucx: direct where UCX takes CUDA memory, or staged",
+                test_device_choice);
 }

@@ -1,12 +1,16 @@
 /* A stand-in for libucp (CADRE_UCX_LIB) for the ucx suite: linked with the
  * real libucp, whose functions cadre's dlsym finds through it, it changes
- * two of them as UCPSHIM says (a comma list):
+ * some of them as UCPSHIM says (a comma list):
  *   rdma       ucp_context_print_info lists an RDMA resource, rc_verbs on
  *              mlx5_0, after UCX's own: "UCX offers an RDMA transport"
  *              holds on this machine, which has none;
  *   fail_init  ucp_init_version fails (UCS_ERR_NO_DEVICE), on the ranks
  *              of UCPSHIM_RANKS only where that is set (a comma list of
- *              CADRE_RANK values).
+ *              CADRE_RANK values);
+ *   cuda       ucp_context_query says the context takes CUDA memory
+ *              (UCS_MEMORY_TYPE_CUDA), as a UCX built with CUDA does: the
+ *              device-buffer decision's other branch (only the decision:
+ *              no device buffer goes to this UCX).
  * Test-only: never installed. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -59,4 +63,14 @@ void ucp_context_print_info(const ucp_context_h context, FILE *stream)
     real(context, stream);
     if (wants("rdma"))
         fprintf(stream, "#      resource 99 :  md 9  dev 9  flags -- rc_verbs/mlx5_0:1\n");
+}
+
+ucs_status_t ucp_context_query(ucp_context_h context, ucp_context_attr_t *attr)
+{
+    __typeof__(&ucp_context_query) real =
+        (__typeof__(&ucp_context_query))dlsym(RTLD_NEXT, "ucp_context_query");
+    ucs_status_t s = real(context, attr);
+    if (s == UCS_OK && wants("cuda") && (attr->field_mask & UCP_ATTR_FIELD_MEMORY_TYPES))
+        attr->memory_types |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+    return s;
 }
