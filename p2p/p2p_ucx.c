@@ -15,10 +15,14 @@
  * verdict after wireup ("ucx.ok", read by cadre__p2p_ucx_agree after the
  * engine's agreement fence), and are on different hosts: both sides of a
  * pair see the same, or one would send over ucx to a rank listening on tcp
- * only. Same-host pairs stay on shm. Each rank makes its
- * endpoint to every such peer at its first progress after wireup, while
- * every host is up (UCX's connect() toward a cut link blocks for tens of
- * seconds: none is made later, toward a host found lost).
+ * only. Same-host pairs stay on shm. Each rank makes its endpoint to
+ * every such peer at wireup, while every host is up (UCX's connect()
+ * toward a cut link blocks for tens of seconds: none is made later, toward
+ * a host found lost), and lists in its verdict the peers whose endpoint
+ * UCX could not make (ucp_ep_create failing: no common transport): both
+ * ranks of such a pair read it after the fence and, before any message
+ * went over ucx, take tcp, warning (by default), or fail cadre_init naming
+ * the pair, its hosts and UCX's reason (forced).
  *
  * Messages: one active message each, cadre's header inside ours (struct
  * ucx_wire) with the pair's sequence number tseq: UCX may hand active
@@ -95,7 +99,6 @@ struct ucx_state cadre__ucx_st = {.efd = -1};
 #define U cadre__ucx
 
 static int ready_fd = -1; /* an eventfd kept readable: poll returns at once */
-static char own_why[384];  /* this rank's failure to wire up (ucx_wireup), for the forced case */
 
 /* Whether this node has an RDMA device (InfiniBand, RoCE, iWARP): without
  * one UCX offers no RDMA transport, and the default need not load it. */
@@ -146,7 +149,7 @@ static void ucx_timeouts(double pt)
 static int ucx_init(void)
 {
     ucx_finalize();
-    own_why[0] = '\0';
+    cadre__ucx_own_why[0] = '\0';
     int forced = cadre__p2p_info.ucx_forced;
     double pt = cadre__config_dbl(CADRE_CFG_UCX_PEER_TIMEOUT);
     if (!(pt >= 1 && pt <= 3600))
@@ -253,104 +256,6 @@ static int ucx_init(void)
     return CADRE_SUCCESS;
 }
 
-/* Peers off this host that published an address. */
-static int wire_peers(void)
-{
-    st->cookie = cadre__p2p_info.job_cookie;
-    for (int w = 0; w < st->size; w++) {
-        struct ucx_peer *p = &st->peers[w];
-        if (w == st->rank || cadre__p2p_same_host(w))
-            continue;
-        void *data = NULL;
-        size_t len = 0;
-        if (cadre__bootstrap_get(w, "ucx", &data, &len) != CADRE_SUCCESS)
-            continue; /* it does not use ucx: tcp between us */
-        const struct ucx_blob *b = data;
-        if (len < sizeof *b || b->magic != UCX_MAGIC || b->version != UCX_BLOB_VERSION ||
-            len != sizeof *b + b->addrlen) {
-            free(data);
-            return cadre__error(CADRE_ERR_BOOTSTRAP, "ucx: rank %d published a bad endpoint "
-                                                     "(%zu bytes; another cadre version?)", w, len);
-        }
-        snprintf(p->host, sizeof p->host, "%.*s", (int)sizeof b->host - 1, b->host);
-        p->addr = malloc(b->addrlen);
-        if (!p->addr) {
-            free(data);
-            return cadre__error(CADRE_ERR_NOMEM, "ucx: out of memory for %d peers", st->size);
-        }
-        memcpy(p->addr, b->addr, b->addrlen);
-        p->addrlen = b->addrlen;
-        p->reachable = 1;
-        /* Its endpoint at the first progress, while every host is up:
-         * UCX's connect() blocks (tens of seconds) toward a host whose
-         * link was cut, so none is made later, when a failure notice goes
-         * to a peer on the lost host. */
-        p->want_ep = 1;
-        free(data);
-    }
-    return CADRE_SUCCESS;
-}
-
-/* Whether this rank's ucx wired up, published after wireup ("ucx.ok") by
- * every rank that published an endpoint; the engine's agreement fence
- * (cadre__shm_agree's) carries it, and cadre__p2p_ucx_agree reads it. */
-struct ucx_verdict {
-    int32_t ok;
-    int32_t reserved;
-    char why[384]; /* else why not, naming the rank */
-};
-
-static int ucx_wireup(void)
-{
-    if (!st->on)
-        return CADRE_SUCCESS;
-    int rc = wire_peers();
-    struct ucx_verdict v = {.ok = rc == CADRE_SUCCESS};
-    if (!v.ok)
-        snprintf(own_why, sizeof own_why, "rank %d: %s", st->rank, cadre_last_error());
-    snprintf(v.why, sizeof v.why, "%s", own_why);
-    int prc = cadre__bootstrap_put("ucx.ok", &v, sizeof v);
-    if (rc != CADRE_SUCCESS)
-        return cadre__error(rc, "%s", own_why);
-    if (prc != CADRE_SUCCESS)
-        snprintf(own_why, sizeof own_why, "rank %d: %s", st->rank, cadre_last_error());
-    return prc;
-}
-
-int cadre__p2p_ucx_agree(const char *list)
-{
-    int forced = cadre__p2p_info.ucx_forced;
-    if (forced && own_why[0])
-        return cadre__error(CADRE_ERR_UNSUPPORTED, "cadre_init: CADRE_TRANSPORT=\"%s\" asks for "
-                            "ucx, which cannot start on %s", list, own_why);
-    for (int w = 0; st->on && w < st->size; w++) {
-        struct ucx_peer *p = &st->peers[w];
-        if (!p->reachable)
-            continue;
-        void *data = NULL;
-        size_t len = 0;
-        struct ucx_verdict v = {.ok = 0};
-        if (cadre__bootstrap_get(w, "ucx.ok", &data, &len) != CADRE_SUCCESS)
-            snprintf(v.why, sizeof v.why, "rank %d published no verdict on ucx", w);
-        else if (len != sizeof v)
-            snprintf(v.why, sizeof v.why, "rank %d published a %zu-byte verdict on ucx, not "
-                     "%zu (another cadre version?)", w, len, sizeof v);
-        else
-            memcpy(&v, data, sizeof v);
-        free(data);
-        if (v.ok)
-            continue;
-        v.why[sizeof v.why - 1] = '\0';
-        if (forced)
-            return cadre__error(CADRE_ERR_UNSUPPORTED, "cadre_init: CADRE_TRANSPORT=\"%s\" asks "
-                                "for ucx, which cannot start on %s", list, v.why);
-        /* Both sides drop the pair: that rank has no ucx at all. */
-        p->reachable = p->want_ep = 0;
-        CADRE_INFO(P2P, "ucx: not used with rank %d (%s): tcp between us", w, v.why);
-    }
-    return CADRE_SUCCESS;
-}
-
 static int ucx_reachable(int w)
 {
     return st->on && w >= 0 && w < st->size && st->peers[w].reachable;
@@ -376,9 +281,6 @@ static void check_peers(double now)
 {
     for (int w = 0; w < st->size; w++) {
         struct ucx_peer *p = &st->peers[w];
-        if (p->want_ep && p->state == EP_NONE)
-            cadre__ucx_ep(w);
-        p->want_ep = 0;
         if (p->state != EP_UP)
             continue;
         if (p->err_at && now - p->err_at > UCX_BYE_WAIT)
@@ -521,7 +423,7 @@ int cadre__p2p_ucx_direct(void)
 const struct cadre_p2p_transport cadre__p2p_ucx = {
     .name = "ucx",
     .init = ucx_init,
-    .wireup = ucx_wireup,
+    .wireup = cadre__ucx_wireup,
     .reachable = ucx_reachable,
     .max_payload = ucx_max_payload,
     .eager_limit = ucx_eager_limit,

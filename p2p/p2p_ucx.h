@@ -1,6 +1,7 @@
 /*
  * p2p_ucx.h - shared by the files of the UCX transport: p2p_ucx.c (setup,
- * choice, progress, sleeping, liveness, finalize), p2p_ucx_send.c
+ * choice, progress, sleeping, liveness, finalize), p2p_ucx_wire.c (wireup,
+ * endpoints, each pair's agreement on ucx), p2p_ucx_send.c
  * (endpoints, sending, peer failure), p2p_ucx_recv.c (the active-message
  * handler, in-order delivery, rendezvous receives) and p2p_ucx_pull.c (the
  * data of large messages, held until received). Nothing outside them
@@ -128,8 +129,9 @@ struct ucx_peer {
     ucp_ep_h ep;
     int state;
     int bye;          /* its BYE went by: silence is no failure */
-    int want_ep;      /* it sent to us first: make ours, for heartbeats */
-    int reachable;    /* it published an address (and is off-host) */
+    int reachable;    /* it published an address (and is off-host), and both
+                       * sides made their endpoint at wireup */
+    int ep_status;    /* ucp_ep_create's failure at wireup (a ucs_status_t), or 0 */
     uint64_t send_tseq, recv_tseq; /* last sent; last delivered */
     struct ucx_in *in, *in_tail;   /* arrived, by tseq */
     struct ucx_pull *pulls, *pulls_tail; /* RTS with data, delivered, in order */
@@ -171,8 +173,16 @@ struct ucx_state {
 };
 extern struct ucx_state cadre__ucx_st;
 
+/* p2p_ucx_wire.c */
+/* This rank's failure to wire up, for the forced case ("rank R: why"). */
+extern char cadre__ucx_own_why[384];
+/* Addresses, endpoints, the verdict published (the transport's wireup). */
+int cadre__ucx_wireup(void);
+
 /* p2p_ucx_send.c */
-int cadre__ucx_ep(int peer); /* 0, or an error after failing the peer */
+/* Makes the endpoint to peer (at wireup, while every host is up): UCS_OK,
+ * or UCX's failure (the pair then goes over tcp, or cadre_init fails). */
+ucs_status_t cadre__ucx_ep(int peer);
 int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload);
 void cadre__ucx_heartbeat(int peer);
 /* Fails the peer (once): closes its endpoint (UCX cancels what is in

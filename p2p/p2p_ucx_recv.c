@@ -68,8 +68,6 @@ ucs_status_t cadre__ucx_am_cb(void *arg, const void *header, size_t header_lengt
     }
     struct ucx_peer *p = &st->peers[w.from];
     p->last_heard = cadre__ucx_now();
-    if (p->state == EP_NONE)
-        p->want_ep = 1; /* heartbeats go both ways */
     if (w.kind == UK_HB || w.kind != UK_MSG || p->state == EP_FAILED || p->state == EP_GOING ||
         w.tseq <= p->recv_tseq)
         return rndv ? UCS_ERR_REJECTED : UCS_OK;

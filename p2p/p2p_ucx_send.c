@@ -34,13 +34,11 @@ static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
     }
 }
 
-int cadre__ucx_ep(int peer)
+ucs_status_t cadre__ucx_ep(int peer)
 {
     struct ucx_peer *p = &st->peers[peer];
-    if (p->state == EP_UP)
-        return CADRE_SUCCESS;
-    if (p->state == EP_FAILED)
-        return CADRE_ERR_PEER;
+    if (p->state != EP_NONE)
+        return p->state == EP_UP ? UCS_OK : UCS_ERR_CONNECTION_RESET;
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
@@ -51,12 +49,11 @@ int cadre__ucx_ep(int peer)
     ucs_status_t s = U.ucp_ep_create(st->worker, &ep, &p->ep);
     if (s != UCS_OK) {
         p->ep = NULL;
-        cadre__ucx_fail(peer, "cannot reach it (UCX ucp_ep_create: %s)", U.ucs_status_string(s));
-        return CADRE_ERR_PEER;
+        return s;
     }
     p->state = EP_UP;
     p->last_heard = p->last_sent = cadre__ucx_now();
-    return CADRE_SUCCESS;
+    return UCS_OK;
 }
 
 /* UCX completed a send (or canceled it: the endpoint closed): recorded,
@@ -185,9 +182,13 @@ int cadre__ucx_send(int peer, const struct cadre_p2p_hdr *h, const void *payload
         return cadre__error(CADRE_ERR_INTERNAL, "ucx: send to rank %d, which it does not reach",
                             peer);
     struct ucx_peer *p = &st->peers[peer];
-    int rc = cadre__ucx_ep(peer);
-    if (rc != CADRE_SUCCESS)
-        return rc;
+    /* Its endpoint was made at wireup (a pair whose endpoint could not be
+     * made does not use ucx): failed since, or never. */
+    if (p->state == EP_FAILED || p->state == EP_GOING)
+        return CADRE_ERR_PEER;
+    if (p->state != EP_UP)
+        return cadre__error(CADRE_ERR_INTERNAL, "ucx: send to rank %d, which has no endpoint",
+                            peer);
     if (p->err_at) {
         /* Gone: what it sent last (a BYE?) first, then its failure. */
         cadre__ucx_deliver();

@@ -9,11 +9,14 @@
  * until received: probed, truncated, never received (a send that times
  * out is withdrawn; finalize). UCX that
  * cannot load: forced, cadre_init fails naming why; by default, tcp, also
- * where a fake RDMA device makes the default choose ucx. The
+ * where a fake RDMA device makes the default choose ucx. UCX that cannot
+ * make a pair's endpoint: forced, cadre_init fails on both ranks naming
+ * the pair; by default that pair takes tcp. The
  * namespace test bed (tests/hosts) runs the same over real links. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../ranks/fake_hosts.h"
 #include "config.h"
@@ -282,6 +285,10 @@ static void test_default_choice(void)
          "[rank 0 WARN P2P] transport ucx disabled: ucx: ucp_init: No such device", 1, 0},
         {"UCPSHIM=rdma,fail_init CADRE_TRANSPORT=shm,ucx", NULL, "ucp_init: No such device", 0,
          1},
+        /* UCX starts everywhere, but rank 0 cannot make its endpoints
+         * (ucp_ep_create: no common transport): its pairs with rank 2
+         * and 3 take tcp, both sides warned before any message went. */
+        {"UCPSHIM=rdma,fail_ep UCPSHIM_RANKS=0", "ucx-but-0", "WARN P2P] ucx: rank ", 4, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char env[1024];
@@ -310,6 +317,23 @@ static void test_default_choice(void)
                 "[rank 2 INFO P2P] peer 1: ucx", "[rank 3 INFO P2P] peer 1: ucx"};
             for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
                 CHECK_MSG(count_lines(r.err, want[k]) == 1, SHOWW(r, want[k]));
+            if (strstr(cases[i].env, "fail_ep")) {
+                /* Both sides of each pair say why, naming the peer. */
+                char host[256] = "?", line[512];
+                gethostname(host, sizeof host - 1);
+                for (int w = 0; w < 4; w++) {
+                    if (w == 1)
+                        continue;
+                    int peer = w ? 0 : 2;
+                    for (; peer < 4; peer += w ? 4 : 1) {
+                        snprintf(line, sizeof line, "[rank %d WARN P2P] ucx: rank %d (host %s) "
+                                 "over tcp instead: UCX cannot make rank 0's endpoint to rank "
+                                 "%d (host %s to host %s): ucp_ep_create: Destination is "
+                                 "unreachable", w, peer, host, w ? w : peer, host, host);
+                        CHECK_MSG(count_lines(r.err, line) == 1, SHOWW(r, line));
+                    }
+                }
+            }
         } else {
             check_peers(&r, "block:2", 4, cases[i].across);
         }
@@ -381,6 +405,33 @@ static void test_device_choice(void)
     }
 }
 
+/* Forced ucx where UCX starts but cannot make rank 0's endpoint to rank 1
+ * (the shim's fail_ep: ucp_ep_create "Destination is unreachable"):
+ * cadre_init fails on both ranks, each naming the pair, the hosts and
+ * UCX's reason, before any message went (not a peer failure at the first
+ * send). The default's fallback to tcp: test_default_choice. */
+static void test_no_endpoint(void)
+{
+    if (!HAVE_UCX)
+        return;
+    struct run_result r;
+    char env[1024], host[256] = "?", want[768];
+    gethostname(host, sizeof host - 1);
+    snprintf(env, sizeof env, "%s CADRE_UCX_LIB=%s UCPSHIM=fail_ep UCPSHIM_RANKS=0", UCX_ENV,
+             build_path("tests/unit/.libs/libucpshim.so"));
+    run_fake(&r, "block:2", 2, env, "--keep-going", "tests/ranks/init_basic", 60);
+    CHECK_MSG(r.exit_code != 0 && !r.timed_out, SHOWW(r, "a failed start"));
+    for (int w = 0; w < 2; w++) {
+        snprintf(want, sizeof want, "[rank %d WARN RUNTIME] cadre_init: CADRE_TRANSPORT=\"shm,ucx\" "
+                 "asks for ucx, which cannot reach rank %d (host %s) from rank %d (host %s): UCX "
+                 "cannot make rank 0's endpoint to rank 1 (host %s to host %s): ucp_ep_create: "
+                 "Destination is unreachable (CADRE_ERR_UNSUPPORTED)", w, 1 - w, host, w, host,
+                 host, host);
+        CHECK_MSG(count_lines(r.err, want) == 1, SHOWW(r, want));
+    }
+    run_free(&r);
+}
+
 /* cadre-info's ucx row: built or not, usable or why not, what UCX offers. */
 static void test_info_row(void)
 {
@@ -412,6 +463,7 @@ void suite_ucx(void)
     CU_add_test(s, "UCX missing: forced fails, default on tcp", test_unavailable);
     CU_add_test(s, "RDMA offered: the default takes ucx, or tcp when it cannot start",
                 test_default_choice);
+    CU_add_test(s, "no endpoint to a peer: forced fails both ranks", test_no_endpoint);
     CU_add_test(s, "p2p, collectives, ANY_SOURCE, 64 MiB over ucx", test_programs_on_ucx);
     CU_add_test(s, "a rank killed or stopped: survivors fail within 15 s", test_rank_lost);
     CU_add_test(s, "a rank failed by the others while stopped: its receive fails on resuming",

@@ -10,7 +10,9 @@
  *   cuda       ucp_context_query says the context takes CUDA memory
  *              (UCS_MEMORY_TYPE_CUDA), as a UCX built with CUDA does: the
  *              device-buffer decision's other branch (only the decision:
- *              no device buffer goes to this UCX).
+ *              no device buffer goes to this UCX);
+ *   fail_ep    ucp_ep_create fails (UCS_ERR_UNREACHABLE: no common
+ *              transport), on the ranks of UCPSHIM_RANKS likewise.
  * Test-only: never installed. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -73,4 +75,13 @@ ucs_status_t ucp_context_query(ucp_context_h context, ucp_context_attr_t *attr)
     if (s == UCS_OK && wants("cuda") && (attr->field_mask & UCP_ATTR_FIELD_MEMORY_TYPES))
         attr->memory_types |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     return s;
+}
+
+ucs_status_t ucp_ep_create(ucp_worker_h worker, const ucp_ep_params_t *params, ucp_ep_h *ep_p)
+{
+    if (wants("fail_ep") && this_rank_fails())
+        return UCS_ERR_UNREACHABLE;
+    __typeof__(&ucp_ep_create) real = (__typeof__(&ucp_ep_create))dlsym(RTLD_NEXT,
+                                                                        "ucp_ep_create");
+    return real(worker, params, ep_p);
 }
