@@ -204,6 +204,12 @@ int cadre__p2p_ucx_agree(const char *list)
     if (warned > 3)
         CADRE_WARN(P2P, "ucx: %d peers over tcp instead, as UCX could not make their endpoints "
                    "(CADRE_DEBUG=INFO names each)", warned);
+    /* The peers' silence counts from here, not from the endpoints made
+     * before the fence: their heartbeats start when their init ends. */
+    double now = cadre__ucx_now();
+    for (int w = 0; st->on && w < st->size; w++)
+        if (st->peers[w].state == EP_UP)
+            st->peers[w].last_heard = st->peers[w].last_sent = now;
     return CADRE_SUCCESS;
 }
 
