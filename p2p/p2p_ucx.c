@@ -82,6 +82,7 @@
 #include "config.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,25 @@ static void ucx_timeouts(double pt)
     }
 }
 
+/* A process that runs LeakSanitizer (cadre or the application built with
+ * -fsanitize=address or leak): UCX's memory hooks off, unless the user set
+ * UCX_MEM_EVENTS. Where they ran (UCX's mmap hooks, entered on every
+ * thread's allocations), LeakSanitizer's check at exit crashed whenever
+ * UCX's async thread was still alive (a rank that exits without
+ * cadre_finalize): "Tracer caught signal 11" reading a dynamic-TLS range
+ * of that thread that is not memory (0x20000067d-0x260000177f, gcc 12's
+ * libasan), and no leak was reported at all. UCX turns the hooks off in
+ * its own ASan builds; they keep its registration cache of RDMA memory
+ * current, which a sanitizer run does without. Read when libucs loads:
+ * set before the dlopen. */
+static void ucx_sanitizer_env(void)
+{
+    if (getenv("UCX_MEM_EVENTS") || !dlsym(RTLD_DEFAULT, "__lsan_do_leak_check"))
+        return;
+    setenv("UCX_MEM_EVENTS", "no", 0);
+    CADRE_INFO(P2P, "ucx: UCX_MEM_EVENTS=no (LeakSanitizer runs in this process)");
+}
+
 static int ucx_init(void)
 {
     ucx_finalize();
@@ -169,6 +189,7 @@ static int ucx_init(void)
         return CADRE_SUCCESS;
     }
     char why[512];
+    ucx_sanitizer_env();
     if (cadre__ucx_load(cadre__config_str(CADRE_CFG_UCX_LIB), why, sizeof why))
         return init_failed("ucx: cannot load libucp: %s", why);
     ucx_timeouts(pt);
