@@ -39,7 +39,8 @@ static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
     struct coll_sched s;
     begin(&s, &c, dt, op);
     int rc = is_hier(ch.algo) ? cadre__hier_reduce(&s, hier_algo(ch.algo), sbuf, rbuf, count, root)
-                              : cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
+             : ch.algo == COLL_ALGO_DIRECT ? cadre__algo_reduce_direct(&s, sbuf, rbuf, count, root)
+                                           : cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
     if (c.me == root)
         avg_after(&s, op, rbuf, count);
     s.sig = cadre__sig(SIG_REDUCE, dt, op, code, root, count);

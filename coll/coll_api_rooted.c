@@ -225,7 +225,9 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
     }
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
-    int rc = cadre__algo_scatterv_linear(&s, sbuf, counts, displs, rbuf, recvcount, root);
+    int rc = ch.algo == COLL_ALGO_DIRECT
+                 ? cadre__algo_scatterv_direct(&s, sbuf, counts, displs, rbuf, recvcount, root)
+                 : cadre__algo_scatterv_linear(&s, sbuf, counts, displs, rbuf, recvcount, root);
     s.sig = sig;
     return finish(&s, rc, req);
 }

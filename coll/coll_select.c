@@ -95,7 +95,8 @@ static const struct table tables[COLL_NKINDS] = {
                      {COLL_ALGO_BINOMIAL, 0, RK_LE2, M_BYTES, 0, ANY, 0},
                      OTHERWISE(COLL_ALGO_PIPELINE)}},
     [COLL_REDUCE] = {"reduce", "the vector",
-                     {ALWAYS(COLL_ALGO_BINOMIAL)},
+                     {ALWAYS(COLL_ALGO_BINOMIAL),
+                      {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},
                      {SLOTS_2, SLOTS_N, OTHERWISE(COLL_ALGO_BINOMIAL)}},
     /* Direct from 1 MiB on more than two ranks: ahead of the slots, the ring
      * and recursive doubling on 4 ranks (bench/HISTORY.md, 2026-11-24). The
@@ -139,7 +140,8 @@ static const struct table tables[COLL_NKINDS] = {
                          {COLL_ALGO_RD, R_EQUAL | R_POW2, RK_ANY, M_BYTES, 0, 64 * KiB, 0},
                          OTHERWISE(COLL_ALGO_RING)}},
     [COLL_SCATTER] = {"scatter", "the root's buffer, every rank's block",
-                      {ALWAYS(COLL_ALGO_LINEAR)},
+                      {ALWAYS(COLL_ALGO_LINEAR),
+                       {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},
                       {{COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_2, M_BYTES, 0,
                         8 * KiB, 0},
                        {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_NOT2, M_BYTES,

@@ -24,11 +24,11 @@ struct old_in {
 static const enum coll_algo old_algos[COLL_NKINDS][4] = {
     [COLL_BARRIER] = {COLL_ALGO_DISSEMINATION},
     [COLL_BCAST] = {COLL_ALGO_BINOMIAL, COLL_ALGO_PIPELINE, COLL_ALGO_DIRECT},
-    [COLL_REDUCE] = {COLL_ALGO_BINOMIAL},
+    [COLL_REDUCE] = {COLL_ALGO_BINOMIAL, COLL_ALGO_DIRECT}, /* direct: issue 45 */
     [COLL_ALLREDUCE] = {COLL_ALGO_RD, COLL_ALGO_RING, COLL_ALGO_DIRECT, COLL_ALGO_SPLIT},
     [COLL_GATHER] = {COLL_ALGO_LINEAR},
     [COLL_ALLGATHER] = {COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_DIRECT},
-    [COLL_SCATTER] = {COLL_ALGO_LINEAR},
+    [COLL_SCATTER] = {COLL_ALGO_LINEAR, COLL_ALGO_DIRECT}, /* direct: issue 45 */
     [COLL_REDUCE_SCATTER] = {COLL_ALGO_RING, COLL_ALGO_DIRECT},
     [COLL_ALLTOALL] = {COLL_ALGO_PAIRWISE},
     /* added with scan and exscan (after a92c487) */
@@ -72,6 +72,10 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
     case COLL_REDUCE:
         if (!o->nb && !a && bytes <= old_fast_limit(n) && shm)
             return *algo = COLL_ALGO_SLOTS, 7;
+        /* Added later (issue 45): direct, forced, where every rank is
+         * local; elsewhere the rules without the slots. */
+        if (a == 2 && direct)
+            return *algo = COLL_ALGO_DIRECT, 2;
         return *algo = COLL_ALGO_BINOMIAL, 1;
     case COLL_ALLREDUCE:
         if (!o->nb && (!a || a == 4) && shm) {
@@ -141,6 +145,9 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
             return *algo = COLL_ALGO_SLOTS, 7;
         if (!o->equal && !o->nb && !a && shm)
             return *algo = COLL_ALGO_SLOTS, 7;
+        /* Added later (issue 45): direct as reduce's. */
+        if (a == 2 && direct)
+            return *algo = COLL_ALGO_DIRECT, 2;
         return *algo = COLL_ALGO_LINEAR, 1;
     default:
         return *algo = COLL_ALGO_LINEAR, 1;

@@ -1,0 +1,88 @@
+/* The direct scatter(v) (the other direct algorithms: coll_direct.c): each
+ * rank reads its block from the root's send buffer with one
+ * process_vm_readv; the root copies its own (nothing in place).
+ *
+ * A rooted call needs less than build()'s three rounds, where every rank
+ * sends every other its addresses and an empty message: only the root's
+ * buffer is read, so only the root tells each rank where its block lies
+ * and how long it is, and only the root must stay until every reader is
+ * done: each rank sends it an empty message once it has read, and leaves.
+ * Two messages per rank besides the root, where build() sends 2(n-1) from
+ * every rank. The root opens its window (coll_direct_window.c) before it
+ * sends the addresses, so that a reader learns when the root left the call
+ * while it read (cadre__direct_peers_stayed); nobody writes into a peer. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+
+#include "coll_direct.h"
+
+static int scatter_read(struct coll_sched *s, const struct coll_step *st)
+{
+    struct direct *d = st->arg;
+    int root = d->root;
+    const struct direct_addr *a = &d->peer[root];
+    size_t want = d->count * s->elsize;
+    if (a->r != want) {
+        /* As a receive of another length does (coll_sched_run.c): the call
+         * runs to its end, the root gets this rank's empty message and is
+         * not left waiting, then this rank's call fails. */
+        if (!s->count_error) {
+            s->count_error = CADRE_ERR_MISMATCH;
+            snprintf(s->count_msg, sizeof s->count_msg,
+                     "%s: rank %d (the root) sends %llu bytes where this rank expects %zu (do "
+                     "the ranks agree on count and datatype?)",
+                     s->op_name, root, (unsigned long long)a->r, want);
+        }
+        return CADRE_SUCCESS;
+    }
+    if (want)
+        CADRE_CHECK(cadre__direct_cma(s, d, root, d->rbuf, a->s, want, 0));
+    return cadre__direct_peers_stayed(s, d);
+}
+
+int cadre__algo_scatterv_direct(struct coll_sched *s, const void *sbuf, const size_t *counts,
+                                const size_t *displs, void *rbuf, size_t recvcount, int root)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    size_t es = s->elsize;
+    struct direct *d = cadre__direct_new(s);
+    if (!d)
+        return CADRE_ERR_NOMEM;
+    /* Every rank's flags 0 but the root's: cadre__direct_peers_stayed
+     * looks at the root only. */
+    d->peer = cadre__sched_alloc(s, (size_t)n * sizeof *d->peer);
+    if (!d->peer)
+        return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
+    memset(d->peer, 0, (size_t)n * sizeof *d->peer);
+    d->root = root;
+    d->rbuf = rbuf;
+    d->count = recvcount;
+    if (me != root) {
+        CADRE_CHECK(cadre__sched_recv(s, root, &d->peer[root], sizeof *d->peer));
+        CADRE_CHECK(cadre__sched_barrier(s));
+        CADRE_CHECK(cadre__sched_call(s, scatter_read, d));
+        CADRE_CHECK(cadre__sched_barrier(s));
+        CADRE_CHECK(cadre__sched_send(s, root, NULL, 0));
+        return cadre__sched_barrier(s);
+    }
+    uint64_t flags = cadre__direct_enter(s);
+    const char *sb = sbuf;
+    /* The messages live as long as the schedule: d->peer serves, entry q
+     * for rank q's block. */
+    for (int i = 1; i < n; i++) {
+        int q = (me + i) % n;
+        d->peer[q].s = (uint64_t)(uintptr_t)(sb + displs[q] * es);
+        d->peer[q].r = (uint64_t)(counts[q] * es);
+        d->peer[q].busy = flags;
+        CADRE_CHECK(cadre__sched_send(s, q, &d->peer[q], sizeof *d->peer));
+    }
+    /* Its own block while the others read theirs. */
+    const char *own = sb + displs[me] * es;
+    if (counts[me] && (const char *)rbuf != own)
+        CADRE_CHECK(cadre__sched_copy(s, rbuf, own, counts[me] * es));
+    CADRE_CHECK(cadre__sched_barrier(s));
+    for (int i = 1; i < n; i++)
+        CADRE_CHECK(cadre__sched_recv(s, (me + i) % n, NULL, 0));
+    return cadre__sched_barrier(s);
+}
