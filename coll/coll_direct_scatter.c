@@ -12,6 +12,7 @@
  * sends the addresses, so that a reader learns when the root left the call
  * while it read (cadre__direct_peers_stayed); nobody writes into a peer. */
 #define _GNU_SOURCE
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,15 +25,22 @@ static int scatter_read(struct coll_sched *s, const struct coll_step *st)
     const struct direct_addr *a = &d->peer[root];
     size_t want = d->count * s->elsize;
     if (a->r != want) {
-        /* As a receive of another length does (coll_sched_run.c): the call
-         * runs to its end, the root gets this rank's empty message and is
-         * not left waiting, then this rank's call fails. */
+        /* As a receive of another length does, in its words
+         * (coll_sched_run.c): the call runs to its end, the root gets this
+         * rank's empty message and is not left waiting, then this rank's
+         * call fails. */
         if (!s->count_error) {
             s->count_error = CADRE_ERR_MISMATCH;
-            snprintf(s->count_msg, sizeof s->count_msg,
-                     "%s: rank %d (the root) sends %llu bytes where this rank expects %zu (do "
-                     "the ranks agree on count and datatype?)",
-                     s->op_name, root, (unsigned long long)a->r, want);
+            if (a->r > want)
+                snprintf(s->count_msg, sizeof s->count_msg,
+                         "%s: rank %d sent more data than this rank expects (do the ranks "
+                         "agree on count and datatype?)",
+                         s->op_name, root);
+            else
+                snprintf(s->count_msg, sizeof s->count_msg,
+                         "%s: rank %d sent %llu bytes where this rank expects %zu (do the ranks "
+                         "agree on count and datatype?)",
+                         s->op_name, root, (unsigned long long)a->r, want);
         }
         return CADRE_SUCCESS;
     }
@@ -85,4 +93,80 @@ int cadre__algo_scatterv_direct(struct coll_sched *s, const void *sbuf, const si
     for (int i = 1; i < n; i++)
         CADRE_CHECK(cadre__sched_recv(s, (me + i) % n, NULL, 0));
     return cadre__sched_barrier(s);
+}
+
+/* ---- blocking calls: through the shared-memory slots ------------------------------- */
+/* A blocking call on a communicator with slots needs no message at all:
+ * the root publishes in its slot, for every rank, its block's address and
+ * length (16 bytes a rank), each rank reads its block with one
+ * process_vm_readv, and the root returns once every rank has finished
+ * the call (cadre__fast_exchange_hold), as the split allreduce does
+ * (coll_fast.c). Its signature carries its own number
+ * (SCATTER_DIRECT_SLOTS_CODE, coll_select.h), so that a rank that runs it
+ * and one that runs the plain slots or the schedule above find that they
+ * differ. */
+struct slot_scatter {
+    struct cadre_comm *comm;
+    const char *fn;
+    const char *sb;
+    const size_t *counts, *displs; /* the root's */
+    char *rbuf;
+    size_t want, es;
+    int me, n, rc;
+};
+
+static void slot_fill(void *arg, unsigned char *dst)
+{
+    struct slot_scatter *t = arg;
+    for (int q = 0; q < t->n; q++) {
+        uint64_t e[2] = {(uint64_t)(uintptr_t)(t->sb + t->displs[q] * t->es),
+                         (uint64_t)(t->counts[q] * t->es)};
+        memcpy(dst + (size_t)q * sizeof e, e, sizeof e);
+    }
+}
+
+static void slot_take(void *arg, int root, const unsigned char *d)
+{
+    struct slot_scatter *t = arg;
+    if (root == t->me) {
+        const char *own = t->sb + t->displs[root] * t->es;
+        if (t->want && t->rbuf != own)
+            cadre__copy_out(t->rbuf, own, t->want, t->want);
+        return;
+    }
+    uint64_t e[2];
+    memcpy(e, d + (size_t)t->me * sizeof e, sizeof e);
+    if (e[1] != t->want) {
+        t->rc = cadre__error(CADRE_ERR_MISMATCH, "%s: rank %d sends %llu elements to rank %d, "
+                             "which expects %zu from it (do the ranks agree on the counts?)",
+                             t->fn, root, (unsigned long long)(e[1] / t->es), t->me,
+                             t->want / t->es);
+        return;
+    }
+    if (!t->want)
+        return;
+    int err = cadre__cma(cadre__world_rank(t->comm, root), t->rbuf, e[0], t->want, 0);
+    atomic_thread_fence(memory_order_seq_cst); /* the read before the look */
+    if (cadre__fast_left(t->comm, root)) {
+        /* A wait of the root's failed: its caller may have changed or freed
+         * the buffer while this rank read it. */
+        t->rc = cadre__error(CADRE_ERR_PEER, "%s: rank %d (the root) left the call while this "
+                             "rank read its block (its call failed); the block is not valid",
+                             t->fn, root);
+    } else if (err) {
+        eng_lock();
+        t->rc = cadre__cma_failed(t->comm, t->fn, root, err, t->want, 0);
+        eng_unlock();
+    }
+}
+
+int cadre__fast_scatterv_direct(struct cadre_comm *c, const char *fn, uint64_t sig,
+                                const void *sbuf, const size_t *counts, const size_t *displs,
+                                void *rbuf, size_t recvcount, size_t es, int root)
+{
+    struct slot_scatter t = {.comm = c, .fn = fn, .sb = sbuf, .counts = counts,
+                             .displs = displs, .rbuf = rbuf, .want = recvcount * es, .es = es,
+                             .me = c->rank, .n = c->size};
+    int rc = cadre__fast_exchange_hold(c, fn, sig, slot_fill, root, slot_take, &t);
+    return rc != CADRE_SUCCESS ? rc : t.rc;
 }

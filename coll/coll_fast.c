@@ -450,6 +450,32 @@ int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig)
     return end(F, c, f, rc);
 }
 
+/* The writer of a held exchange (cadre__fast_exchange_hold) waits until
+ * every peer finished call f. A peer that published a word of its own in
+ * call f runs another call (two roots of a scatter, each waiting for the
+ * other to finish): the signatures say which. */
+static int wait_readers(struct coll_fast *F, uint32_t f, uint64_t sig, struct waiter *w)
+{
+    for (int q = 0; q < F->n; q++) {
+        struct fast_buf *b = &F->peer[q]->buf[f & 1];
+        while (F->seen_done[q] < f && q != F->me) {
+            uint64_t d = atomic_load_explicit(&F->peer[q]->done, memory_order_acquire);
+            if ((d & ~0xffffffffull) == F->ctx && (uint32_t)d >= f) {
+                F->seen_done[q] = (uint32_t)d;
+                break;
+            }
+            if ((atomic_load_explicit(&b->seq, memory_order_acquire) == (F->ctx | f) ||
+                 atomic_load_explicit(&b->aseq, memory_order_acquire) == (F->ctx | f)) &&
+                b->sig != sig) {
+                cadre__coll_poison(w->comm, w->tag, q, b->sig, sig);
+                return cadre__sig_mismatch(w->fn, q, b->sig, F->me, sig);
+            }
+            CADRE_CHECK(idle(F, w, q, "read what this rank published"));
+        }
+    }
+    return CADRE_SUCCESS;
+}
+
 /* Every rank publishes `len` bytes from `in` (or, with `fill`, what fill
  * writes into its slot buffer); then for every rank q whose part this rank
  * needs, take(q, data of q) runs (rank order). *tag: the call's collective
@@ -457,7 +483,7 @@ int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig)
 static int exchange(struct cadre_comm *c, const char *fn, uint64_t sig, const void *in, size_t len,
                     void (*fill)(void *arg, unsigned char *dst), int reader, int only_from,
                     void (*take)(void *arg, int q, const unsigned char *data), void *arg,
-                    int32_t *tag)
+                    int32_t *tag, int hold)
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
@@ -487,7 +513,11 @@ static int exchange(struct cadre_comm *c, const char *fn, uint64_t sig, const vo
             return end(F, c, f, rc);
         take(arg, q, d);
     }
-    return end(F, c, f, CADRE_SUCCESS);
+    /* hold: what the writer published names its own memory, which the
+     * readers copy during the call. */
+    if (hold && only_from == F->me)
+        rc = wait_readers(F, f, sig, &w);
+    return end(F, c, f, rc);
 }
 
 /* The pattern of allgather(v), gather, scatter, reduce_scatter and alltoall. */
@@ -495,7 +525,7 @@ int cadre__fast_exchange(struct cadre_comm *c, const char *fn, uint64_t sig, con
                          size_t len, int reader, int only_from,
                          void (*take)(void *arg, int q, const unsigned char *data), void *arg)
 {
-    return exchange(c, fn, sig, in, len, NULL, reader, only_from, take, arg, NULL);
+    return exchange(c, fn, sig, in, len, NULL, reader, only_from, take, arg, NULL, 0);
 }
 
 int cadre__fast_exchange_fill(struct cadre_comm *c, const char *fn, uint64_t sig,
@@ -504,5 +534,20 @@ int cadre__fast_exchange_fill(struct cadre_comm *c, const char *fn, uint64_t sig
                               void (*take)(void *arg, int q, const unsigned char *data),
                               void *arg, int32_t *tag)
 {
-    return exchange(c, fn, sig, NULL, 0, fill, reader, only_from, take, arg, tag);
+    return exchange(c, fn, sig, NULL, 0, fill, reader, only_from, take, arg, tag, 0);
+}
+
+int cadre__fast_exchange_hold(struct cadre_comm *c, const char *fn, uint64_t sig,
+                              void (*fill)(void *arg, unsigned char *dst), int from,
+                              void (*take)(void *arg, int q, const unsigned char *data),
+                              void *arg)
+{
+    return exchange(c, fn, sig, NULL, 0, fill, 1, from, take, arg, NULL, 1);
+}
+
+int cadre__fast_left(struct cadre_comm *c, int q)
+{
+    struct coll_fast *F = c->fast;
+    uint64_t d = atomic_load_explicit(&F->peer[q]->done, memory_order_acquire);
+    return (d & ~0xffffffffull) == F->ctx && (uint32_t)d >= F->seq;
 }

@@ -139,6 +139,8 @@ static const struct table tables[COLL_NKINDS] = {
                          {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_2, M_BYTES, 2 * MiB, ANY, 0},
                          {COLL_ALGO_RD, R_EQUAL | R_POW2, RK_ANY, M_BYTES, 0, 64 * KiB, 0},
                          OTHERWISE(COLL_ALGO_RING)}},
+    /* Two algorithms at most: number 3 is the direct one's through the
+     * slots (SCATTER_DIRECT_SLOTS_CODE). */
     [COLL_SCATTER] = {"scatter", "the root's buffer, every rank's block",
                       {ALWAYS(COLL_ALGO_LINEAR),
                        {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},
