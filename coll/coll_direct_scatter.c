@@ -149,7 +149,14 @@ static void slot_take(void *arg, int root, const unsigned char *d)
     atomic_thread_fence(memory_order_seq_cst); /* the read before the look */
     if (cadre__fast_left(t->comm, root)) {
         /* A wait of the root's failed: its caller may have changed or freed
-         * the buffer while this rank read it. */
+         * the buffer while this rank read it. Where it found the calls
+         * differ (two roots), it told before it left: that is the error. */
+        eng_lock();
+        cadre__p2p_progress_locked();
+        eng_unlock();
+        if (cadre__coll_any_poisoned() &&
+            (t->rc = cadre__coll_poisoned(cadre__coll_ctx(t->comm), t->fn)) != CADRE_SUCCESS)
+            return;
         t->rc = cadre__error(CADRE_ERR_PEER, "%s: rank %d (the root) left the call while this "
                              "rank read its block (its call failed); the block is not valid",
                              t->fn, root);
