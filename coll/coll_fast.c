@@ -292,7 +292,8 @@ int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, co
     return reduce_common(c, fn, sig, sbuf, rbuf, count, dt, op, -1);
 }
 
-/* allreduce, split (three ranks or more): a reduce-scatter that reads the
+/* allreduce, split (three ranks or more; reduce: where forced, two or more,
+ * the root alone copying the shares): a reduce-scatter that reads the
  * peers' send buffers with process_vm_readv, then an allgather through the
  * slots. In call f each rank publishes its send buffer's address (aseq);
  * rank r reduces share r of every rank's input into its own slot buffer
@@ -344,9 +345,11 @@ static int split_read(struct coll_fast *F, uint32_t f, struct waiter *w, int q, 
     return rc;
 }
 
-int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
-                                const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
-                                cadre_op_t op)
+/* root < 0: the allreduce; else the reduce, where only the root copies the
+ * shares into its output and the others wait for every share to be
+ * published (nobody reads their send buffers any more) and leave. */
+static int split_common(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                        void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op, int root)
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
@@ -400,10 +403,24 @@ int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t s
         if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
             return end(F, c, f, rc);
         cadre__share(count, es, F->n, q, &lo, &hi);
-        if (hi > lo)
+        if (hi > lo && (root < 0 || F->me == root))
             cadre__copy((char *)rbuf + lo * es, d, (hi - lo) * es);
     }
     return end(F, c, f, CADRE_SUCCESS);
+}
+
+int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
+                                const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
+                                cadre_op_t op)
+{
+    return split_common(c, fn, sig, sbuf, rbuf, count, dt, op, -1);
+}
+
+int cadre__fast_reduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
+                             const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
+                             cadre_op_t op, int root)
+{
+    return split_common(c, fn, sig, sbuf, rbuf, count, dt, op, root);
 }
 
 int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,

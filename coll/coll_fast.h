@@ -66,6 +66,10 @@ int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, s
 int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
                                 const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
                                 cadre_op_t op);
+/* The same into the root's output only (reduce). */
+int cadre__fast_reduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
+                             const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
+                             cadre_op_t op, int root);
 int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
                           void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op);
 int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
