@@ -153,13 +153,14 @@ static const struct table tables[COLL_NKINDS] = {
                          OTHERWISE(COLL_ALGO_RING)}},
     /* Two algorithms at most: number 3 is the direct one's through the
      * slots (SCATTER_DIRECT_SLOTS_CODE). Direct on two ranks (bound to a
-     * core each) where it was ahead of linear in the barrier timing and in
-     * both runs of the loop (issue 45, 2026-12-02, a loaded machine): 16-64
-     * KiB and from 8 MiB. Barrier timing had it 2-3x ahead at every size
-     * from 16 KiB, but the loop had it behind at 512 KiB in both runs, and
-     * at 128 KiB-4 MiB in one of two. On 4 ranks on 2 cores the root, which
-     * waits for its readers, was behind the slots up to 1 MiB and not
-     * clearly ahead of linear above: only when forced there. */
+     * core each) from 16 KiB: against linear in 7 comparisons (barrier and
+     * loop timing, 3 turns each, loads 2-10; issue 45, 2026-12-02) it was
+     * ahead at every size in most (1 MiB and 8 MiB in all; up to 3x), and
+     * the single losses were scattered over sizes and runs (16-64 KiB in
+     * one quiet loop run, 512 KiB in both loaded loop runs but none of the
+     * quiet ones). On 4 ranks on 2 cores the root, which waits for its
+     * readers, was behind the slots up to 1 MiB and mixed against linear
+     * above: only when forced there. */
     [COLL_SCATTER] = {"scatter", "the root's buffer, every rank's block",
                       {ALWAYS(COLL_ALGO_LINEAR),
                        {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},
@@ -169,9 +170,7 @@ static const struct table tables[COLL_NKINDS] = {
                         0, MiB, 0},
                        SLOTS_V,
                        {COLL_ALGO_DIRECT, R_BLOCKING | R_HOST | R_LOCAL | R_EQUAL, RK_2, M_BYTES,
-                        16 * KiB, 64 * KiB, 0},
-                       {COLL_ALGO_DIRECT, R_BLOCKING | R_HOST | R_LOCAL | R_EQUAL, RK_2, M_BYTES,
-                        8 * MiB, ANY, 0},
+                        16 * KiB, ANY, 0},
                        OTHERWISE(COLL_ALGO_LINEAR)}},
     [COLL_REDUCE_SCATTER] = {"reduce_scatter", "the input, every rank's block",
                              {ALWAYS(COLL_ALGO_RING),

@@ -163,12 +163,10 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
         if (!o->equal && !o->nb && !a && shm)
             return *algo = COLL_ALGO_SLOTS, 7;
         /* Added later (issue 45): direct as reduce's; by default on two
-         * ranks at 16-64 KiB and from 8 MiB (blocking, equal counts). */
+         * ranks from 16 KiB (blocking, equal counts). */
         if (a == 2 && direct)
             return *algo = COLL_ALGO_DIRECT, 2;
-        if (!a && o->equal && !o->nb && direct && n == 2 &&
-            ((bytes >= ((size_t)16 << 10) && bytes <= ((size_t)64 << 10)) ||
-             bytes >= ((size_t)8 << 20)))
+        if (!a && o->equal && !o->nb && direct && n == 2 && bytes >= ((size_t)16 << 10))
             return *algo = COLL_ALGO_DIRECT, 2;
         return *algo = COLL_ALGO_LINEAR, 1;
     default:
@@ -287,9 +285,8 @@ static void test_examples(void)
         {COLL_SCATTER, 4, 0, 1, 1, (1 << 20) + 4, 0, 1, COLL_ALGO_LINEAR},
         /* issue 45 */
         {COLL_SCATTER, 2, 0, 1, 1, 16 << 10, 0, 1, COLL_ALGO_DIRECT},
-        {COLL_SCATTER, 2, 0, 1, 1, 64 << 10, 0, 1, COLL_ALGO_DIRECT},
-        {COLL_SCATTER, 2, 0, 1, 1, (64 << 10) + 2, 0, 1, COLL_ALGO_LINEAR},
-        {COLL_SCATTER, 2, 0, 1, 1, 8 << 20, 0, 1, COLL_ALGO_DIRECT},
+        {COLL_SCATTER, 2, 0, 1, 1, (16 << 10) - 2, 0, 1, COLL_ALGO_LINEAR},
+        {COLL_SCATTER, 2, 0, 0, 1, 1 << 20, 0, 1, COLL_ALGO_DIRECT},
         {COLL_SCATTER, 2, 1, 1, 1, 16 << 10, 0, 1, COLL_ALGO_LINEAR},
         {COLL_SCATTER, 4, 0, 1, 1, 16 << 20, 0, 1, COLL_ALGO_LINEAR},
         {COLL_REDUCE, 4, 0, 1, 1, 2 << 20, 1 << 19, 4, COLL_ALGO_SPLIT},
