@@ -39,11 +39,16 @@ int cadre__algo_alltoallv_linear(struct coll_sched *s, const void *sbuf, const s
 /* Direct algorithms (coll_direct.c): only where cadre__direct_usable(). */
 int cadre__direct_usable(const struct cadre_comm *c);
 int cadre__algo_allreduce_direct(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count);
+int cadre__algo_reduce_direct(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count,
+                              int root);
 int cadre__algo_reduce_scatter_direct(struct coll_sched *s, const void *sbuf, void *rbuf,
                                       size_t recvcount);
 int cadre__algo_allgatherv_direct(struct coll_sched *s, const void *sbuf, void *rbuf,
                                   const size_t *counts, const size_t *displs);
 int cadre__algo_bcast_direct(struct coll_sched *s, void *buf, size_t count, int root);
+/* coll_direct_scatter.c */
+int cadre__algo_scatterv_direct(struct coll_sched *s, const void *sbuf, const size_t *counts,
+                                const size_t *displs, void *rbuf, size_t recvcount, int root);
 /* Where each algorithm runs: coll_select.c. */
 
 #endif

@@ -29,17 +29,23 @@ static int reduce_impl(const char *fn, const void *sbuf, void *rbuf, size_t coun
     CADRE_CHECK(check_buf(&c, "sendbuf", sbuf, bytes));
     if (c.me == root)
         CADRE_CHECK(check_apart(&c, sbuf, bytes, rbuf, bytes, rbuf));
-    struct coll_in in = {.kind = COLL_REDUCE, .nb = nb, .bytes = bytes};
+    struct coll_in in = {.kind = COLL_REDUCE, .nb = nb, .bytes = bytes, .count = count,
+                         .elsize = c.es};
     struct coll_choice ch;
     cadre__coll_choose(&c, &in, &ch);
     int code = algo_code(&in, &ch);
     if (ch.algo == COLL_ALGO_SLOTS)
         return cadre__fast_reduce(c.comm, fn, cadre__sig(SIG_REDUCE, dt, op, code, root, count),
                                   sbuf, rbuf, count, dt, op, root);
+    if (ch.algo == COLL_ALGO_SPLIT)
+        return cadre__fast_reduce_split(c.comm, fn,
+                                        cadre__sig(SIG_REDUCE, dt, op, code, root, count), sbuf,
+                                        rbuf, count, dt, op, root);
     struct coll_sched s;
     begin(&s, &c, dt, op);
     int rc = is_hier(ch.algo) ? cadre__hier_reduce(&s, hier_algo(ch.algo), sbuf, rbuf, count, root)
-                              : cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
+             : ch.algo == COLL_ALGO_DIRECT ? cadre__algo_reduce_direct(&s, sbuf, rbuf, count, root)
+                                           : cadre__algo_reduce_binomial(&s, sbuf, rbuf, count, root);
     if (c.me == root)
         avg_after(&s, op, rbuf, count);
     s.sig = cadre__sig(SIG_REDUCE, dt, op, code, root, count);

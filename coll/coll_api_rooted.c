@@ -211,8 +211,16 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
                          .bytes = rbytes * (size_t)c.n};
     struct coll_choice ch;
     cadre__coll_choose(&c, &in, &ch);
-    uint64_t sig = cadre__sig(v ? SIG_SCATTERV : SIG_SCATTER, dt, SIG_NO_OP, algo_code(&in, &ch),
-                              root, v ? 0 : recvcount);
+    /* The direct algorithm of a blocking call with slots moves no message
+     * (coll_direct_scatter.c), under its own number. */
+    int slot_direct = ch.algo == COLL_ALGO_DIRECT && !nb && cadre__fast_get(c.comm) &&
+                      (size_t)c.n <= FAST_BYTES / 16;
+    uint64_t sig = cadre__sig(v ? SIG_SCATTERV : SIG_SCATTER, dt, SIG_NO_OP,
+                              slot_direct ? SCATTER_DIRECT_SLOTS_CODE : algo_code(&in, &ch), root,
+                              v ? 0 : recvcount);
+    if (slot_direct)
+        return cadre__fast_scatterv_direct(c.comm, fn, sig, sbuf, counts, displs, rbuf, recvcount,
+                                           c.es, root);
     if (ch.algo == COLL_ALGO_SLOTS && v)
         return cadre__fast_scatterv(c.comm, fn, sig, sbuf, counts, displs, rbuf, recvcount, c.es,
                                     root, cadre__coll_slots_max(COLL_SCATTER, c.n));
@@ -225,7 +233,9 @@ static int scatterv_impl(const char *fn, const void *sbuf, const size_t *counts,
     }
     struct coll_sched s;
     begin(&s, &c, dt, CADRE_SUM);
-    int rc = cadre__algo_scatterv_linear(&s, sbuf, counts, displs, rbuf, recvcount, root);
+    int rc = ch.algo == COLL_ALGO_DIRECT
+                 ? cadre__algo_scatterv_direct(&s, sbuf, counts, displs, rbuf, recvcount, root)
+                 : cadre__algo_scatterv_linear(&s, sbuf, counts, displs, rbuf, recvcount, root);
     s.sig = sig;
     return finish(&s, rc, req);
 }

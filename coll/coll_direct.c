@@ -21,6 +21,9 @@
  * output byte written once, which is what this machine's memory allows; and
  * since one rank computes each slice, every rank gets the same bits.
  *
+ * reduce: the same slices, each written into the root's output only (the
+ * root's own with a local copy).
+ *
  * A rank writes into a peer only while the peer is in the call, through
  * the windows of coll_direct_window.c; a call that overlaps another direct
  * call in its process has none, and takes variants that write into nobody.
@@ -181,6 +184,40 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
     return CADRE_SUCCESS;
 }
 
+/* Rank r reduces slice r of every rank's input and writes it into the
+ * root's output (the root its own slice with a copy): each input byte is
+ * read once and each output byte written once, spread over the ranks. In
+ * place at the root, slice r of the root's input is its output, which only
+ * rank r reads and writes, a chunk read before it is written. Where a
+ * window is closed (the call overlaps another direct call in some process:
+ * build) nobody writes into a peer: the root computes the whole result
+ * itself, in rank order, and the others only wait in round 3 while it reads
+ * their inputs. Only the root's output is written; the others' receive
+ * buffers are never looked at (they may be NULL). */
+static int reduce_call(struct coll_sched *s, const struct coll_step *st)
+{
+    struct direct *d = st->arg;
+    int n = s->comm->size, me = s->comm->rank, root = d->root;
+    int whole = !cadre__direct_windows(s, d);
+    if (whole && me != root)
+        return CADRE_SUCCESS;
+    size_t es = s->elsize, lo = 0, hi = d->count, total = d->count * es;
+    if (!whole)
+        cadre__share(d->count, es, n, me, &lo, &hi);
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
+    size_t step = DIRECT_CHUNK / es;
+    for (size_t off = lo; off < hi; off += step) {
+        size_t m = hi - off < step ? hi - off : step, bytes = m * es;
+        CADRE_CHECK(reduce_chunk(s, d, off * es, m, acc, tmp, whole));
+        if (me == root)
+            cadre__copy_out((char *)d->rbuf + off * es, acc, bytes, total);
+        else
+            CADRE_CHECK(cadre__direct_write(s, root, acc, d->peer[root].r + off * es, bytes));
+    }
+    return CADRE_SUCCESS;
+}
+
 static int reduce_scatter_call(struct coll_sched *s, const struct coll_step *st)
 {
     struct direct *d = st->arg;
@@ -285,11 +322,8 @@ void cadre__direct_gone(struct coll_sched *s)
  * one alive schedule is unflagged, and a call waits only where both its
  * ranks left it unflagged: no two waiting calls can hold up each other,
  * nor a cycle of them over more processes. */
-static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
+uint64_t cadre__direct_enter(struct coll_sched *s)
 {
-    int n = s->comm->size, me = s->comm->rank;
-    d->mine.s = (uint64_t)(uintptr_t)d->sbuf;
-    d->mine.r = (uint64_t)(uintptr_t)d->rbuf;
     int others = atomic_fetch_add(&live, 1);
     s->direct_live = 1;
     /* Before the peers have this rank's addresses: the window for the
@@ -298,8 +332,16 @@ static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
     if (!others)
         cadre__direct_window_open(s);
     int busy = cadre__cores_busy();
-    d->mine.busy = (busy ? DIRECT_BUSY : 0) | (others ? DIRECT_OVERLAP : 0) |
-                   (s->direct_window ? DIRECT_WINDOW : 0);
+    return (busy ? DIRECT_BUSY : 0) | (others ? DIRECT_OVERLAP : 0) |
+           (s->direct_window ? DIRECT_WINDOW : 0);
+}
+
+static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
+{
+    int n = s->comm->size, me = s->comm->rank;
+    d->mine.s = (uint64_t)(uintptr_t)d->sbuf;
+    d->mine.r = (uint64_t)(uintptr_t)d->rbuf;
+    d->mine.busy = cadre__direct_enter(s);
     d->peer = cadre__sched_alloc(s, (size_t)n * sizeof *d->peer);
     if (!d->peer)
         return cadre__error(CADRE_ERR_NOMEM, "%s: no memory", s->op_name);
@@ -321,7 +363,7 @@ static int build(struct coll_sched *s, struct direct *d, coll_call_fn fn)
     return cadre__sched_barrier(s);
 }
 
-static struct direct *new_direct(struct coll_sched *s)
+struct direct *cadre__direct_new(struct coll_sched *s)
 {
     struct direct *d = cadre__sched_alloc(s, sizeof *d);
     if (!d)
@@ -333,7 +375,7 @@ static struct direct *new_direct(struct coll_sched *s)
 
 int cadre__algo_allreduce_direct(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count)
 {
-    struct direct *d = new_direct(s);
+    struct direct *d = cadre__direct_new(s);
     if (!d)
         return CADRE_ERR_NOMEM;
     d->sbuf = sbuf;
@@ -347,10 +389,24 @@ int cadre__algo_allreduce_direct(struct coll_sched *s, const void *sbuf, void *r
     return cadre__sched_barrier(s);
 }
 
+int cadre__algo_reduce_direct(struct coll_sched *s, const void *sbuf, void *rbuf, size_t count,
+                              int root)
+{
+    struct direct *d = cadre__direct_new(s);
+    if (!d)
+        return CADRE_ERR_NOMEM;
+    d->sbuf = sbuf;
+    /* A non-root's receive buffer is not the call's: nobody writes there. */
+    d->rbuf = s->comm->rank == root ? rbuf : NULL;
+    d->count = count;
+    d->root = root;
+    return build(s, d, reduce_call);
+}
+
 int cadre__algo_reduce_scatter_direct(struct coll_sched *s, const void *sbuf, void *rbuf,
                                       size_t recvcount)
 {
-    struct direct *d = new_direct(s);
+    struct direct *d = cadre__direct_new(s);
     if (!d)
         return CADRE_ERR_NOMEM;
     d->sbuf = sbuf;
@@ -373,7 +429,7 @@ int cadre__algo_reduce_scatter_direct(struct coll_sched *s, const void *sbuf, vo
 int cadre__algo_allgatherv_direct(struct coll_sched *s, const void *sbuf, void *rbuf,
                                   const size_t *counts, const size_t *displs)
 {
-    struct direct *d = new_direct(s);
+    struct direct *d = cadre__direct_new(s);
     if (!d)
         return CADRE_ERR_NOMEM;
     size_t n = (size_t)s->comm->size;
@@ -391,7 +447,7 @@ int cadre__algo_allgatherv_direct(struct coll_sched *s, const void *sbuf, void *
 
 int cadre__algo_bcast_direct(struct coll_sched *s, void *buf, size_t count, int root)
 {
-    struct direct *d = new_direct(s);
+    struct direct *d = cadre__direct_new(s);
     if (!d)
         return CADRE_ERR_NOMEM;
     d->sbuf = buf;

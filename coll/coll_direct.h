@@ -28,7 +28,8 @@
 
 /* What each rank tells the others in round 1. */
 struct direct_addr {
-    uint64_t s, r;  /* its send and receive buffer addresses */
+    uint64_t s, r;  /* its send and receive buffer addresses (scatter: the
+                     * root's message to rank q: q's block and its bytes) */
     uint64_t busy;  /* DIRECT_BUSY, DIRECT_OVERLAP, DIRECT_WINDOW */
 };
 
@@ -37,12 +38,21 @@ struct direct {
     struct direct_addr *peer; /* every rank's, this one's included */
     const void *sbuf;
     void *rbuf;
-    size_t count;       /* allreduce: the vector; reduce_scatter: the block; bcast: buf */
-    int root;           /* bcast */
+    size_t count;       /* allreduce, reduce: the vector; reduce_scatter: the block;
+                         * bcast: buf; scatter: this rank's block */
+    int root;           /* bcast, reduce, scatter */
     const size_t *counts, *displs; /* allgatherv: copies owned by the schedule */
     void *tmpout; /* allreduce in place with a window closed: the result until round 3 */
     coll_call_fn round2; /* the CS_CALL of round 2 (build) */
 };
+
+/* A new struct direct in s's scratch, zeroed (NULL on ENOMEM, the error set). */
+struct direct *cadre__direct_new(struct coll_sched *s);
+/* At build, before round 1: counts s among the direct schedules alive in
+ * this process (until it finishes or is freed: cadre__direct_gone) and
+ * opens its window where no other is alive; returns this rank's flags for
+ * round 1 (DIRECT_BUSY, DIRECT_OVERLAP, DIRECT_WINDOW). */
+uint64_t cadre__direct_enter(struct coll_sched *s);
 
 /* Copies n bytes between local memory and rank `rank`'s address space
  * (write 0: reads); the error names the rank and fails a gone peer, and,

@@ -292,7 +292,8 @@ int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, co
     return reduce_common(c, fn, sig, sbuf, rbuf, count, dt, op, -1);
 }
 
-/* allreduce, split (three ranks or more): a reduce-scatter that reads the
+/* allreduce, split (three ranks or more; reduce: where forced, two or more,
+ * the root alone copying the shares): a reduce-scatter that reads the
  * peers' send buffers with process_vm_readv, then an allgather through the
  * slots. In call f each rank publishes its send buffer's address (aseq);
  * rank r reduces share r of every rank's input into its own slot buffer
@@ -344,9 +345,11 @@ static int split_read(struct coll_fast *F, uint32_t f, struct waiter *w, int q, 
     return rc;
 }
 
-int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
-                                const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
-                                cadre_op_t op)
+/* root < 0: the allreduce; else the reduce, where only the root copies the
+ * shares into its output and the others wait for every share to be
+ * published (nobody reads their send buffers any more) and leave. */
+static int split_common(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
+                        void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op, int root)
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
@@ -400,10 +403,24 @@ int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t s
         if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
             return end(F, c, f, rc);
         cadre__share(count, es, F->n, q, &lo, &hi);
-        if (hi > lo)
+        if (hi > lo && (root < 0 || F->me == root))
             cadre__copy((char *)rbuf + lo * es, d, (hi - lo) * es);
     }
     return end(F, c, f, CADRE_SUCCESS);
+}
+
+int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
+                                const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
+                                cadre_op_t op)
+{
+    return split_common(c, fn, sig, sbuf, rbuf, count, dt, op, -1);
+}
+
+int cadre__fast_reduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
+                             const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
+                             cadre_op_t op, int root)
+{
+    return split_common(c, fn, sig, sbuf, rbuf, count, dt, op, root);
 }
 
 int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
@@ -450,6 +467,32 @@ int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig)
     return end(F, c, f, rc);
 }
 
+/* The writer of a held exchange (cadre__fast_exchange_hold) waits until
+ * every peer finished call f. A peer that published a word of its own in
+ * call f runs another call (two roots of a scatter, each waiting for the
+ * other to finish): the signatures say which. */
+static int wait_readers(struct coll_fast *F, uint32_t f, uint64_t sig, struct waiter *w)
+{
+    for (int q = 0; q < F->n; q++) {
+        struct fast_buf *b = &F->peer[q]->buf[f & 1];
+        while (F->seen_done[q] < f && q != F->me) {
+            uint64_t d = atomic_load_explicit(&F->peer[q]->done, memory_order_acquire);
+            if ((d & ~0xffffffffull) == F->ctx && (uint32_t)d >= f) {
+                F->seen_done[q] = (uint32_t)d;
+                break;
+            }
+            if ((atomic_load_explicit(&b->seq, memory_order_acquire) == (F->ctx | f) ||
+                 atomic_load_explicit(&b->aseq, memory_order_acquire) == (F->ctx | f)) &&
+                b->sig != sig) {
+                cadre__coll_poison(w->comm, w->tag, q, b->sig, sig);
+                return cadre__sig_mismatch(w->fn, q, b->sig, F->me, sig);
+            }
+            CADRE_CHECK(idle(F, w, q, "read what this rank published"));
+        }
+    }
+    return CADRE_SUCCESS;
+}
+
 /* Every rank publishes `len` bytes from `in` (or, with `fill`, what fill
  * writes into its slot buffer); then for every rank q whose part this rank
  * needs, take(q, data of q) runs (rank order). *tag: the call's collective
@@ -457,7 +500,7 @@ int cadre__fast_barrier(struct cadre_comm *c, const char *fn, uint64_t sig)
 static int exchange(struct cadre_comm *c, const char *fn, uint64_t sig, const void *in, size_t len,
                     void (*fill)(void *arg, unsigned char *dst), int reader, int only_from,
                     void (*take)(void *arg, int q, const unsigned char *data), void *arg,
-                    int32_t *tag)
+                    int32_t *tag, int hold)
 {
     struct coll_fast *F = c->fast;
     struct waiter w = WAITER(fn);
@@ -487,7 +530,11 @@ static int exchange(struct cadre_comm *c, const char *fn, uint64_t sig, const vo
             return end(F, c, f, rc);
         take(arg, q, d);
     }
-    return end(F, c, f, CADRE_SUCCESS);
+    /* hold: what the writer published names its own memory, which the
+     * readers copy during the call. */
+    if (hold && only_from == F->me)
+        rc = wait_readers(F, f, sig, &w);
+    return end(F, c, f, rc);
 }
 
 /* The pattern of allgather(v), gather, scatter, reduce_scatter and alltoall. */
@@ -495,7 +542,7 @@ int cadre__fast_exchange(struct cadre_comm *c, const char *fn, uint64_t sig, con
                          size_t len, int reader, int only_from,
                          void (*take)(void *arg, int q, const unsigned char *data), void *arg)
 {
-    return exchange(c, fn, sig, in, len, NULL, reader, only_from, take, arg, NULL);
+    return exchange(c, fn, sig, in, len, NULL, reader, only_from, take, arg, NULL, 0);
 }
 
 int cadre__fast_exchange_fill(struct cadre_comm *c, const char *fn, uint64_t sig,
@@ -504,5 +551,20 @@ int cadre__fast_exchange_fill(struct cadre_comm *c, const char *fn, uint64_t sig
                               void (*take)(void *arg, int q, const unsigned char *data),
                               void *arg, int32_t *tag)
 {
-    return exchange(c, fn, sig, NULL, 0, fill, reader, only_from, take, arg, tag);
+    return exchange(c, fn, sig, NULL, 0, fill, reader, only_from, take, arg, tag, 0);
+}
+
+int cadre__fast_exchange_hold(struct cadre_comm *c, const char *fn, uint64_t sig,
+                              void (*fill)(void *arg, unsigned char *dst), int from,
+                              void (*take)(void *arg, int q, const unsigned char *data),
+                              void *arg)
+{
+    return exchange(c, fn, sig, NULL, 0, fill, 1, from, take, arg, NULL, 1);
+}
+
+int cadre__fast_left(struct cadre_comm *c, int q)
+{
+    struct coll_fast *F = c->fast;
+    uint64_t d = atomic_load_explicit(&F->peer[q]->done, memory_order_acquire);
+    return (d & ~0xffffffffull) == F->ctx && (uint32_t)d >= F->seq;
 }

@@ -66,6 +66,10 @@ int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, s
 int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
                                 const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
                                 cadre_op_t op);
+/* The same into the root's output only (reduce). */
+int cadre__fast_reduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
+                             const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
+                             cadre_op_t op, int root);
 int cadre__fast_allreduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
                           void *rbuf, size_t count, cadre_datatype_t dt, cadre_op_t op);
 int cadre__fast_reduce(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
@@ -84,6 +88,18 @@ int cadre__fast_exchange_fill(struct cadre_comm *c, const char *fn, uint64_t sig
                               int only_from,
                               void (*take)(void *arg, int q, const unsigned char *data),
                               void *arg, int32_t *tag);
+/* cadre__fast_exchange_fill where only rank `from` writes, what it
+ * publishes names its own memory and every rank reads it (take(from, ...)):
+ * `from` returns once every peer finished the call, so nobody reads its
+ * memory after it returned (the direct scatter, coll_direct_scatter.c). */
+int cadre__fast_exchange_hold(struct cadre_comm *c, const char *fn, uint64_t sig,
+                              void (*fill)(void *arg, unsigned char *dst), int from,
+                              void (*take)(void *arg, int q, const unsigned char *data),
+                              void *arg);
+/* Inside a slot call on c: whether rank q has finished it (its `done`
+ * word). Before a writer of cadre__fast_exchange_hold has seen every
+ * reader finish, only a failed wait of its can have let it leave. */
+int cadre__fast_left(struct cadre_comm *c, int q);
 
 /* The v-variants through the slots (coll_fast_v.c): blocking calls, host
  * memory, a communicator with slots; in place and the checks of the
@@ -96,6 +112,12 @@ int cadre__fast_gatherv(struct cadre_comm *c, const char *fn, uint64_t sig, cons
 int cadre__fast_scatterv(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
                          const size_t *counts, const size_t *displs, void *rbuf,
                          size_t recvcount, size_t es, int root, size_t kind_max);
+/* The direct scatter(v) of blocking calls (coll_direct_scatter.c): every
+ * rank reads its block from the root's sendbuf; for communicators of at
+ * most FAST_BYTES / 16 ranks (the root's table of addresses). */
+int cadre__fast_scatterv_direct(struct cadre_comm *c, const char *fn, uint64_t sig,
+                                const void *sbuf, const size_t *counts, const size_t *displs,
+                                void *rbuf, size_t recvcount, size_t es, int root);
 int cadre__fast_alltoallv(struct cadre_comm *c, const char *fn, uint64_t sig, const void *sbuf,
                           const size_t *scounts, const size_t *sdispls, void *rbuf,
                           const size_t *rcounts, const size_t *rdispls, size_t es,

@@ -94,9 +94,22 @@ static const struct table tables[COLL_NKINDS] = {
                      {COLL_ALGO_BINOMIAL, 0, RK_ANY, M_BYTES, 0, 256 * KiB, 0},
                      {COLL_ALGO_BINOMIAL, 0, RK_LE2, M_BYTES, 0, ANY, 0},
                      OTHERWISE(COLL_ALGO_PIPELINE)}},
+    /* Split past the slots on more than two ranks while a rank's share fits
+     * its slot: 4 ranks on 2 cores, float32 sum, 2 and 4 MiB about half of
+     * binomial's time, the call and the whole iteration, barrier and loop
+     * timing (issue 45, 2026-12-02). Two ranks keep binomial (split no
+     * faster); direct (messages around its reads and writes) only when
+     * forced: behind binomial at 4 MiB on 4 ranks. (The slots of a
+     * communicator need two ranks or more: split never runs on one.) */
     [COLL_REDUCE] = {"reduce", "the vector",
-                     {ALWAYS(COLL_ALGO_BINOMIAL)},
-                     {SLOTS_2, SLOTS_N, OTHERWISE(COLL_ALGO_BINOMIAL)}},
+                     {ALWAYS(COLL_ALGO_BINOMIAL),
+                      {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE},
+                      {COLL_ALGO_SPLIT, R_BLOCKING | R_HOST | R_SLOTS, RK_ANY, MiB,
+                       COLL_ALGO_NONE}},
+                     {SLOTS_2, SLOTS_N,
+                      {COLL_ALGO_SPLIT, R_BLOCKING | R_HOST | R_SLOTS, RK_GT2, M_BYTES, MiB + 1,
+                       ANY, MiB},
+                      OTHERWISE(COLL_ALGO_BINOMIAL)}},
     /* Direct from 1 MiB on more than two ranks: ahead of the slots, the ring
      * and recursive doubling on 4 ranks (bench/HISTORY.md, 2026-11-24). The
      * split serves blocking calls from 64 KiB while a rank's share fits its
@@ -138,13 +151,27 @@ static const struct table tables[COLL_NKINDS] = {
                          {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_2, M_BYTES, 2 * MiB, ANY, 0},
                          {COLL_ALGO_RD, R_EQUAL | R_POW2, RK_ANY, M_BYTES, 0, 64 * KiB, 0},
                          OTHERWISE(COLL_ALGO_RING)}},
+    /* Two algorithms at most: number 3 is the direct one's through the
+     * slots (SCATTER_DIRECT_SLOTS_CODE). Direct on two ranks (bound to a
+     * core each) from 16 KiB: against linear in 7 comparisons (barrier and
+     * loop timing, 3 turns each, loads 2-10; issue 45, 2026-12-02) it was
+     * ahead at every size in most (1 MiB and 8 MiB in all; up to 3x), and
+     * the single losses were scattered over sizes and runs (16-64 KiB in
+     * one quiet loop run, 512 KiB in both loaded loop runs but none of the
+     * quiet ones). On 4 ranks on 2 cores the root, which waits for its
+     * readers, was behind the slots up to 1 MiB and mixed against linear
+     * above: only when forced there. */
     [COLL_SCATTER] = {"scatter", "the root's buffer, every rank's block",
-                      {ALWAYS(COLL_ALGO_LINEAR)},
+                      {ALWAYS(COLL_ALGO_LINEAR),
+                       {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},
                       {{COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_2, M_BYTES, 0,
                         8 * KiB, 0},
                        {COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS | R_EQUAL, RK_NOT2, M_BYTES,
                         0, MiB, 0},
-                       SLOTS_V, OTHERWISE(COLL_ALGO_LINEAR)}},
+                       SLOTS_V,
+                       {COLL_ALGO_DIRECT, R_BLOCKING | R_HOST | R_LOCAL | R_EQUAL, RK_2, M_BYTES,
+                        16 * KiB, ANY, 0},
+                       OTHERWISE(COLL_ALGO_LINEAR)}},
     [COLL_REDUCE_SCATTER] = {"reduce_scatter", "the input, every rank's block",
                              {ALWAYS(COLL_ALGO_RING),
                               {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE}},

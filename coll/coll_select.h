@@ -78,6 +78,11 @@ size_t cadre__coll_slots_max(enum coll_kind k, int n);
 /* The number of algorithm a in the call signature (coll_sig.h): its place
  * in the collective's list from 1, and 7 for the slots. */
 int cadre__coll_algo_code(enum coll_kind k, enum coll_algo a);
+/* The number of scatter's direct algorithm in a blocking call through the
+ * slots (coll_direct_scatter.c), which moves its data otherwise than the
+ * same algorithm's schedule (2): past scatter's list of algorithms
+ * (coll_select.c's table, whose entries must stay fewer). */
+#define SCATTER_DIRECT_SLOTS_CODE 3
 const char *cadre__coll_kind_name(enum coll_kind k);
 const char *cadre__coll_algo_name(enum coll_algo a);
 /* Parses a CADRE_ALGO value into forced[COLL_NKINDS]; calls bad() for each

@@ -145,6 +145,16 @@ static void test_reductions(int nb)
                     else
                         EXPECT((unsigned char)out[0] == 0xA5 || n == 0,
                                "reduce wrote recvbuf on a non-root");
+                    /* in place at the root; NULL recvbuf elsewhere (not
+                     * the call's: never looked at) */
+                    memcpy(out, in, n * es);
+                    RUN(cadre_reduce(me == root ? CADRE_IN_PLACE : in, me == root ? out : NULL,
+                                     n, dt, op, root, W),
+                        cadre_ireduce(me == root ? CADRE_IN_PLACE : in, me == root ? out : NULL,
+                                      n, dt, op, root, W, &rq_));
+                    if (me == root)
+                        COMPARE("reduce in place", out, ref_at(i_), dt, op);
+                    input_intact("reduce", in, n, di, op, mine);
                 }
                 /* reduce_scatter: block r of every rank's n*np input */
                 char *rin = alloc(n * (size_t)np, es);

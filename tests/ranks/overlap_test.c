@@ -9,7 +9,7 @@
  * (with CADRE_WAIT=sleep, the unpaced whole result), float32 sum; every
  * element is checked against the sum of the pair's inputs computed here.
  * Then calls in flight together on the world whose windows are closed
- * (closed_windows). */
+ * (closed_windows; its reduces and scatters direct where CADRE_ALGO says). */
 #include <math.h>
 
 #include "rank_util.h"
@@ -133,6 +133,44 @@ static void closed_windows(int me, int np)
             for (size_t i = 0; i < n; i++)
                 wrong += a[k][i] != (int32_t)(i * 13 + (size_t)k * 7 + (size_t)root);
         EXPECT(wrong == 0, "%d bcasts from rank %d in flight: %ld wrong", K, root, wrong);
+    }
+    /* K reduces to each root (float32 sums of whole numbers, exact; in
+     * place at the root, recvbuf NULL elsewhere), then K scatters from each
+     * root: direct where forced (CADRE_ALGO=reduce=direct,scatter=direct),
+     * the first call writing the slices into the root, the others' roots
+     * computing the whole result (their windows closed). */
+    size_t per = n / (size_t)np;
+    for (int root = 0; root < np; root++) {
+        wrong = 0;
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < n; i++)
+                f[k][i] = input(me, i, 200 + k + 3 * root);
+        for (int k = 0; k < K; k++)
+            OK(cadre_ireduce(me == root ? CADRE_IN_PLACE : f[k], me == root ? f[k] : NULL, n,
+                             CADRE_FLOAT32, CADRE_SUM, root, CADRE_COMM_WORLD, &q[k]));
+        OK(cadre_waitall(K, q, NULL));
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < n; i++) {
+                float want = 0;
+                for (int r = 0; r < np; r++)
+                    want += me == root || r == me ? input(r, i, 200 + k + 3 * root) : 0;
+                wrong += f[k][i] != want;
+            }
+        EXPECT(wrong == 0, "%d reduces to rank %d in flight: %ld wrong", K, root, wrong);
+        wrong = 0;
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < n; i++) {
+                a[k][i] = me == root ? (int32_t)(i * 5 + (size_t)k + (size_t)root * 3) : -1;
+                b[k][i] = -1;
+            }
+        for (int k = 0; k < K; k++)
+            OK(cadre_iscatter(a[k], b[k], per, CADRE_INT32, root, CADRE_COMM_WORLD, &q[k]));
+        OK(cadre_waitall(K, q, NULL));
+        for (int k = 0; k < K; k++)
+            for (size_t i = 0; i < per; i++)
+                wrong += b[k][i] != (int32_t)(((size_t)me * per + i) * 5 + (size_t)k +
+                                              (size_t)root * 3);
+        EXPECT(wrong == 0, "%d scatters from rank %d in flight: %ld wrong", K, root, wrong);
     }
     for (int k = 0; k < K; k++)
         free(f[k]), free(a[k]), free(b[k]);

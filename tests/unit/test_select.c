@@ -24,11 +24,11 @@ struct old_in {
 static const enum coll_algo old_algos[COLL_NKINDS][4] = {
     [COLL_BARRIER] = {COLL_ALGO_DISSEMINATION},
     [COLL_BCAST] = {COLL_ALGO_BINOMIAL, COLL_ALGO_PIPELINE, COLL_ALGO_DIRECT},
-    [COLL_REDUCE] = {COLL_ALGO_BINOMIAL},
+    [COLL_REDUCE] = {COLL_ALGO_BINOMIAL, COLL_ALGO_DIRECT, COLL_ALGO_SPLIT}, /* 2, 3: issue 45 */
     [COLL_ALLREDUCE] = {COLL_ALGO_RD, COLL_ALGO_RING, COLL_ALGO_DIRECT, COLL_ALGO_SPLIT},
     [COLL_GATHER] = {COLL_ALGO_LINEAR},
     [COLL_ALLGATHER] = {COLL_ALGO_RING, COLL_ALGO_RD, COLL_ALGO_DIRECT},
-    [COLL_SCATTER] = {COLL_ALGO_LINEAR},
+    [COLL_SCATTER] = {COLL_ALGO_LINEAR, COLL_ALGO_DIRECT}, /* direct: issue 45 */
     [COLL_REDUCE_SCATTER] = {COLL_ALGO_RING, COLL_ALGO_DIRECT},
     [COLL_ALLTOALL] = {COLL_ALGO_PAIRWISE},
     /* added with scan and exscan (after a92c487) */
@@ -39,6 +39,16 @@ static const enum coll_algo old_algos[COLL_NKINDS][4] = {
 static size_t old_fast_limit(int n)
 {
     return n == 2 ? (size_t)4 << 10 : (size_t)1 << 20;
+}
+
+/* A rank's share of the vector fits a slot. */
+static int old_share_fits(int n, size_t count, size_t es)
+{
+    size_t lo, hi;
+    if (n < 1)
+        return 0;
+    cadre__share(count, es, n, 0, &lo, &hi);
+    return (hi - lo) * es <= ((size_t)1 << 20);
 }
 
 static int old_split_fits(int n, size_t count, size_t es)
@@ -72,6 +82,17 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
     case COLL_REDUCE:
         if (!o->nb && !a && bytes <= old_fast_limit(n) && shm)
             return *algo = COLL_ALGO_SLOTS, 7;
+        /* Added later (issue 45): direct, forced, where every rank is
+         * local; split, forced, in blocking calls with slots while a
+         * rank's share fits a slot; elsewhere the rules without the slots. */
+        if (a == 2 && direct)
+            return *algo = COLL_ALGO_DIRECT, 2;
+        if (a == 3 && !o->nb && shm && old_share_fits(n, o->count, o->es))
+            return *algo = COLL_ALGO_SPLIT, 3;
+        /* ... and split by default past the slots on more than two ranks */
+        if (!a && !o->nb && shm && n > 2 && bytes > ((size_t)1 << 20) &&
+            old_share_fits(n, o->count, o->es))
+            return *algo = COLL_ALGO_SPLIT, 3;
         return *algo = COLL_ALGO_BINOMIAL, 1;
     case COLL_ALLREDUCE:
         if (!o->nb && (!a || a == 4) && shm) {
@@ -141,6 +162,12 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
             return *algo = COLL_ALGO_SLOTS, 7;
         if (!o->equal && !o->nb && !a && shm)
             return *algo = COLL_ALGO_SLOTS, 7;
+        /* Added later (issue 45): direct as reduce's; by default on two
+         * ranks from 16 KiB (blocking, equal counts). */
+        if (a == 2 && direct)
+            return *algo = COLL_ALGO_DIRECT, 2;
+        if (!a && o->equal && !o->nb && direct && n == 2 && bytes >= ((size_t)16 << 10))
+            return *algo = COLL_ALGO_DIRECT, 2;
         return *algo = COLL_ALGO_LINEAR, 1;
     default:
         return *algo = COLL_ALGO_LINEAR, 1;
@@ -256,6 +283,17 @@ static void test_examples(void)
         {COLL_SCATTER, 2, 0, 1, 1, 8193, 0, 1, COLL_ALGO_LINEAR},
         {COLL_SCATTER, 4, 0, 1, 1, 1 << 20, 0, 1, COLL_ALGO_SLOTS},
         {COLL_SCATTER, 4, 0, 1, 1, (1 << 20) + 4, 0, 1, COLL_ALGO_LINEAR},
+        /* issue 45 */
+        {COLL_SCATTER, 2, 0, 1, 1, 16 << 10, 0, 1, COLL_ALGO_DIRECT},
+        {COLL_SCATTER, 2, 0, 1, 1, (16 << 10) - 2, 0, 1, COLL_ALGO_LINEAR},
+        {COLL_SCATTER, 2, 0, 0, 1, 1 << 20, 0, 1, COLL_ALGO_DIRECT},
+        {COLL_SCATTER, 2, 1, 1, 1, 16 << 10, 0, 1, COLL_ALGO_LINEAR},
+        {COLL_SCATTER, 4, 0, 1, 1, 16 << 20, 0, 1, COLL_ALGO_LINEAR},
+        {COLL_REDUCE, 4, 0, 1, 1, 2 << 20, 1 << 19, 4, COLL_ALGO_SPLIT},
+        {COLL_REDUCE, 4, 0, 1, 1, 4 << 20, 1 << 20, 4, COLL_ALGO_SPLIT},
+        {COLL_REDUCE, 4, 0, 1, 1, (4 << 20) + 4, (1 << 20) + 1, 4, COLL_ALGO_BINOMIAL},
+        {COLL_REDUCE, 4, 1, 1, 1, 2 << 20, 1 << 19, 4, COLL_ALGO_BINOMIAL},
+        {COLL_REDUCE, 2, 0, 1, 1, 2 << 20, 1 << 19, 4, COLL_ALGO_BINOMIAL},
     };
     for (size_t i = 0; i < sizeof ex / sizeof *ex; i++) {
         struct coll_in in = {.kind = ex[i].k, .n = ex[i].n, .hosts = 1, .nb = ex[i].nb,
