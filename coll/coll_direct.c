@@ -192,13 +192,21 @@ static int allreduce_call(struct coll_sched *s, const struct coll_step *st)
  * window is closed (the call overlaps another direct call in some process:
  * build) nobody writes into a peer: the root computes the whole result
  * itself, in rank order, and the others only wait in round 3 while it reads
- * their inputs. Only the root's output is written; the others' receive
+ * their inputs; on two ranks too (the root reads the other's input,
+ * nobody writes into a peer). Only the root's output is written; the others' receive
  * buffers are never looked at (they may be NULL). */
 static int reduce_call(struct coll_sched *s, const struct coll_step *st)
 {
     struct direct *d = st->arg;
     int n = s->comm->size, me = s->comm->rank, root = d->root;
-    int whole = !cadre__direct_windows(s, d);
+    /* Two ranks: the other rank's half reaches the root through its ring
+     * (coll_direct_pair.c), or, on a busy machine, for small vectors or
+     * beside another direct call, the root computes it all; never with
+     * process_vm_writev, whose kernel reads each line of the target before
+     * writing it. */
+    if (n == 2 && cadre__direct_pair_reduce_streams(s, d))
+        return cadre__direct_pair_reduce(s, d);
+    int whole = n == 2 || !cadre__direct_windows(s, d);
     if (whole && me != root)
         return CADRE_SUCCESS;
     size_t es = s->elsize, lo = 0, hi = d->count, total = d->count * es;

@@ -66,6 +66,10 @@ int cadre__direct_scratch(struct coll_sched *s, unsigned char **acc, unsigned ch
 /* Round 2 of a two-rank allreduce out of place (coll_direct_pair.c): the
  * variant for the machine's state and the size. */
 int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d);
+/* The two-rank reduce (coll_direct_pair.c): whether it streams the other
+ * rank's half to the root (both ranks reduce), and that stream. */
+int cadre__direct_pair_reduce_streams(const struct coll_sched *s, const struct direct *d);
+int cadre__direct_pair_reduce(struct coll_sched *s, struct direct *d);
 
 /* The windows (coll_direct_window.c). The call's key: the top 32 bits of
  * the pacing counters, `open` and `writing`; 0 for a few

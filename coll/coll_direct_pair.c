@@ -228,3 +228,77 @@ int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)
                ? allreduce_pair_stream(s, d)
                : allreduce_pair(s, d);
 }
+
+/* The two-rank reduce, large vectors on an idle machine: each rank reduces
+ * its half (the peer's input read into a chunk, its own added). The root's
+ * half goes straight into its output; the other rank's goes into its ring,
+ * from which the root, right behind, copies it into its output, paced as
+ * the allreduce's stream. Both cores reduce, nobody writes into a peer, the
+ * other rank's receive buffer is never touched. In place at the root, the
+ * other rank reads a chunk of the root's input before it publishes that
+ * chunk, and the root writes that part of its buffer only after. */
+static int reduce_pair_stream(struct coll_sched *s, struct direct *d)
+{
+    int me = s->comm->rank, peer = !me, root = d->root, wpeer = cadre__world_rank(s->comm, peer);
+    size_t es = s->elsize, lo, hi, plo, phi;
+    cadre__share(d->count, es, 2, me, &lo, &hi);
+    cadre__share(d->count, es, 2, peer, &plo, &phi);
+    struct direct_flags *mine = cadre__direct_flags(cadre__world_rank(s->comm, me));
+    uint64_t key = cadre__direct_key(s);
+    size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
+    uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
+    if (me != root) {
+        unsigned char *ring = cadre__direct_ring(cadre__world_rank(s->comm, me));
+        const char *own = d->sbuf;
+        for (uint32_t i = 0; i < nme; i++) {
+            size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
+            unsigned char *acc = ring + (size_t)(i % RING_K) * chunk;
+            if (i >= RING_K)
+                CADRE_CHECK(wait_flag(s, root, 1, key, i - RING_K + 1));
+            CADRE_CHECK(cadre__direct_cma(s, d, root, acc, d->peer[root].s + off * es, m * es, 0));
+            cadre__coll_reduce(acc, own + off * es, m, s->dt, s->op);
+            atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
+            cadre__shm_wake(wpeer);
+        }
+        /* The ring is reused by the next call: the root must be done with it. */
+        return wait_flag(s, root, 1, key, nme);
+    }
+    unsigned char *acc, *tmp;
+    CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
+    unsigned char *pring = cadre__direct_ring(wpeer);
+    int nt = pair_nt(s, d);
+    void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
+    uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step);
+    for (uint32_t i = 0; i < nme || i < npeer; i++) {
+        if (i < nme) {
+            size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
+            CADRE_CHECK(pair_reduce_out(s, d, acc, off, m, nt));
+        }
+        if (i < npeer) {
+            size_t off = plo + (size_t)i * step, m = phi - off < step ? phi - off : step;
+            CADRE_CHECK(wait_flag(s, peer, 0, key, i + 1));
+            out_copy((char *)d->rbuf + off * es, pring + (size_t)(i % RING_K) * chunk, m * es);
+            atomic_store_explicit(&mine->cons, key | (i + 1), memory_order_release);
+            cadre__shm_wake(wpeer);
+        }
+    }
+    return CADRE_SUCCESS;
+}
+
+int cadre__direct_pair_reduce_streams(const struct coll_sched *s, const struct direct *d)
+{
+    /* As the allreduce: not (the caller's whole result at the root) where
+     * the peers are not both idle and alone in their direct calls, or for
+     * small vectors. Every rank decides from the same addresses and flags. */
+    uint64_t any = d->peer[0].busy | d->peer[1].busy;
+    if (any & (DIRECT_OVERLAP | DIRECT_BUSY) || d->count * s->elsize < DIRECT_STREAM_MIN ||
+        !cadre__direct_ring(cadre__world_rank(s->comm, 0)) ||
+        !cadre__direct_ring(cadre__world_rank(s->comm, 1)))
+        return 0;
+    return 1;
+}
+
+int cadre__direct_pair_reduce(struct coll_sched *s, struct direct *d)
+{
+    return reduce_pair_stream(s, d);
+}
