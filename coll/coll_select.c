@@ -109,6 +109,11 @@ static const struct table tables[COLL_NKINDS] = {
                      {SLOTS_2, SLOTS_N,
                       {COLL_ALGO_SPLIT, R_BLOCKING | R_HOST | R_SLOTS, RK_GT2, M_BYTES, MiB + 1,
                        ANY, MiB},
+                      /* Two ranks: both reduce a half, the other's streamed to
+                       * the root (coll_direct_pair.c): ahead of binomial and
+                       * Open MPI from 4 MiB in both loops, mixed at 2 MiB
+                       * (bench/RESULTS.md, issue 45). */
+                      {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_2, M_BYTES, 4 * MiB, ANY, 0},
                       OTHERWISE(COLL_ALGO_BINOMIAL)}},
     /* Direct from 1 MiB on more than two ranks: ahead of the slots, the ring
      * and recursive doubling on 4 ranks (bench/HISTORY.md, 2026-11-24). The

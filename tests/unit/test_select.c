@@ -89,6 +89,10 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
             return *algo = COLL_ALGO_DIRECT, 2;
         if (a == 3 && !o->nb && shm && old_share_fits(n, o->count, o->es))
             return *algo = COLL_ALGO_SPLIT, 3;
+        /* ... direct by default on two ranks from 4 MiB (also where a
+         * forced split does not apply: it falls back to the default rules) */
+        if ((!a || a == 3) && direct && n == 2 && bytes >= ((size_t)4 << 20))
+            return *algo = COLL_ALGO_DIRECT, 2;
         /* ... and split by default past the slots on more than two ranks */
         if (!a && !o->nb && shm && n > 2 && bytes > ((size_t)1 << 20) &&
             old_share_fits(n, o->count, o->es))
@@ -294,6 +298,9 @@ static void test_examples(void)
         {COLL_REDUCE, 4, 0, 1, 1, (4 << 20) + 4, (1 << 20) + 1, 4, COLL_ALGO_BINOMIAL},
         {COLL_REDUCE, 4, 1, 1, 1, 2 << 20, 1 << 19, 4, COLL_ALGO_BINOMIAL},
         {COLL_REDUCE, 2, 0, 1, 1, 2 << 20, 1 << 19, 4, COLL_ALGO_BINOMIAL},
+        {COLL_REDUCE, 2, 0, 1, 1, 4 << 20, 1 << 20, 4, COLL_ALGO_DIRECT},
+        {COLL_REDUCE, 2, 1, 1, 1, 8 << 20, 1 << 21, 4, COLL_ALGO_DIRECT},
+        {COLL_REDUCE, 2, 0, 0, 0, 8 << 20, 1 << 21, 4, COLL_ALGO_BINOMIAL},
     };
     for (size_t i = 0; i < sizeof ex / sizeof *ex; i++) {
         struct coll_in in = {.kind = ex[i].k, .n = ex[i].n, .hosts = 1, .nb = ex[i].nb,
