@@ -181,7 +181,10 @@ void test_background(void)
     }
     double t2 = ru_now();
     OK(cadre_wait(&r, NULL));
-    EXPECT(ru_now() - t2 < 1.0, "wait took %.3f s once the data was there", ru_now() - t2);
+    /* Only the receiver knows the data is there: the sender's wait also
+     * covers the rest of the transfer, which under load may take seconds. */
+    if (me == 1)
+        EXPECT(ru_now() - t2 < 1.0, "wait took %.3f s once the data was there", ru_now() - t2);
     if (me == 1)
         EXPECT(ru_check(b, n, 0, 1, 60) == n, "background transfer data");
     free(b);
