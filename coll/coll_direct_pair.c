@@ -237,7 +237,7 @@ int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)
  * other rank's receive buffer is never touched. In place at the root, the
  * other rank reads a chunk of the root's input before it publishes that
  * chunk, and the root writes that part of its buffer only after. */
-static int reduce_pair_stream(struct coll_sched *s, struct direct *d)
+int cadre__direct_pair_reduce(struct coll_sched *s, struct direct *d)
 {
     int me = s->comm->rank, peer = !me, root = d->root, wpeer = cadre__world_rank(s->comm, peer);
     size_t es = s->elsize, lo, hi, plo, phi;
@@ -296,9 +296,4 @@ int cadre__direct_pair_reduce_streams(const struct coll_sched *s, const struct d
         !cadre__direct_ring(cadre__world_rank(s->comm, 1)))
         return 0;
     return 1;
-}
-
-int cadre__direct_pair_reduce(struct coll_sched *s, struct direct *d)
-{
-    return reduce_pair_stream(s, d);
 }
