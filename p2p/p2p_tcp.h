@@ -19,7 +19,10 @@
 #include "p2p/p2p_tcp_if.h"
 
 #define TCP_MAGIC 0x43445443u /* "CTDC" */
-#define TCP_VERSION 1u      /* of the handshake */
+#define TCP_VERSION 2u      /* of the handshake; 2: a connection may carry both ways */
+/* In the version of a handshake's answer: the answering side writes on this
+ * connection too (it had none to the peer), and will make none. */
+#define TCP_BOTH_WAYS 0x10000u
 #define TCP_BLOB_VERSION 2u /* of the endpoint blob */
 #define TCP_MAX_PAYLOAD (1024u << 10)
 #define TCP_RBUF 8192          /* per inbound socket: headers and small payloads */
@@ -92,8 +95,13 @@ struct tcp_try {
 };
 
 struct tcp_peer {
-    /* outbound: we connect and only write */
+    /* outbound: the connection we write to the peer on, for the whole job:
+     * the one we made, or the peer's (shared) */
     int fd, state;
+    /* fd is also an inbound socket's: the peer's connection, answered while
+     * we had none to it (in), or ours, which the peer may write on too
+     * (back). Whichever side lets go of it last closes it. */
+    int shared;
     int busy; /* in tcp->busy: connecting or staged data */
     int naddr; /* -1: blob not fetched yet */
     uint16_t port;
@@ -109,8 +117,9 @@ struct tcp_peer {
     char last[200]; /* the failures of the last pass, for the message that gives up */
     char *stage;
     size_t stage_off, stage_len;
-    /* inbound */
-    struct tcp_in *in;
+    /* inbound: the connection the peer made (in), and the reader of ours
+     * (back) */
+    struct tcp_in *in, *back;
     int seen_in, failed;
 };
 
@@ -153,10 +162,17 @@ uint64_t cadre__p2p_tcp_netns(void);
 int cadre__p2p_tcp_connect(int peer);
 int cadre__p2p_tcp_advance(int peer);
 
+/* At finalize: ends our side of the connections that carry both ways, once
+ * what we wrote has gone out (p2p_tcp_conn.c). */
+void cadre__p2p_tcp_end_shared(void);
+
 /* Reports the peer gone (once), naming its host, and closes its sockets;
  * returns CADRE_ERR_PEER. */
 int cadre__p2p_tcp_peer_fail(int peer, const char *fmt, ...) CADRE_PRINTF(2, 3);
 void cadre__p2p_tcp_in_close(struct tcp_in *c);
+/* Starts reading our own new connection to the peer, which its answer said
+ * it writes on too (the back reader); 0, or fails the peer. */
+int cadre__p2p_tcp_in_back(int peer);
 /* Reads and delivers what one inbound socket has; returns events. */
 int cadre__p2p_tcp_in_progress(struct tcp_in *c);
 /* The transport's release_dest (p2p.h): a body being read into

@@ -3,16 +3,20 @@
  * the addresses a rank publishes, one listener on each (never the wildcard
  * address), and the outbound connection to a peer through its addresses,
  * its handshake, and the retries when a crowded listener reset or closed
- * it (cadre-nodes(7), "Security of the TCP transport"). p2p_tcp.c sends over
- * the connections made here; p2p_tcp_recv.c accepts.
+ * it (cadre-nodes(7), "Security of the TCP transport"), and at finalize the
+ * end of the connections that carry both ways. p2p_tcp.c sends over the
+ * connections made here; p2p_tcp_recv.c accepts.
  */
 #include "config.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <linux/sockios.h>
 #include <net/if.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -324,10 +328,13 @@ static void out_start(int peer)
     }
 }
 
-/* The first answered handshake: the connection; the others are closed. */
-static void out_won(int peer, int i)
+/* The first answered handshake: the connection; the others are closed.
+ * When the answer says the peer writes on it too, we read it, and the peer
+ * makes no connection to us (one that claims to be it is refused). */
+static int out_won(int peer, int i)
 {
     struct tcp_peer *p = &tcp->peers[peer];
+    int both = (p->try[i].ack.version & TCP_BOTH_WAYS) != 0;
     p->fd = p->try[i].fd;
     p->try[i].fd = -1;
     for (int k = 0; k < p->naddr; k++) {
@@ -340,6 +347,10 @@ static void out_won(int peer, int i)
     char ip[INET_ADDRSTRLEN];
     CADRE_INFO(P2P, "tcp: rank %d reached at %s:%u", peer, tcp_ip_str(p->addr[i].addr, ip),
                ntohs(p->port));
+    if (!both)
+        return CADRE_SUCCESS;
+    p->seen_in = 1;
+    return cadre__p2p_tcp_in_back(peer) == 0 ? CADRE_SUCCESS : CADRE_ERR_PEER;
 }
 
 /* Every try of the pass is done and none won: all of them again later when
@@ -424,13 +435,13 @@ static int out_tries(int peer)
         t->ack_got += (size_t)n;
         if (t->ack_got < sizeof t->ack)
             continue;
-        if (t->ack.magic != TCP_MAGIC || t->ack.version != TCP_VERSION || t->ack.from != peer ||
+        if (t->ack.magic != TCP_MAGIC || (t->ack.version & ~TCP_BOTH_WAYS) != TCP_VERSION ||
+            t->ack.from != peer ||
             t->ack.to != tcp->rank || t->ack.cookie != cadre__p2p_info.job_cookie) {
             try_done(peer, i, RETRY_NO, "answered by another process");
             continue;
         }
-        out_won(peer, i);
-        return CADRE_SUCCESS;
+        return out_won(peer, i);
     }
     for (int i = 0; i < p->naddr; i++)
         if (p->try[i].state != TRY_DONE)
@@ -465,4 +476,40 @@ int cadre__p2p_tcp_advance(int peer)
     if (p->state == OUT_CONNECTING)
         return out_tries(peer);
     return CADRE_SUCCESS;
+}
+
+/* A connection that carries both ways, closed with the peer's messages
+ * unread (its BYE, sent as ours was), ends with a reset, and the kernel
+ * drops what it had not sent yet: our BYE, behind a full window. So our
+ * side of each is ended first (shutdown: its FIN follows our last bytes),
+ * the last bytes are let go (at most OUT_END_WAIT in all, while they are
+ * transmitted), and what the peer sent is read and dropped. The peer takes
+ * a reset after our BYE as an orderly end (in_read_end). */
+#define OUT_END_WAIT 0.5
+void cadre__p2p_tcp_end_shared(void)
+{
+    double until = tcp_now() + OUT_END_WAIT;
+    for (int i = 0; tcp->peers && i < tcp->size; i++)
+        if (tcp->peers[i].shared && tcp->peers[i].fd >= 0)
+            (void)shutdown(tcp->peers[i].fd, SHUT_WR);
+    for (int left = 1; left && tcp->peers;) {
+        left = 0;
+        for (int i = 0; i < tcp->size; i++) {
+            struct tcp_peer *p = &tcp->peers[i];
+            int unsent = 0;
+            if (p->shared && p->fd >= 0 && ioctl(p->fd, SIOCOUTQNSD, &unsent) == 0 && unsent > 0)
+                left++;
+        }
+        if (left && tcp_now() < until)
+            (void)poll(NULL, 0, 1);
+        else
+            break;
+    }
+    for (int i = 0; tcp->peers && i < tcp->size; i++) {
+        struct tcp_peer *p = &tcp->peers[i];
+        char buf[4096];
+        for (int k = 0; p->shared && p->fd >= 0 && k < 64; k++)
+            if (recv(p->fd, buf, sizeof buf, MSG_DONTWAIT) <= 0)
+                break;
+    }
 }

@@ -7,6 +7,8 @@
 #   [rank R INFO P2P] peer W: shm|tcp|ucx
 #   [rank R INFO P2P] tcp: listening on IP:PORT (IFNAME)[, IP:PORT (IFNAME)...]
 #   [rank R INFO P2P] tcp: rank W reached at IP:PORT
+#   [rank R INFO P2P] tcp: rank W reached on its connection from IP:PORT
+#                     (W connected first: R writes on W's connection)
 #   [rank R INFO P2P] N ranks of the job share this machine's C cores (L on
 #                     this host): oversubscribed, waits yield|not oversubscribed
 #                     (the hosts are namespaces of one machine: its cores are
@@ -106,6 +108,18 @@ tb_check_decisions() {
             bad("rank " r " reached rank " W " on its own host " name_of(host_of(r)) " over tcp (" body ")")
         else if (ip != addr_of(host_of(W)))
             bad("rank " r " reached rank " W " (" name_of(host_of(W)) ", " addr_of(host_of(W)) ") at " ip)
+        next
+    }
+    body ~ /^tcp: rank [0-9]+ reached on its connection from / {
+        split(body, w, " ")
+        W = w[3] + 0; ip = w[9]; sub(/:[0-9]+$/, "", ip)
+        nreach++
+        if (remote != "tcp")
+            bad("rank " r " took rank " W "\047s tcp connection, expected " remote " (" body ")")
+        else if (host_of(W) == host_of(r))
+            bad("rank " r " took rank " W "\047s tcp connection on its own host " name_of(host_of(r)) " (" body ")")
+        else if (ip != addr_of(host_of(W)))
+            bad("rank " r " took rank " W "\047s connection (" name_of(host_of(W)) ", " addr_of(host_of(W)) ") from " ip)
         next
     }
     body ~ /^[0-9]+ ranks of the job share this machine/ {

@@ -40,7 +40,7 @@ static void expect_closed(int fd, const char *what)
 
 void raw_hello(int fd, uint32_t magic, int from, int to, uint64_t cookie)
 {
-    struct hello h = {magic, 1, from, to, cookie};
+    struct hello h = {magic, TCP_VERSION, from, to, cookie};
     raw_write(fd, &h, sizeof h);
 }
 
@@ -71,6 +71,10 @@ static void attacker(int connected)
     raw_hello(fd, TCP_MAGIC, 0, 0, COOKIE);
     expect_closed(fd, "rank 0 claiming to be itself");
     fd = raw_connect(0);
+    struct hello v1 = {TCP_MAGIC, 1, 2, 0, COOKIE}; /* writes only on its own connections */
+    raw_write(fd, &v1, sizeof v1);
+    expect_closed(fd, "a handshake of version 1");
+    fd = raw_connect(0);
     raw_write(fd, junk, 10);
     close(fd); /* half a handshake, then gone */
     int idle = raw_connect(0); /* says nothing until the end */
@@ -82,7 +86,7 @@ static void attacker(int connected)
     expect_closed(fd, "a second connection from rank 1");
 
     fd = raw_connect(0);
-    struct hello h = {TCP_MAGIC, 1, 2, 0, COOKIE}, ack;
+    struct hello h = {TCP_MAGIC, TCP_VERSION, 2, 0, COOKIE}, ack;
     for (size_t i = 0; i < sizeof h; i++) {
         raw_write(fd, (char *)&h + i, 1);
         usleep(1000);
@@ -171,7 +175,7 @@ int s_badconn(void)
         while (!eng.bye[2])
             progress_once();
         CHECK(eng.rx[2] == 2, "rank 2's message and BYE: %llu", (unsigned long long)eng.rx[2]);
-        printf("badconn: %llu ping-pongs with rank 1 while refusing 6 bad connections\n",
+        printf("badconn: %llu ping-pongs with rank 1 while refusing 7 bad connections\n",
                (unsigned long long)seq);
     }
     /* Before the barrier: after it, the other process finalizes, closing
@@ -433,7 +437,7 @@ int s_retry(void)
             ssize_t r = recv(fd, (char *)&hi + got, sizeof hi - got, MSG_DONTWAIT);
             if (r > 0 && (got += (size_t)r) == sizeof hi) {
                 CHECK(hi.magic == TCP_MAGIC && hi.from == 1 && hi.to == 0 && hi.cookie == COOKIE);
-                struct hello ack = {TCP_MAGIC, 1, 0, 1, COOKIE};
+                struct hello ack = {TCP_MAGIC, TCP_VERSION, 0, 1, COOKIE};
                 raw_write(fd, &ack, sizeof ack);
             }
         }
@@ -516,7 +520,7 @@ int s_decoy(void)
                 CHECK(hi[k].magic == TCP_MAGIC && hi[k].from == 1 && hi[k].to == 0 &&
                       hi[k].cookie == COOKIE);
                 /* rank 0 answers as itself; the other process as rank 2 */
-                struct hello ack = {TCP_MAGIC, 1, k == 3 ? 0 : 2, 1, COOKIE};
+                struct hello ack = {TCP_MAGIC, TCP_VERSION, k == 3 ? 0 : 2, 1, COOKIE};
                 raw_write(fd[k], &ack, sizeof ack);
                 decoy_answered += k == 1;
             }

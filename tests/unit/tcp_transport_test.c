@@ -403,7 +403,8 @@ int main(int argc, char **argv)
                 {"corrupt", s_corrupt},     {"kill_recv", s_kill_recv}, {"kill_send", s_kill_send},
                 {"bye", s_bye},           {"many", s_many},           {"sleepy", s_sleepy},
                 {"stall", s_stall},         {"claim", s_claim},         {"crowd", s_crowd},
-                {"retry", s_retry}, {"decoy", s_decoy}, {"farewell", s_farewell}, {"late_bye", s_late_bye}};
+                {"retry", s_retry}, {"decoy", s_decoy}, {"farewell", s_farewell}, {"late_bye", s_late_bye},
+                {"duplex", s_duplex}};
     alarm(120); /* a hang is a failure, even outside the checked loops */
     maxp = T->max_payload(0);
     if (argc >= 2 && !strcmp(argv[1], "pingpong"))

@@ -36,6 +36,7 @@
 /* What the transport puts on the wire (duplicated on purpose: the test
  * speaks the protocol itself to play bad peers). */
 #define TCP_MAGIC 0x43445443u
+#define TCP_VERSION 2u /* 2: a connection carries both ways */
 struct hello {
     uint32_t magic, version;
     int32_t from, to;
@@ -142,6 +143,7 @@ int s_kill_send(void);
 int s_bye(void);
 int s_crowd(void);
 int s_late_bye(void);
+int s_duplex(void);
 int s_retry(void);
 int s_decoy(void);
 int s_farewell(void);

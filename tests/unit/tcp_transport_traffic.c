@@ -1,6 +1,6 @@
 /* tcp_transport_test's scenarios of traffic between processes: EAGER both
- * ways (sizes, FIFO, bursts, a stalled reader, six processes, sleeping in
- * poll), DATA into the engine's destination, payloads read into a claimed
+ * ways (sizes, FIFO, one connection carrying both ways, bursts, a stalled
+ * reader, six processes, sleeping in poll), DATA into the engine's destination, payloads read into a claimed
  * receive and released part-way, and the ping-pong table. The mocks,
  * helpers and main are in tcp_transport_test.c; calls only what
  * tcp_transport_test.h declares, the transport (T) and the C library. */
@@ -77,6 +77,67 @@ int s_fifo(void)
 size_t burst_size(uint64_t seq)
 {
     return seq % 4 == 3 ? (seq * 13) % 5000 : maxp;
+}
+
+/* This process's connected TCP sockets (listeners and other kinds left out). */
+static int connected_sockets(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d != NULL, "/proc/self/fd: %s", strerror(errno));
+    for (struct dirent *e; (e = readdir(d));) {
+        int fd = atoi(e->d_name), v = 0;
+        socklen_t l = sizeof v;
+        struct sockaddr_in sa;
+        socklen_t sl = sizeof sa;
+        if (e->d_name[0] == '.' || fd == dirfd(d) ||
+            getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) || v != AF_INET)
+            continue;
+        l = sizeof v;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) || v)
+            continue;
+        if (getpeername(fd, (struct sockaddr *)&sa, &sl) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Rank 0 speaks first; rank 1, which had no connection to rank 0, answers
+ * on rank 0's: one connection for the pair, on each side, that then carries
+ * both ways at once, in order (every size of fifo_size, both sending
+ * together), and stays the only one. */
+int s_duplex(void)
+{
+    start_pair(2, 60);
+    size_of = fifo_size;
+    eng.on_msg = check_eager;
+    int peer = 1 - me.rank;
+    uint64_t n = 10000, seq = 0;
+    char *buf = malloc(maxp);
+    CHECK(buf != NULL);
+    if (me.rank == 0) {
+        fill(buf, size_of(0), 0);
+        send_eager(peer, seq++, buf, size_of(0));
+    } else {
+        wait_rx(peer, 1);
+    }
+    exchange(0);
+    int first = connected_sockets();
+    CHECK(first == 1, "%d connections with rank %d after its first message, expected 1", first,
+          peer);
+    for (; seq < n; seq++) {
+        size_t len = size_of(seq);
+        fill(buf, len, seq);
+        send_eager(peer, seq, buf, len);
+    }
+    wait_rx(peer, n);
+    exchange(0);
+    int after = connected_sockets();
+    CHECK(after == 1, "%d connections with rank %d after %llu messages each way, expected 1", after,
+          peer, (unsigned long long)n);
+    free(buf);
+    return end_pair();
 }
 
 int s_burst(void)

@@ -98,13 +98,16 @@ static void test_teardown_status(void)
 /* check.sh's transport check (TB_CHECK_REMOTE, issue 42) on made-up INFO
  * logs of 2 hosts x 2 ranks (block): shm within a host and the named
  * transport between hosts passes; a peer on another host over the other
- * transport, a peer of the same host over ucx, or a tcp connection in a ucx
- * job fails, naming the ranks. Needs no root: it only reads the log. */
+ * transport, a peer of the same host over ucx, a tcp connection in a ucx
+ * job, or a peer's connection taken from another address fails, naming the
+ * ranks. Needs no root: it only reads the log. */
 static void test_check_remote(void)
 {
     /* mk REMOTE SAME TCPLINES: the log; REMOTE the transport logged to the
      * other host's ranks, SAME rank 0's to rank 1 (its own host), TCPLINES
-     * 1 to log tcp's listening and reached lines. */
+     * 1 to log tcp's listening and reached lines, 2 to log the second
+     * host's connections as the first host's (reached on its connection
+     * from the peer's address), 3 the same from a wrong address. */
     static const char *mklog =
         "mk() {\n"
         "    local r w h nc m\n"
@@ -122,8 +125,13 @@ static void test_check_remote(void)
         "            ((w == r)) && continue\n"
         "            if ((w / 2 != h)); then\n"
         "                echo \"[rank $r INFO P2P] peer $w: $1\"\n"
-        "                (($3)) && echo \"[rank $r INFO P2P] tcp: rank $w reached at "
+        "                if (($3 == 1 || ($3 >= 2 && h == 0))); then\n"
+        "                    echo \"[rank $r INFO P2P] tcp: rank $w reached at "
         "10.213.7.$((w / 2 + 1)):4000\"\n"
+        "                elif (($3 >= 2)); then\n"
+        "                    echo \"[rank $r INFO P2P] tcp: rank $w reached on its connection "
+        "from 10.213.7.$((w / 2 + 1 + ($3 == 3 ? 5 : 0))):5000$w\"\n"
+        "                fi\n"
         "            elif ((r == 0)); then\n"
         "                echo \"[rank $r INFO P2P] peer $w: $2\"\n"
         "            else\n"
@@ -145,6 +153,9 @@ static void test_check_remote(void)
         {"TB_CHECK_REMOTE=ucx", "ucx ucx 0", 1, "rank 0 (ctb7-n1) uses ucx to rank 1 (ctb7-n1), expected shm"},
         {"", "ucx shm 1", 1, "rank 0 (ctb7-n1) uses ucx to rank 2 (ctb7-n2), expected tcp"},
         {"", "tcp shm 0", 1, "nothing went over tcp"},
+        {"", "tcp shm 2", 0, "4 shm and 8 tcp peers, 8 tcp connections checked, 0 failed"},
+        {"", "tcp shm 3", 1, "rank 2 took rank 0's connection (ctb7-n1, 10.213.7.1) from 10.213.7.6"},
+        {"TB_CHECK_REMOTE=ucx", "ucx shm 2", 1, "rank 2 took rank 0's tcp connection, expected ucx"},
         {"TB_CHECK_REMOTE=rdma", "ucx shm 0", 1, "TB_CHECK_REMOTE=rdma: not tcp or ucx"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

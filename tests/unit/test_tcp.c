@@ -43,6 +43,7 @@ static void test_retry(void) { run_scenario("retry", 60); }
 static void test_decoy(void) { run_scenario("decoy", 60); }
 static void test_farewell(void) { run_scenario("farewell", 30); }
 static void test_late_bye(void) { run_scenario("late_bye", 30); }
+static void test_duplex(void) { run_scenario("duplex", 90); }
 
 static void test_bench_smoke(void)
 {
@@ -278,5 +279,7 @@ void suite_tcp(void)
                 test_farewell);
     CU_add_test(s, "late BYE: a send that meets a finalized peer's reset reads its BYE first",
                 test_late_bye);
+    CU_add_test(s, "duplex: the first sender's connection carries the answers too, in order",
+                test_duplex);
     CU_add_test(s, "CADRE_SOCKET_IFNAME selecting nothing fails cadre_init", test_ifname_init);
 }
