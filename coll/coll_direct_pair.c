@@ -170,13 +170,40 @@ static int pair_nt(const struct coll_sched *s, const struct direct *d)
     return d->count * s->elsize >= DIRECT_NT_MIN;
 }
 
+/* What a rank needs to take the peer's half from the peer's ring: the half
+ * ([lo, hi) in elements, chunks of `step` elements, `chunk` bytes apart in
+ * the ring), the call's key, this rank's flags and the output's copy. */
+struct take {
+    int peer, wpeer;
+    size_t lo, hi, step, chunk;
+    const unsigned char *ring;
+    struct direct_flags *mine;
+    uint64_t key;
+    void (*copy)(void *, const void *, size_t);
+};
+
+/* Chunk i of the peer's half, which the peer reduced into its ring: waits
+ * until the peer has published it (its produced flag), copies it from the
+ * ring into this rank's output, and tells the peer that its slot is free
+ * (this rank's consumed flag). */
+static int take_chunk(struct coll_sched *s, struct direct *d, const struct take *t, uint32_t i)
+{
+    size_t es = s->elsize;
+    size_t off = t->lo + (size_t)i * t->step, m = t->hi - off < t->step ? t->hi - off : t->step;
+    CADRE_CHECK(wait_flag(s, t->peer, 0, t->key, i + 1));
+    t->copy((char *)d->rbuf + off * es, t->ring + (size_t)(i % RING_K) * t->chunk, m * es);
+    atomic_store_explicit(&t->mine->cons, t->key | (i + 1), memory_order_release);
+    cadre__shm_wake(t->wpeer);
+    return CADRE_SUCCESS;
+}
+
 /* Two ranks, large vectors: each rank reduces its half in chunks into a
  * ring of chunk buffers in its shm segment and streams each chunk into its
  * output; the other rank, right behind, streams the chunk from that ring
- * (still in the cache) into its own output. Counters in the segments pace
- * the two. Memory sees each input read once and each output written once,
- * the least an allreduce can do, and only the peer's input crosses with a
- * system call. */
+ * (still in the cache) into its own output (take_chunk). Counters in the
+ * segments pace the two. Memory sees each input read once and each output
+ * written once, the least an allreduce can do, and only the peer's input
+ * crosses with a system call. */
 static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
 {
     int me = s->comm->rank, peer = !me, wpeer = cadre__world_rank(s->comm, peer);
@@ -184,12 +211,13 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
     cadre__share(d->count, es, 2, me, &lo, &hi);
     cadre__share(d->count, es, 2, peer, &plo, &phi);
     unsigned char *ring = cadre__direct_ring(cadre__world_rank(s->comm, me));
-    unsigned char *pring = cadre__direct_ring(wpeer);
     struct direct_flags *mine = cadre__direct_flags(cadre__world_rank(s->comm, me));
     uint64_t key = cadre__direct_key(s);
     size_t chunk = DIRECT_RING_BYTES / RING_K, step = chunk / es;
     int nt = pair_nt(s, d);
-    void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
+    struct take t = {.peer = peer, .wpeer = wpeer, .lo = plo, .hi = phi, .step = step,
+                     .chunk = chunk, .ring = cadre__direct_ring(wpeer), .mine = mine,
+                     .key = key, .copy = nt ? cadre__copy_nt : copy_plain};
     uint32_t nme = (uint32_t)((hi - lo + step - 1) / step);
     uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step);
     for (uint32_t i = 0; i < nme || i < npeer; i++) {
@@ -202,13 +230,8 @@ static int allreduce_pair_stream(struct coll_sched *s, struct direct *d)
             atomic_store_explicit(&mine->prod, key | (i + 1), memory_order_release);
             cadre__shm_wake(wpeer);
         }
-        if (i < npeer) {
-            size_t off = plo + (size_t)i * step, m = phi - off < step ? phi - off : step;
-            CADRE_CHECK(wait_flag(s, peer, 0, key, i + 1));
-            out_copy((char *)d->rbuf + off * es, pring + (size_t)(i % RING_K) * chunk, m * es);
-            atomic_store_explicit(&mine->cons, key | (i + 1), memory_order_release);
-            cadre__shm_wake(wpeer);
-        }
+        if (i < npeer)
+            CADRE_CHECK(take_chunk(s, d, &t, i));
     }
     /* The ring is reused by the next call: the peer must be done with it. */
     return wait_flag(s, peer, 1, key, nme);
@@ -233,10 +256,10 @@ int cadre__direct_pair_allreduce(struct coll_sched *s, struct direct *d)
  * its half (the peer's input read into a chunk, its own added). The root's
  * half goes straight into its output; the other rank's goes into its ring,
  * from which the root, right behind, copies it into its output, paced as
- * the allreduce's stream. Both cores reduce, nobody writes into a peer, the
- * other rank's receive buffer is never touched. In place at the root, the
- * other rank reads a chunk of the root's input before it publishes that
- * chunk, and the root writes that part of its buffer only after. */
+ * the allreduce's stream (take_chunk). Both cores reduce, nobody writes into
+ * a peer, the other rank's receive buffer is never touched. In place at the
+ * root, the other rank reads a chunk of the root's input before it publishes
+ * that chunk, and the root writes that part of its buffer only after. */
 int cadre__direct_pair_reduce(struct coll_sched *s, struct direct *d)
 {
     int me = s->comm->rank, peer = !me, root = d->root, wpeer = cadre__world_rank(s->comm, peer);
@@ -265,22 +288,18 @@ int cadre__direct_pair_reduce(struct coll_sched *s, struct direct *d)
     }
     unsigned char *acc, *tmp;
     CADRE_CHECK(cadre__direct_scratch(s, &acc, &tmp));
-    unsigned char *pring = cadre__direct_ring(wpeer);
     int nt = pair_nt(s, d);
-    void (*out_copy)(void *, const void *, size_t) = nt ? cadre__copy_nt : copy_plain;
+    struct take t = {.peer = peer, .wpeer = wpeer, .lo = plo, .hi = phi, .step = step,
+                     .chunk = chunk, .ring = cadre__direct_ring(wpeer), .mine = mine,
+                     .key = key, .copy = nt ? cadre__copy_nt : copy_plain};
     uint32_t npeer = (uint32_t)((phi - plo + step - 1) / step);
     for (uint32_t i = 0; i < nme || i < npeer; i++) {
         if (i < nme) {
             size_t off = lo + (size_t)i * step, m = hi - off < step ? hi - off : step;
             CADRE_CHECK(pair_reduce_out(s, d, acc, off, m, nt));
         }
-        if (i < npeer) {
-            size_t off = plo + (size_t)i * step, m = phi - off < step ? phi - off : step;
-            CADRE_CHECK(wait_flag(s, peer, 0, key, i + 1));
-            out_copy((char *)d->rbuf + off * es, pring + (size_t)(i % RING_K) * chunk, m * es);
-            atomic_store_explicit(&mine->cons, key | (i + 1), memory_order_release);
-            cadre__shm_wake(wpeer);
-        }
+        if (i < npeer)
+            CADRE_CHECK(take_chunk(s, d, &t, i));
     }
     return CADRE_SUCCESS;
 }

@@ -1,4 +1,5 @@
-/* The data of the reduction tests (coll_test.c, scan_test.c):
+/* The data of the reduction tests (coll_test.c, scan_test.c; coll_test_v.c
+ * too, for its element access and names):
  * element access as double for every datatype, each rank's inputs (small
  * values, so that sums and products over up to 5 ranks are exact in every
  * type), the op as the reference applies it, and the tolerance. */
@@ -120,7 +121,9 @@ static inline int input_periodic(int r, size_t n)
     return 1;
 }
 
-static double combine(double a, double b, int op)
+/* static inline: coll_test_v.c includes this header and never reduces, where
+ * a plain static would be an unused function (an error under -Werror). */
+static inline double combine(double a, double b, int op)
 {
     switch (op) {
     case CADRE_PROD: return a * b;
