@@ -65,26 +65,39 @@ int cadre__algo_reduce_binomial(struct coll_sched *s, const void *sbuf, void *rb
 {
     int n = s->comm->size, me = s->comm->rank, vr = mod(me - root, n);
     size_t bytes = count * s->elsize;
-    char *acc, *in;
-    if (me == root)
-        acc = rbuf;
-    else
-        SCRATCH(acc, bytes);
-    TRY(cadre__sched_copy(s, acc, sbuf, bytes));
-    TRY(cadre__sched_barrier(s));
-    SCRATCH(in, bytes);
+    /* acc: what this rank has reduced so far; its own input until the first
+     * child's arrives (a leaf sends its input as it is), then rbuf at the
+     * root and scratch elsewhere, written by the first reduce_to (no copy of
+     * the input first: on 2 ranks that copy was on the path twice, once on
+     * each rank). */
+    const char *acc = sbuf;
+    char *out = NULL, *in = NULL;
     for (int mask = 1; mask < n; mask <<= 1) {
         if (vr & mask) {
             TRY(cadre__sched_send(s, mod(vr - mask + root, n), acc, bytes));
             return cadre__sched_barrier(s);
         }
         if (vr + mask < n) {
+            if (!in)
+                SCRATCH(in, bytes);
             TRY(cadre__sched_recv(s, mod(vr + mask + root, n), in, bytes));
-            TRY(cadre__sched_reduce(s, acc, in, count));
+            if (!out) {
+                if (me == root)
+                    out = rbuf;
+                else
+                    SCRATCH(out, bytes);
+                TRY(cadre__sched_reduce_to(s, out, acc, in, count));
+                acc = out;
+            } else {
+                TRY(cadre__sched_reduce(s, out, in, count));
+            }
             TRY(cadre__sched_barrier(s));
         }
     }
-    return CADRE_SUCCESS;
+    /* The root of a communicator of one rank. */
+    if (!out && me == root)
+        TRY(cadre__sched_copy(s, rbuf, sbuf, bytes));
+    return cadre__sched_barrier(s);
 }
 
 /* ---- allreduce --------------------------------------------------------------- */

@@ -173,6 +173,53 @@ static void publish(struct coll_fast *F, uint32_t f, uint64_t sig, const void *d
     announce(F, f, sig, 0);
 }
 
+/* A reduction's input of FAST_PIECES_MIN bytes or more is published in
+ * pieces of FAST_PIECE: the word first, then each piece as it is in place
+ * (fill), so that the ranks that combine the inputs read the first pieces,
+ * from this core's cache, while the rest is copied. Whole, a 2-rank 64 KiB
+ * reduce paid the copy into the slot and the root's pass over it one after
+ * the other. */
+#define FAST_PIECE ((size_t)16 << 10)
+#define FAST_PIECES_MIN ((size_t)32 << 10)
+
+static void publish_pieces(struct coll_fast *F, uint32_t f, uint64_t sig, const void *data,
+                           size_t len)
+{
+    if (len < FAST_PIECES_MIN) {
+        publish(F, f, sig, data, len);
+        return;
+    }
+    struct fast_buf *b = &F->peer[F->me]->buf[f & 1];
+    uint64_t key = (uint64_t)f << 32;
+    atomic_store_explicit(&b->fill, key, memory_order_relaxed); /* seen with the word */
+    announce(F, f, sig, 0);
+    for (size_t off = 0, k = 1; off < len; off += FAST_PIECE, k++) {
+        size_t m = len - off < FAST_PIECE ? len - off : FAST_PIECE;
+        memcpy(b->data + off, (const char *)data + off, m);
+        atomic_store_explicit(&b->fill, key | k, memory_order_release);
+    }
+    for (int q = 0; q < F->n; q++) /* for those that napped meanwhile */
+        if (q != F->me)
+            cadre__shm_wake(F->world[q]);
+}
+
+/* Waits until rank q's published input of call f (len bytes) holds its
+ * first `upto` bytes. */
+static int await_fill(struct coll_fast *F, uint32_t f, int q, size_t len, size_t upto,
+                      struct waiter *w)
+{
+    if (len < FAST_PIECES_MIN)
+        return CADRE_SUCCESS;
+    struct fast_buf *b = &F->peer[q]->buf[f & 1];
+    uint32_t want = (uint32_t)((upto + FAST_PIECE - 1) / FAST_PIECE);
+    for (;;) {
+        uint64_t v = atomic_load_explicit(&b->fill, memory_order_acquire);
+        if ((uint32_t)(v >> 32) == f && (uint32_t)v >= want)
+            return CADRE_SUCCESS;
+        CADRE_CHECK(idle(F, w, q, "published its input"));
+    }
+}
+
 /* Waits for rank q's word of call f: its data (seq) or, in a split
  * allreduce, its send buffer's address (aseq); checks that q made the same
  * call. A rank that published the other word runs a call of another kind,
@@ -269,17 +316,47 @@ static int reduce_common(struct cadre_comm *c, const char *fn, uint64_t sig, con
     int rc = wait_free(F, f, &w);
     if (rc != CADRE_SUCCESS)
         return end(F, c, f, rc);
-    publish(F, f, sig, sbuf, bytes);
+    /* The root of a reduce reads its own input where it is, and nobody else
+     * reads it: only its word is published, not its data (unless in place
+     * at a root other than rank 0, whose input the result overwrites before
+     * it is combined). */
+    const unsigned char *own = F->peer[F->me]->buf[f & 1].data;
+    if (root == F->me && !(sbuf == rbuf && F->me > 0)) {
+        own = sbuf;
+        announce(F, f, sig, 0);
+    } else {
+        publish_pieces(F, f, sig, sbuf, bytes);
+    }
     if (root >= 0 && F->me != root)
         return end(F, c, f, CADRE_SUCCESS);
+    cadre_op_t rop = op == CADRE_AVG ? CADRE_SUM : op;
+    size_t es = cadre_datatype_size(dt);
+    /* Every rank's input, checked before any is combined, then piece by
+     * piece as the pieces arrive, each element in rank order. */
     for (int q = 0; q < F->n; q++) {
-        const unsigned char *d = F->peer[F->me]->buf[f & 1].data;
+        const unsigned char *d;
         if (q != F->me && (rc = fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
             return end(F, c, f, rc);
-        if (q > 0)
-            cadre__coll_reduce(rbuf, d, count, dt, op == CADRE_AVG ? CADRE_SUM : op);
-        else if (bytes)
-            cadre__copy(rbuf, d, bytes);
+    }
+    for (size_t off = 0; off < bytes; off += FAST_PIECE) {
+        size_t m = bytes - off < FAST_PIECE ? bytes - off : FAST_PIECE, k = m / es;
+        char *out = (char *)rbuf + off;
+        const unsigned char *first = NULL;
+        for (int q = 0; q < F->n; q++) {
+            const unsigned char *d = q == F->me ? own : F->peer[q]->buf[f & 1].data;
+            d += off;
+            if (q != F->me && (rc = await_fill(F, f, q, bytes, off + m, &w)) != CADRE_SUCCESS)
+                return end(F, c, f, rc);
+            /* Ranks 0 and 1 in one pass over the output. */
+            if (q == 0 && F->n > 1 && (const char *)d != out)
+                first = d;
+            else if (q == 1 && first)
+                cadre__coll_reduce_to(out, first, d, k, dt, rop);
+            else if (q > 0)
+                cadre__coll_reduce(out, d, k, dt, rop);
+            else if ((const char *)d != out)
+                memcpy(out, d, m);
+        }
     }
     if (op == CADRE_AVG)
         cadre__coll_scale(rbuf, count, dt, F->n);

@@ -17,6 +17,9 @@ struct fast_buf {
     uint64_t prev_sig;    /* the call before, for calls that nobody read (a bcast's roots) */
     _Atomic uint64_t aseq; /* split allreduce: ctx << 32 | call number, once addr is set */
     uint64_t addr;         /* ... the send buffer's address in the owner's process */
+    /* An input of FAST_PIECES_MIN bytes or more published in pieces
+     * (reduce_common): call number << 32 | pieces in place. */
+    _Atomic uint64_t fill;
     unsigned char data[FAST_BYTES];
 } __attribute__((aligned(64)));
 

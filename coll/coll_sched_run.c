@@ -80,26 +80,6 @@ static void ask_stalled(struct coll_sched *s)
     }
 }
 
-/* a op b into dst, where a is another buffer: a copied and b reduced into
- * it piece by piece, each piece still in the first-level cache when it is
- * reduced. A schedule that copied a whole large input to its output first
- * wrote it to memory and read it back (a 16 MiB allreduce over TCP spent
- * 12% of its time in that copy). */
-#define REDUCE_TO_PIECE 16384
-
-static void reduce_to(const struct coll_sched *s, void *dst, const void *a, const void *b,
-                      size_t n)
-{
-    size_t es = s->elsize, piece = REDUCE_TO_PIECE / es;
-    char *d = dst;
-    const char *x = a, *y = b;
-    for (size_t i = 0; i < n; i += piece) {
-        size_t m = n - i < piece ? n - i : piece;
-        memcpy(d + i * es, x + i * es, m * es);
-        cadre__coll_reduce(d + i * es, y + i * es, m, s->dt, s->op);
-    }
-}
-
 /* The round's local steps, in order; stops at the first that fails. */
 static int run_local(struct coll_sched *s)
 {
@@ -108,7 +88,7 @@ static int run_local(struct coll_sched *s)
         struct coll_step *st = &s->steps[i];
         if (st->kind == CS_REDUCE) {
             if (st->src2)
-                reduce_to(s, st->dst, st->src2, st->src, st->n);
+                cadre__coll_reduce_to(st->dst, st->src2, st->src, st->n, s->dt, s->op);
             else
                 cadre__coll_reduce(st->dst, st->src, st->n, s->dt, s->op);
         } else if (st->kind == CS_COPY) {

@@ -106,7 +106,8 @@ static const struct table tables[COLL_NKINDS] = {
                       {COLL_ALGO_DIRECT, R_HOST | R_LOCAL, RK_ANY, 0, COLL_ALGO_NONE},
                       {COLL_ALGO_SPLIT, R_BLOCKING | R_HOST | R_SLOTS, RK_ANY, MiB,
                        COLL_ALGO_NONE}},
-                     {SLOTS_2, SLOTS_N,
+                     {{COLL_ALGO_SLOTS, R_BLOCKING | R_HOST | R_SLOTS, RK_2, M_BYTES, 0, MiB, 0},
+                      SLOTS_N,
                       {COLL_ALGO_SPLIT, R_BLOCKING | R_HOST | R_SLOTS, RK_GT2, M_BYTES, MiB + 1,
                        ANY, MiB},
                       /* Two ranks: both reduce a half, the other's streamed to

@@ -86,6 +86,10 @@ static int old_choice(const struct old_in *o, enum coll_algo *algo)
     case COLL_REDUCE:
         if (!o->nb && !a && bytes <= old_fast_limit(n) && shm)
             return *algo = COLL_ALGO_SLOTS, 7;
+        /* Added later (issue 45, 2026-12-02): the slots up to 1 MiB on two
+         * ranks too (their inputs published in pieces). */
+        if (!o->nb && !a && n == 2 && bytes <= ((size_t)1 << 20) && shm)
+            return *algo = COLL_ALGO_SLOTS, 7;
         /* Added later (issue 45): direct, forced, where every rank is
          * local; split, forced, in blocking calls with slots while a
          * rank's share fits a slot; elsewhere the rules without the slots. */
@@ -302,6 +306,9 @@ static void test_examples(void)
         {COLL_REDUCE, 4, 0, 1, 1, (4 << 20) + 4, (1 << 20) + 1, 4, COLL_ALGO_BINOMIAL},
         {COLL_REDUCE, 4, 1, 1, 1, 2 << 20, 1 << 19, 4, COLL_ALGO_BINOMIAL},
         {COLL_REDUCE, 2, 0, 1, 1, 2 << 20, 1 << 19, 4, COLL_ALGO_BINOMIAL},
+        {COLL_REDUCE, 2, 0, 1, 1, 1 << 20, 1 << 18, 4, COLL_ALGO_SLOTS},
+        {COLL_REDUCE, 2, 0, 1, 1, (1 << 20) + 4, (1 << 18) + 1, 4, COLL_ALGO_BINOMIAL},
+        {COLL_REDUCE, 2, 1, 1, 1, 64 << 10, 16 << 10, 4, COLL_ALGO_BINOMIAL},
         {COLL_REDUCE, 2, 0, 1, 1, 4 << 20, 1 << 20, 4, COLL_ALGO_DIRECT},
         {COLL_REDUCE, 2, 1, 1, 1, 8 << 20, 1 << 21, 4, COLL_ALGO_DIRECT},
         {COLL_REDUCE, 2, 0, 0, 0, 8 << 20, 1 << 21, 4, COLL_ALGO_BINOMIAL},
