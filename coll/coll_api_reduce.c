@@ -3,7 +3,7 @@
  * nonblocking. Each checks its arguments, resolves CADRE_IN_PLACE, offers
  * device buffers to the device path (device/, through runtime_device.h), lets cadre__coll_choose pick the algorithm
  * (coll_select.c) and runs it: the shared-memory slots and the split
- * allreduce (coll_fast.c), or a schedule (coll_algos.c, coll_direct.c) on an
+ * allreduce (coll_fast_reduce.c), or a schedule (coll_algos.c, coll_direct.c) on an
  * executor. May call runtime, p2p (the communicator), coll and the device path's table.
  */
 #include "coll_call.h"

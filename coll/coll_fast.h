@@ -26,7 +26,8 @@ void cadre__fast_unreserve(int slot);
 int cadre__fast_setup(struct cadre_comm *c, int slot);
 void cadre__fast_release(struct cadre_comm *c);
 /* A scheduled collective starts on c: its next slot call looks at the
- * messages that came meanwhile before it returns (coll_fast.c, end). */
+ * messages that came meanwhile before it returns (coll_fast.c,
+ * cadre__fast_end). */
 void cadre__fast_note_messages(struct cadre_comm *c);
 /* c->fast, set up on first use for the world. */
 struct coll_fast *cadre__fast_get(struct cadre_comm *c);
@@ -61,8 +62,9 @@ unsigned char *cadre__direct_ring(int w);
  * CADRE_ERR_INTERNAL. */
 int cadre__cma_failed(struct cadre_comm *c, const char *fn, int rank, int err, size_t n, int write);
 
-/* The split allreduce: blocking calls on three ranks or more where a
- * rank's share (coll_share.h) fits its slot (coll_select.c chooses). */
+/* The split allreduce (coll_fast_reduce.c): blocking calls on three ranks
+ * or more where a rank's share (coll_share.h) fits its slot (coll_select.c
+ * chooses). */
 int cadre__fast_allreduce_split(struct cadre_comm *c, const char *fn, uint64_t sig,
                                 const void *sbuf, void *rbuf, size_t count, cadre_datatype_t dt,
                                 cadre_op_t op);

@@ -430,7 +430,7 @@ int cadre__coll_sig_begin(struct cadre_comm *c, int32_t tag, uint64_t sig, const
     /* No fence between the record and the look at the flag (it would cost
      * every call on the shared-memory path): a message that races with
      * the record leaves the flag set, and the next call judges it, or this
-     * one while it waits (coll_fast.c's idle looks for it). */
+     * one while it waits (coll_fast.c's cadre__fast_idle looks for it). */
     if (!__atomic_load_n(&c->stray_check, __ATOMIC_RELAXED) && tag != 0)
         return CADRE_SUCCESS;
     eng_lock();

@@ -29,7 +29,7 @@ enum coll_algo {
     COLL_ALGO_DIRECT,   /* coll_direct.c */
     COLL_ALGO_RD,       /* recursive doubling */
     COLL_ALGO_RING,
-    COLL_ALGO_SPLIT,    /* the split allreduce (coll_fast.c) */
+    COLL_ALGO_SPLIT,    /* the split allreduce (coll_fast_reduce.c) */
     COLL_ALGO_LINEAR,
     COLL_ALGO_PAIRWISE,
     COLL_ALGO_HIER_LEADER, /* two-level (coll_hier*.c): within the host to one rank, across, within */

@@ -1,4 +1,4 @@
-/* The split allreduce (coll_fast.c: three ranks or more, each rank's share
+/* The split allreduce (coll_fast_reduce.c: three ranks or more, each rank's share
  * in its slot) reads its peers' send buffers with process_vm_readv. A peer
  * whose call failed (a wait of its timed out) has left the call, and its
  * caller may change or free that buffer: a rank that reads it afterwards
