@@ -21,7 +21,7 @@ struct fast_buf {
     /* An input of FAST_PIECES_MIN bytes or more published in pieces
      * (coll_fast_reduce.c, reduce_common): call number << 32 | pieces in place. */
     _Atomic uint64_t fill;
-    unsigned char data[FAST_BYTES];
+    unsigned char data[FAST_BYTES] __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
 
 struct fast_slot {

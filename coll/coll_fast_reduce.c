@@ -90,6 +90,21 @@ static int reduce_common(struct cadre_comm *c, const char *fn, uint64_t sig, con
         return cadre__fast_end(F, c, f, CADRE_SUCCESS);
     cadre_op_t rop = op == CADRE_AVG ? CADRE_SUM : op;
     size_t es = cadre_datatype_size(dt);
+    if (bytes < FAST_PIECES_MIN) {
+        /* Whole: each input as it is there, in rank order. */
+        for (int q = 0; q < F->n; q++) {
+            const unsigned char *d = own;
+            if (q != F->me && (rc = cadre__fast_fetch(F, f, q, sig, &w, &d)) != CADRE_SUCCESS)
+                return cadre__fast_end(F, c, f, rc);
+            if (q > 0)
+                cadre__coll_reduce(rbuf, d, count, dt, rop);
+            else if (bytes && (const void *)d != rbuf)
+                cadre__copy(rbuf, d, bytes);
+        }
+        if (op == CADRE_AVG)
+            cadre__coll_scale(rbuf, count, dt, F->n);
+        return cadre__fast_end(F, c, f, CADRE_SUCCESS);
+    }
     /* Every rank's input, checked before any is combined, then piece by
      * piece as the pieces arrive, each element in rank order. */
     for (int q = 0; q < F->n; q++) {
