@@ -44,6 +44,17 @@ tb_check_decisions() {
     function name_of(h) { return "ctb" k "-n" (h + 1) }
     function addr_of(h) { return "10.213." k "." (h + 1) }
     function bad(msg) { nbad++; if (nbad <= 40) print "decision: " msg }
+    # A tcp connection of rank r with rank W at ip (what: "reached rank W"
+    # or "took rank W\047s connection"): only to another host, at its address.
+    function tcp_conn(r, W, ip, what, body) {
+        nreach++
+        if (remote != "tcp")
+            bad("rank " r " " what " over tcp, expected " remote " (" body ")")
+        else if (host_of(W) == host_of(r))
+            bad("rank " r " " what " on its own host " name_of(host_of(r)) " over tcp (" body ")")
+        else if (ip != addr_of(host_of(W)))
+            bad("rank " r " " what " (" name_of(host_of(W)) ", " addr_of(host_of(W)) ") at " ip)
+    }
     BEGIN {
         np = nh * ppn
         for (r = 0; r < np; r++) {
@@ -100,26 +111,14 @@ tb_check_decisions() {
     }
     body ~ /^tcp: rank [0-9]+ reached at / {
         split(body, w, " ")
-        W = w[3] + 0; ip = w[6]; sub(/:[0-9]+$/, "", ip)
-        nreach++
-        if (remote != "tcp")
-            bad("rank " r " reached rank " W " over tcp, expected " remote " (" body ")")
-        else if (host_of(W) == host_of(r))
-            bad("rank " r " reached rank " W " on its own host " name_of(host_of(r)) " over tcp (" body ")")
-        else if (ip != addr_of(host_of(W)))
-            bad("rank " r " reached rank " W " (" name_of(host_of(W)) ", " addr_of(host_of(W)) ") at " ip)
+        ip = w[6]; sub(/:[0-9]+$/, "", ip)
+        tcp_conn(r, w[3] + 0, ip, "reached rank " (w[3] + 0), body)
         next
     }
     body ~ /^tcp: rank [0-9]+ reached on its connection from / {
         split(body, w, " ")
-        W = w[3] + 0; ip = w[9]; sub(/:[0-9]+$/, "", ip)
-        nreach++
-        if (remote != "tcp")
-            bad("rank " r " took rank " W "\047s tcp connection, expected " remote " (" body ")")
-        else if (host_of(W) == host_of(r))
-            bad("rank " r " took rank " W "\047s tcp connection on its own host " name_of(host_of(r)) " (" body ")")
-        else if (ip != addr_of(host_of(W)))
-            bad("rank " r " took rank " W "\047s connection (" name_of(host_of(W)) ", " addr_of(host_of(W)) ") from " ip)
+        ip = w[9]; sub(/:[0-9]+$/, "", ip)
+        tcp_conn(r, w[3] + 0, ip, "took rank " (w[3] + 0) "\047s connection", body)
         next
     }
     body ~ /^[0-9]+ ranks of the job share this machine/ {

@@ -154,8 +154,8 @@ static void test_check_remote(void)
         {"", "ucx shm 1", 1, "rank 0 (ctb7-n1) uses ucx to rank 2 (ctb7-n2), expected tcp"},
         {"", "tcp shm 0", 1, "nothing went over tcp"},
         {"", "tcp shm 2", 0, "4 shm and 8 tcp peers, 8 tcp connections checked, 0 failed"},
-        {"", "tcp shm 3", 1, "rank 2 took rank 0's connection (ctb7-n1, 10.213.7.1) from 10.213.7.6"},
-        {"TB_CHECK_REMOTE=ucx", "ucx shm 2", 1, "rank 2 took rank 0's tcp connection, expected ucx"},
+        {"", "tcp shm 3", 1, "rank 2 took rank 0's connection (ctb7-n1, 10.213.7.1) at 10.213.7.6"},
+        {"TB_CHECK_REMOTE=ucx", "ucx shm 2", 1, "rank 2 took rank 0's connection over tcp, expected ucx"},
         {"TB_CHECK_REMOTE=rdma", "ucx shm 0", 1, "TB_CHECK_REMOTE=rdma: not tcp or ucx"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
