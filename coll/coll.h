@@ -126,7 +126,7 @@ int cadre__sched_start(struct coll_sched *s, cadre_request_t *req);
 /* ---- reductions ------------------------------------------------------------------- */
 void cadre__coll_reduce(void *dst, const void *src, size_t n, cadre_datatype_t dt, cadre_op_t op);
 /* dst = a op b (dst neither a nor b): the same bits as copying a to dst and
- * reducing b into it, in one pass over dst. */
+ * reducing b into it, in one pass over dst (coll_sched_run.c). */
 void cadre__coll_reduce_to(void *dst, const void *a, const void *b, size_t n,
                            cadre_datatype_t dt, cadre_op_t op);
 void cadre__coll_scale(void *buf, size_t n, cadre_datatype_t dt, int divisor);

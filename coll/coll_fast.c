@@ -154,6 +154,11 @@ void cadre__fast_announce(struct coll_fast *F, uint32_t f, uint64_t sig, int add
     b->sig = sig;
     b->prev_sig = F->last_sig;
     atomic_store_explicit(addr ? &b->aseq : &b->seq, F->ctx | f, memory_order_release);
+    cadre__fast_wake_peers(F);
+}
+
+void cadre__fast_wake_peers(struct coll_fast *F)
+{
     for (int q = 0; q < F->n; q++)
         if (q != F->me)
             cadre__shm_wake(F->world[q]);

@@ -66,6 +66,8 @@ int cadre__fast_idle(struct coll_fast *F, struct waiter *w, int q, const char *w
 uint32_t cadre__fast_begin(struct cadre_comm *c, struct coll_fast *F, struct waiter *w);
 int cadre__fast_wait_free(struct coll_fast *F, uint32_t f, struct waiter *w);
 void cadre__fast_announce(struct coll_fast *F, uint32_t f, uint64_t sig, int addr);
+/* Rings every other member's doorbell (its waits may nap). */
+void cadre__fast_wake_peers(struct coll_fast *F);
 int cadre__fast_await_word(struct coll_fast *F, uint32_t f, int q, uint64_t sig,
                            struct waiter *w, int addr, struct fast_buf **out);
 int cadre__fast_end(struct coll_fast *F, struct cadre_comm *c, uint32_t f, int rc);

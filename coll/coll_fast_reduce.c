@@ -37,9 +37,7 @@ static void publish_pieces(struct coll_fast *F, uint32_t f, uint64_t sig, const 
         memcpy(b->data + off, (const char *)data + off, m);
         atomic_store_explicit(&b->fill, key | k, memory_order_release);
     }
-    for (int q = 0; q < F->n; q++) /* for those that napped meanwhile */
-        if (q != F->me)
-            cadre__shm_wake(F->world[q]);
+    cadre__fast_wake_peers(F); /* for those that napped meanwhile */
 }
 
 /* Waits until rank q's published input of call f (len bytes) holds its
@@ -71,7 +69,7 @@ static int reduce_common(struct cadre_comm *c, const char *fn, uint64_t sig, con
     uint32_t f = cadre__fast_begin(c, F, &w);
     if (w.rc != CADRE_SUCCESS)
         return cadre__fast_end(F, c, f, w.rc);
-    size_t bytes = count * cadre_datatype_size(dt);
+    size_t es = cadre_datatype_size(dt), bytes = count * es;
     int rc = cadre__fast_wait_free(F, f, &w);
     if (rc != CADRE_SUCCESS)
         return cadre__fast_end(F, c, f, rc);
@@ -89,7 +87,6 @@ static int reduce_common(struct cadre_comm *c, const char *fn, uint64_t sig, con
     if (root >= 0 && F->me != root)
         return cadre__fast_end(F, c, f, CADRE_SUCCESS);
     cadre_op_t rop = op == CADRE_AVG ? CADRE_SUM : op;
-    size_t es = cadre_datatype_size(dt);
     if (bytes < FAST_PIECES_MIN) {
         /* Whole: each input as it is there, in rank order. */
         for (int q = 0; q < F->n; q++) {

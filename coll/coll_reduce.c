@@ -151,30 +151,6 @@ void cadre__coll_reduce(void *dst, const void *src, size_t n, cadre_datatype_t d
     }
 }
 
-/* a op b into dst (another buffer than a and b): a copied and b reduced into
- * it piece by piece, each piece still in the first-level cache when it is
- * reduced. Copying a whole large input to the output first wrote it to
- * memory and read it back (a 16 MiB allreduce over TCP spent 12% of its
- * time in that copy). */
-#define REDUCE_TO_PIECE 16384
-
-void cadre__coll_reduce_to(void *dst, const void *a, const void *b, size_t n,
-                           cadre_datatype_t dt, cadre_op_t op)
-{
-    size_t es = dt == CADRE_INT8 || dt == CADRE_UINT8           ? 1
-                : dt == CADRE_FLOAT16 || dt == CADRE_BFLOAT16 ? 2
-                : dt == CADRE_INT64 || dt == CADRE_UINT64 || dt == CADRE_FLOAT64 ? 8
-                                                                 : 4;
-    size_t piece = REDUCE_TO_PIECE / es;
-    char *d = dst;
-    const char *x = a, *y = b;
-    for (size_t i = 0; i < n; i += piece) {
-        size_t m = n - i < piece ? n - i : piece;
-        memcpy(d + i * es, x + i * es, m * es);
-        cadre__coll_reduce(d + i * es, y + i * es, m, dt, op);
-    }
-}
-
 /* AVG: divide the summed elements by the number of contributors. */
 void cadre__coll_scale(void *buf, size_t n, cadre_datatype_t dt, int divisor)
 {

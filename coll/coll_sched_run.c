@@ -80,6 +80,26 @@ static void ask_stalled(struct coll_sched *s)
     }
 }
 
+/* a op b into dst (another buffer than a and b): a copied and b reduced into
+ * it piece by piece, each piece still in the first-level cache when it is
+ * reduced. Copying a whole large input to the output first wrote it to
+ * memory and read it back (a 16 MiB allreduce over TCP spent 12% of its
+ * time in that copy). */
+#define REDUCE_TO_PIECE 16384
+
+void cadre__coll_reduce_to(void *dst, const void *a, const void *b, size_t n,
+                           cadre_datatype_t dt, cadre_op_t op)
+{
+    size_t es = cadre_datatype_size(dt), piece = REDUCE_TO_PIECE / es;
+    char *d = dst;
+    const char *x = a, *y = b;
+    for (size_t i = 0; i < n; i += piece) {
+        size_t m = n - i < piece ? n - i : piece;
+        memcpy(d + i * es, x + i * es, m * es);
+        cadre__coll_reduce(d + i * es, y + i * es, m, dt, op);
+    }
+}
+
 /* The round's local steps, in order; stops at the first that fails. */
 static int run_local(struct coll_sched *s)
 {

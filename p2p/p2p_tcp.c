@@ -183,13 +183,13 @@ static void drain_in(int peer)
         struct pollfd pf[2];
         int n = 0;
         for (int r = 0; r < 2; r++) {
-            struct tcp_peer *p = &tcp->peers[peer];
-            struct tcp_in *c = r ? p->back : p->in;
-            for (int k = 0; c && k < 1024 && (r ? p->back : p->in) == c && c->fd >= 0; k++)
+            struct tcp_in *const *slot = r ? &tcp->peers[peer].back : &tcp->peers[peer].in;
+            struct tcp_in *c = *slot;
+            for (int k = 0; c && k < 1024 && *slot == c && c->fd >= 0; k++)
                 if (cadre__p2p_tcp_in_progress(c) == 0)
                     break;
             /* Unless it ended (closed after its BYE, or failed). */
-            if (c && (r ? p->back : p->in) == c && c->fd >= 0)
+            if (c && *slot == c && c->fd >= 0)
                 pf[n++] = (struct pollfd){c->fd, POLLIN, 0};
         }
         double left = until - tcp_now();

@@ -492,18 +492,17 @@ void cadre__p2p_tcp_end_shared(void)
     for (int i = 0; tcp->peers && i < tcp->size; i++)
         if (tcp->peers[i].shared && tcp->peers[i].fd >= 0)
             (void)shutdown(tcp->peers[i].fd, SHUT_WR);
-    for (int left = 1; left && tcp->peers;) {
-        left = 0;
+    while (tcp->peers && tcp_now() < until) {
+        int left = 0;
         for (int i = 0; i < tcp->size; i++) {
             struct tcp_peer *p = &tcp->peers[i];
             int unsent = 0;
             if (p->shared && p->fd >= 0 && ioctl(p->fd, SIOCOUTQNSD, &unsent) == 0 && unsent > 0)
                 left++;
         }
-        if (left && tcp_now() < until)
-            (void)poll(NULL, 0, 1);
-        else
+        if (!left)
             break;
+        (void)poll(NULL, 0, 1);
     }
     for (int i = 0; tcp->peers && i < tcp->size; i++) {
         struct tcp_peer *p = &tcp->peers[i];
